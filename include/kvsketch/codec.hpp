@@ -1,0 +1,106 @@
+// VectorCodec: the one interface every compression method implements (TurboQuant mse/prod, QJL,
+// int8, fp16). Encode once; answer inner products and weighted sums straight from the codes.
+//
+//   auto codec = kvsketch::make_codec("tq_prod:b=3", 128, /*seed=*/7);
+//   kvsketch::CodeBuffer codes = codec->make_buffer();
+//   codec->encode(keys, n, codes);                     // appends n rows
+//   auto query = codec->prepare(q);                    // rotate/sketch q once, build tables
+//   codec->scores(*query, codes, 0, n, logits);        // <q, x~_i> for every row
+//   codec->accumulate(weights, codes, 0, n, output);   // output += sum_i w_i x~_i
+//
+// Spec strings (see make_codec): fp16 | int8 | tq_mse:b=B | tq_prod:b=B | qjl:m=M, each with
+// optional parameters. code_bytes() is the exact size of one encoded vector, norms included.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvsketch {
+
+// Encoded rows of one codec: rows x code_bytes bytes, contiguous.
+class CodeBuffer {
+ public:
+  explicit CodeBuffer(size_t code_bytes = 0) : code_bytes_(code_bytes) {}
+  size_t code_bytes() const { return code_bytes_; }
+  size_t size() const { return code_bytes_ ? bytes_.size() / code_bytes_ : 0; }
+  size_t bytes() const { return bytes_.size(); }
+  const uint8_t* row(size_t i) const { return bytes_.data() + i * code_bytes_; }
+  uint8_t* row(size_t i) { return bytes_.data() + i * code_bytes_; }
+  const std::vector<uint8_t>& data() const { return bytes_; }
+  void resize(size_t rows) { bytes_.resize(rows * code_bytes_); }
+  void clear() { bytes_.clear(); }
+
+ private:
+  size_t code_bytes_;
+  std::vector<uint8_t> bytes_;
+};
+
+class VectorCodec;
+
+// A query transformed for one codec (rotated, sketched, look-up tables built).
+class PreparedQuery {
+ public:
+  virtual ~PreparedQuery() = default;
+  const VectorCodec* owner = nullptr;
+};
+
+class VectorCodec {
+ public:
+  virtual ~VectorCodec() = default;
+
+  virtual std::string spec() const = 0;   // canonical spec string, all parameters spelled out
+  size_t dim() const { return dim_; }
+  virtual size_t code_bytes() const = 0;  // exact bytes per vector, metadata included
+  CodeBuffer make_buffer() const { return CodeBuffer(code_bytes()); }
+  // Whether <q, x~> is an unbiased estimate of <q, x> (TurboQuant_prod, QJL).
+  virtual bool unbiased_inner_products() const { return false; }
+
+  // Data-dependent setup (QJL outlier channels); a no-op for data-oblivious codecs.
+  virtual void calibrate(const float* x, size_t n);
+
+  // Appends n rows (row-major n x dim). Throws Error naming row and column for NaN or Inf.
+  void encode(const float* x, size_t n, CodeBuffer& out) const;
+  // Writes rows [first, first + n) decoded, row-major n x dim.
+  void decode(const CodeBuffer& codes, size_t first, size_t n, float* out) const;
+  // Prepares q (dim floats) for scores().
+  std::unique_ptr<PreparedQuery> prepare(const float* q) const;
+  // out[i] = <q, x~_{first + i}> for i < n.
+  void scores(const PreparedQuery& q, const CodeBuffer& codes, size_t first, size_t n, float* out) const;
+  // out (dim floats) += sum_i weights[i] * x~_{first + i}.
+  void accumulate(const float* weights, const CodeBuffer& codes, size_t first, size_t n, float* out) const;
+
+  // The same weighted sum in two steps, so that partial sums (token ranges, threads) can be merged
+  // before the one inverse transform: accumulate_partial adds into an accumulator of
+  // accumulator_size() floats (zero-initialized by the caller); finish_accumulator adds its
+  // original-domain value to out (dim floats).
+  virtual size_t accumulator_size() const { return dim_; }
+  void accumulate_partial(const float* weights, const CodeBuffer& codes, size_t first, size_t n,
+                          float* accumulator) const;
+  virtual void finish_accumulator(const float* accumulator, float* out) const;
+
+ protected:
+  explicit VectorCodec(size_t dim) : dim_(dim) {}
+  // Encodes rows [0, n) of x into codes (n * code_bytes()); called on blocks, possibly in parallel.
+  virtual void encode_rows(const float* x, size_t n, uint8_t* codes) const = 0;
+  // Default: each row through accumulate_rows and finish_accumulator with weight 1.
+  virtual void decode_rows(const uint8_t* codes, size_t n, float* out) const;
+  virtual std::unique_ptr<PreparedQuery> prepare_query(const float* q) const = 0;
+  virtual void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const = 0;
+  virtual void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const = 0;
+
+ private:
+  void check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const;
+  size_t dim_;
+};
+
+// Builds a codec from a spec string for vectors of `dim` floats. Unknown names or parameters, and
+// values out of range, throw Error listing what is valid (see codec_spec_help()).
+std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uint64_t seed = 0);
+std::string codec_spec_help();
+
+// Throws Error naming the first row and column that is NaN or Inf.
+void require_finite(const float* x, size_t rows, size_t cols, const char* what);
+
+}  // namespace kvsketch

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job on bundled data: installs, builds, and prints the TurboQuant distortion table on
+# random unit vectors and on the bundled SIFT sample.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+echo "== random unit vectors, d=1536 =="
+./build/kvsketch distortion --dim 1536 --bits 1,2,3,4 --codecs tq_mse,tq_prod --vectors 2000 --queries 64 --input random
+echo "== bundled SIFT sample (data/sift-5k.tsv, normalized), d=128 =="
+./build/kvsketch distortion --bits 1,2,3,4 --codecs tq_mse,tq_prod --vectors 4000 --queries 200 --input data/sift-5k.tsv

@@ -1,0 +1,98 @@
+#include "codec/baseline_codecs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kvsketch/half.hpp"
+
+namespace kvsketch {
+namespace {
+
+struct PlainQuery : PreparedQuery {
+  std::vector<float> values;
+};
+
+std::unique_ptr<PreparedQuery> plain_query(const float* q, size_t dim) {
+  auto prepared = std::make_unique<PlainQuery>();
+  prepared->values.assign(q, q + dim);
+  return prepared;
+}
+
+void decode_half_row(const uint8_t* code, size_t dim, float* out) {
+  for (size_t j = 0; j < dim; ++j) {
+    uint16_t half;
+    std::memcpy(&half, code + 2 * j, 2);
+    out[j] = half_to_float(half);
+  }
+}
+
+}  // namespace
+
+void Fp16Codec::encode_rows(const float* x, size_t n, uint8_t* codes) const {
+  for (size_t i = 0; i < n * dim(); ++i) {
+    const uint16_t half = float_to_half(x[i]);  // beyond +-65504 saturates to Inf, as in any fp16 cache
+    std::memcpy(codes + 2 * i, &half, 2);
+  }
+}
+
+std::unique_ptr<PreparedQuery> Fp16Codec::prepare_query(const float* q) const { return plain_query(q, dim()); }
+
+void Fp16Codec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
+  const auto& query = static_cast<const PlainQuery&>(q).values;
+  std::vector<float> row(dim());
+  for (size_t i = 0; i < n; ++i) {
+    decode_half_row(codes + i * code_bytes(), dim(), row.data());
+    float sum = 0.0f;
+    for (size_t j = 0; j < dim(); ++j) sum += query[j] * row[j];
+    out[i] = sum;
+  }
+}
+
+void Fp16Codec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
+  std::vector<float> row(dim());
+  for (size_t i = 0; i < n; ++i) {
+    decode_half_row(codes + i * code_bytes(), dim(), row.data());
+    for (size_t j = 0; j < dim(); ++j) accumulator[j] += weights[i] * row[j];
+  }
+}
+
+void Int8Codec::encode_rows(const float* x, size_t n, uint8_t* codes) const {
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = x + i * dim();
+    uint8_t* code = codes + i * code_bytes();
+    float largest = 0.0f;
+    for (size_t j = 0; j < dim(); ++j) largest = std::max(largest, std::abs(row[j]));
+    const float scale = largest / 127.0f;
+    const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+    for (size_t j = 0; j < dim(); ++j)
+      code[j] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::nearbyint(row[j] * inverse), -127.0f, 127.0f)));
+    std::memcpy(code + dim(), &scale, 4);
+  }
+}
+
+std::unique_ptr<PreparedQuery> Int8Codec::prepare_query(const float* q) const { return plain_query(q, dim()); }
+
+void Int8Codec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
+  const auto& query = static_cast<const PlainQuery&>(q).values;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* code = codes + i * code_bytes();
+    float scale;
+    std::memcpy(&scale, code + dim(), 4);
+    float sum = 0.0f;
+    for (size_t j = 0; j < dim(); ++j) sum += query[j] * static_cast<float>(static_cast<int8_t>(code[j]));
+    out[i] = sum * scale;
+  }
+}
+
+void Int8Codec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* code = codes + i * code_bytes();
+    float scale;
+    std::memcpy(&scale, code + dim(), 4);
+    const float weight = weights[i] * scale;
+    for (size_t j = 0; j < dim(); ++j) accumulator[j] += weight * static_cast<float>(static_cast<int8_t>(code[j]));
+  }
+}
+
+}  // namespace kvsketch

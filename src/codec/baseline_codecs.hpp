@@ -1,0 +1,34 @@
+// Baselines measured next to the sketches at equal bytes: fp16 (2 bytes per value) and int8 with
+// one symmetric fp32 scale per vector (max |x| / 127).
+#pragma once
+#include "kvsketch/codec.hpp"
+
+namespace kvsketch {
+
+class Fp16Codec final : public VectorCodec {
+ public:
+  explicit Fp16Codec(size_t dim) : VectorCodec(dim) {}
+  std::string spec() const override { return "fp16"; }
+  size_t code_bytes() const override { return 2 * dim(); }
+
+ protected:
+  void encode_rows(const float* x, size_t n, uint8_t* codes) const override;
+  std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
+  void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+};
+
+class Int8Codec final : public VectorCodec {
+ public:
+  explicit Int8Codec(size_t dim) : VectorCodec(dim) {}
+  std::string spec() const override { return "int8"; }
+  size_t code_bytes() const override { return dim() + 4; }
+
+ protected:
+  void encode_rows(const float* x, size_t n, uint8_t* codes) const override;
+  std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
+  void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+};
+
+}  // namespace kvsketch

@@ -1,0 +1,83 @@
+#include <fmt/format.h>
+
+#include "codec/baseline_codecs.hpp"
+#include "codec/qjl.hpp"
+#include "codec/spec_parser.hpp"
+#include "codec/turboquant.hpp"
+#include "kvsketch/codec.hpp"
+#include "kvsketch/error.hpp"
+
+namespace kvsketch {
+namespace {
+
+constexpr size_t kMaxDim = 8192;
+
+NormPrecision parse_norm(const SpecParameters& p) {
+  return p.choice("norm", "fp16", {"fp16", "fp32"}) == "fp16" ? NormPrecision::kFp16 : NormPrecision::kFp32;
+}
+
+std::unique_ptr<VectorCodec> make_turboquant(const ParsedSpec& parsed, size_t dim, uint64_t seed, bool prod) {
+  std::vector<std::string> keys = {"b", "rotation", "rounds", "codebook", "norm", "seed"};
+  if (prod) keys.push_back("sketch");
+  const SpecParameters p(parsed.name, parsed.values, keys);
+  require(p.has("b"), "codec '{}': parameter b (bits per coordinate, 1..8) is required, e.g. {}:b=4", parsed.name,
+          parsed.name);
+  TurboQuantOptions options;
+  options.residual_signs = prod;
+  options.bits = static_cast<int>(p.integer("b", 4, 1, 8));
+  options.rotation = p.choice("rotation", "hadamard", {"hadamard", "haar"}) == "haar" ? RotationKind::kHaar
+                                                                                        : RotationKind::kHadamard;
+  options.rounds = static_cast<int>(p.integer("rounds", 2, 1, 16));
+  options.law = p.choice("codebook", "beta", {"beta", "gaussian"}) == "beta" ? CoordinateLaw::kBeta
+                                                                              : CoordinateLaw::kGaussian;
+  options.norm = parse_norm(p);
+  options.seed = static_cast<uint64_t>(p.integer("seed", static_cast<int64_t>(seed), 0, INT64_MAX));
+  if (prod) options.sketch = parse_sketch_kind(p.choice("sketch", "hadamard", {"hadamard", "gaussian", "orthogonal"}));
+  require(dim >= 2, "codec '{}': dimension must be >= 2, got {}", parsed.name, dim);
+  return std::make_unique<TurboQuant>(dim, options);
+}
+
+std::unique_ptr<VectorCodec> make_qjl(const ParsedSpec& parsed, size_t dim, uint64_t seed) {
+  const SpecParameters p(parsed.name, parsed.values, {"m", "sketch", "outliers", "m_out", "norm", "rounds", "seed"});
+  QjlOptions options;
+  options.rows = static_cast<size_t>(p.integer("m", static_cast<int64_t>(dim), 1, 65536));
+  options.sketch = parse_sketch_kind(p.choice("sketch", "orthogonal", {"orthogonal", "gaussian", "hadamard"}));
+  options.outliers = static_cast<size_t>(p.integer("outliers", 0, 0, static_cast<int64_t>(dim) - 1));
+  options.outlier_rows = static_cast<size_t>(p.integer("m_out", 0, 1, 65536));
+  require(options.outliers > 0 || !p.has("m_out"), "codec 'qjl': m_out needs outliers > 0");
+  options.norm = parse_norm(p);
+  options.rounds = static_cast<int>(p.integer("rounds", 2, 1, 16));
+  options.seed = static_cast<uint64_t>(p.integer("seed", static_cast<int64_t>(seed), 0, INT64_MAX));
+  return std::make_unique<Qjl>(dim, options);
+}
+
+}  // namespace
+
+std::string codec_spec_help() {
+  return "valid codecs:\n"
+         "  fp16                      2 bytes per value\n"
+         "  int8                      1 byte per value + fp32 scale per vector\n"
+         "  tq_mse:b=B                TurboQuant_mse, B = 1..8 bits per coordinate\n"
+         "  tq_prod:b=B               TurboQuant_prod (unbiased), B = 1..8 (B=1: pure QJL on the rotated vector)\n"
+         "  qjl:m=M                   QJL sign sketch with M = 1..65536 rows (default M = dim)\n"
+         "options: tq_*: rotation=hadamard|haar, rounds=1..16 (default 2), codebook=beta|gaussian,\n"
+         "         norm=fp16|fp32, seed=N; tq_prod: sketch=hadamard|gaussian|orthogonal (default hadamard)\n"
+         "         qjl: sketch=orthogonal|gaussian|hadamard (default orthogonal), outliers=K (< dim),\n"
+         "         m_out=M (default 32 K), norm=fp16|fp32, seed=N";
+}
+
+std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uint64_t seed) {
+  require(dim >= 1 && dim <= kMaxDim, "codec '{}': dimension must be in 1..{}, got {}", spec, kMaxDim, dim);
+  const ParsedSpec parsed = parse_spec(spec);
+  if (parsed.name == "tq_mse") return make_turboquant(parsed, dim, seed, false);
+  if (parsed.name == "tq_prod") return make_turboquant(parsed, dim, seed, true);
+  if (parsed.name == "qjl") return make_qjl(parsed, dim, seed);
+  if (parsed.name == "fp16" || parsed.name == "int8") {
+    const SpecParameters p(parsed.name, parsed.values, {});
+    if (parsed.name == "fp16") return std::make_unique<Fp16Codec>(dim);
+    return std::make_unique<Int8Codec>(dim);
+  }
+  throw Error(fmt::format("unknown codec '{}' in spec '{}'\n{}", parsed.name, spec, codec_spec_help()));
+}
+
+}  // namespace kvsketch

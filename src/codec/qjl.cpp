@@ -1,0 +1,154 @@
+#include "codec/qjl.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <numeric>
+
+#include "kvsketch/error.hpp"
+#include "kvsketch/random.hpp"
+#include "simd/kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+struct QjlQuery : PreparedQuery {
+  std::vector<float> inlier_tables, outlier_tables;
+};
+
+float qjl_scale(const Sketch& sketch) {
+  return static_cast<float>(std::sqrt(M_PI / 2.0) / (static_cast<double>(sketch.rows()) * sketch.bias_factor()));
+}
+
+}  // namespace
+
+Qjl::Qjl(size_t dim, const QjlOptions& options) : VectorCodec(dim), options_(options) {
+  if (options_.rows == 0) options_.rows = dim;
+  require(options_.outliers < dim, "qjl: outliers={} must be smaller than the dimension {}", options_.outliers, dim);
+  if (options_.outliers > 0 && options_.outlier_rows == 0) options_.outlier_rows = 32 * options_.outliers;
+  // Until calibrate() picks them, the outlier channels are the last ones (a valid, data-blind split).
+  std::vector<size_t> channels(options_.outliers);
+  std::iota(channels.begin(), channels.end(), dim - options_.outliers);
+  set_outlier_channels(channels);
+}
+
+void Qjl::set_outlier_channels(const std::vector<size_t>& channels) {
+  require(channels.size() == options_.outliers, "qjl: expected {} outlier channels, got {}", options_.outliers,
+          channels.size());
+  std::vector<bool> is_outlier(dim(), false);
+  for (size_t c : channels) {
+    require(c < dim(), "qjl: outlier channel {} out of range for dimension {}", c, dim());
+    require(!is_outlier[c], "qjl: outlier channel {} listed twice", c);
+    is_outlier[c] = true;
+  }
+  outlier_channels_ = channels;
+  std::sort(outlier_channels_.begin(), outlier_channels_.end());
+  inlier_channels_.clear();
+  for (size_t c = 0; c < dim(); ++c)
+    if (!is_outlier[c]) inlier_channels_.push_back(c);
+  inlier_sketch_ = std::make_unique<Sketch>(options_.sketch, options_.rows, inlier_channels_.size(),
+                                            derive_seed(options_.seed, {static_cast<uint64_t>(StreamPurpose::kSketch)}),
+                                            options_.rounds);
+  inlier_signs_ = std::make_unique<SignCodeStage>(*inlier_sketch_);
+  inlier_scale_ = qjl_scale(*inlier_sketch_);
+  outlier_offset_ = inlier_signs_->bytes();
+  norm_offset_ = outlier_offset_;
+  if (options_.outliers > 0) {
+    outlier_sketch_ = std::make_unique<Sketch>(
+        options_.sketch, options_.outlier_rows, options_.outliers,
+        derive_seed(options_.seed, {static_cast<uint64_t>(StreamPurpose::kOutlierSketch)}), options_.rounds);
+    outlier_signs_ = std::make_unique<SignCodeStage>(*outlier_sketch_);
+    outlier_scale_ = qjl_scale(*outlier_sketch_);
+    norm_offset_ += outlier_signs_->bytes();
+  }
+  code_bytes_ = norm_offset_ + norm_bytes(options_.norm) * (options_.outliers > 0 ? 2 : 1);
+}
+
+void Qjl::calibrate(const float* x, size_t n) {
+  if (options_.outliers == 0 || n == 0) return;
+  require_finite(x, n, dim(), "calibrate");
+  std::vector<double> energy(dim(), 0.0);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t c = 0; c < dim(); ++c) energy[c] += static_cast<double>(x[i * dim() + c]) * x[i * dim() + c];
+  std::vector<size_t> order(dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return energy[a] > energy[b]; });
+  set_outlier_channels(std::vector<size_t>(order.begin(), order.begin() + options_.outliers));
+}
+
+std::string Qjl::spec() const {
+  std::string text = fmt::format("qjl:m={},sketch={}", options_.rows, sketch_kind_name(options_.sketch));
+  if (options_.outliers) text += fmt::format(",outliers={},m_out={}", options_.outliers, options_.outlier_rows);
+  if (options_.sketch == SketchKind::kHadamard) text += fmt::format(",rounds={}", options_.rounds);
+  return text + fmt::format(",norm={},seed={}", norm_precision_name(options_.norm), options_.seed);
+}
+
+void Qjl::split(const float* x, float* inliers, float* outliers) const {
+  for (size_t k = 0; k < inlier_channels_.size(); ++k) inliers[k] = x[inlier_channels_[k]];
+  for (size_t k = 0; k < outlier_channels_.size(); ++k) outliers[k] = x[outlier_channels_[k]];
+}
+
+void Qjl::encode_rows(const float* x, size_t n, uint8_t* codes) const {
+  std::vector<float> inliers(inlier_channels_.size()), outliers(outlier_channels_.size());
+  std::vector<float> projection(std::max(options_.rows, options_.outlier_rows));
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* code = codes + i * code_bytes_;
+    std::memset(code, 0, code_bytes_);
+    split(x + i * dim(), inliers.data(), outliers.data());
+    inlier_signs_->encode(inliers.data(), code, projection.data());
+    store_norm(options_.norm, std::sqrt(simd::sum_of_squares(inliers.data(), inliers.size())), code + norm_offset_);
+    if (!outlier_signs_) continue;
+    outlier_signs_->encode(outliers.data(), code + outlier_offset_, projection.data());
+    store_norm(options_.norm, std::sqrt(simd::sum_of_squares(outliers.data(), outliers.size())),
+               code + norm_offset_ + norm_bytes(options_.norm));
+  }
+}
+
+size_t Qjl::accumulator_size() const { return options_.rows + (outlier_signs_ ? options_.outlier_rows : 0); }
+
+void Qjl::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* code = codes + i * code_bytes_;
+    inlier_signs_->signs_add(code, weights[i] * inlier_scale_ * load(code, 0), accumulator);
+    if (outlier_signs_)
+      outlier_signs_->signs_add(code + outlier_offset_, weights[i] * outlier_scale_ * load(code, 1),
+                                accumulator + options_.rows);
+  }
+}
+
+void Qjl::finish_accumulator(const float* accumulator, float* out) const {
+  std::vector<float> inliers(inlier_channels_.size(), 0.0f), outliers(outlier_channels_.size(), 0.0f);
+  inlier_signs_->finish(accumulator, inliers.data());
+  for (size_t k = 0; k < inlier_channels_.size(); ++k) out[inlier_channels_[k]] += inliers[k];
+  if (!outlier_signs_) return;
+  outlier_signs_->finish(accumulator + options_.rows, outliers.data());
+  for (size_t k = 0; k < outlier_channels_.size(); ++k) out[outlier_channels_[k]] += outliers[k];
+}
+
+std::unique_ptr<PreparedQuery> Qjl::prepare_query(const float* q) const {
+  auto prepared = std::make_unique<QjlQuery>();
+  std::vector<float> inliers(inlier_channels_.size()), outliers(outlier_channels_.size());
+  split(q, inliers.data(), outliers.data());
+  inlier_signs_->build_tables(inliers.data(), prepared->inlier_tables);
+  if (outlier_signs_) outlier_signs_->build_tables(outliers.data(), prepared->outlier_tables);
+  return prepared;
+}
+
+void Qjl::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
+  const auto& query = static_cast<const QjlQuery&>(q);
+  constexpr size_t kChunk = 256;
+  float outlier_sums[kChunk];
+  for (size_t start = 0; start < n; start += kChunk) {
+    const size_t count = std::min(kChunk, n - start);
+    const uint8_t* chunk = codes + start * code_bytes_;
+    inlier_signs_->scores(query.inlier_tables.data(), chunk, code_bytes_, count, out + start);
+    for (size_t i = 0; i < count; ++i) out[start + i] *= inlier_scale_ * load(chunk + i * code_bytes_, 0);
+    if (!outlier_signs_) continue;
+    outlier_signs_->scores(query.outlier_tables.data(), chunk + outlier_offset_, code_bytes_, count, outlier_sums);
+    for (size_t i = 0; i < count; ++i)
+      out[start + i] += outlier_scale_ * load(chunk + i * code_bytes_, 1) * outlier_sums[i];
+  }
+}
+
+}  // namespace kvsketch

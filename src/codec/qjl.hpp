@@ -1,0 +1,64 @@
+// QJL (Zandieh, Daliri, Han): a key is stored as the signs of an m-row JL projection plus its
+// norm; a query is projected in full precision, and
+//   <q, k>  ~=  sqrt(pi/2) / (m c) * ||k|| * <S q, sign(S k)>
+// is unbiased (c = Sketch::bias_factor(): 1 for Gaussian rows, c_d for rows of norm sqrt(d)).
+// Optional outlier split (QJL section 4.1): `outliers` channels, chosen by calibrate() as the
+// channels of largest mean square, get their own sketch of m_out rows; each part stores its norm.
+//
+// Row layout: [inlier signs: ceil(m / 8)][outlier signs: ceil(m_out / 8)][inlier norm][outlier norm]
+// (the outlier parts only when outliers > 0). The channel list belongs to the codec (per layer and
+// head in a cache) and is not part of code_bytes().
+#pragma once
+#include <memory>
+
+#include "codec/norm_storage.hpp"
+#include "codec/sign_code_stage.hpp"
+#include "kvsketch/codec.hpp"
+
+namespace kvsketch {
+
+struct QjlOptions {
+  size_t rows = 0;            // m; 0 means m = dim
+  SketchKind sketch = SketchKind::kOrthogonal;
+  size_t outliers = 0;
+  size_t outlier_rows = 0;    // m_out; 0 means 32 * outliers
+  NormPrecision norm = NormPrecision::kFp16;
+  int rounds = 2;             // for the Hadamard sketch
+  uint64_t seed = 0;
+};
+
+class Qjl final : public VectorCodec {
+ public:
+  Qjl(size_t dim, const QjlOptions& options);
+  std::string spec() const override;
+  size_t code_bytes() const override { return code_bytes_; }
+  bool unbiased_inner_products() const override { return true; }
+  void calibrate(const float* x, size_t n) override;
+  void set_outlier_channels(const std::vector<size_t>& channels);
+  const std::vector<size_t>& outlier_channels() const { return outlier_channels_; }
+  size_t accumulator_size() const override;
+  void finish_accumulator(const float* accumulator, float* out) const override;
+
+ protected:
+  void encode_rows(const float* x, size_t n, uint8_t* codes) const override;
+  std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
+  void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+
+ private:
+  // Splits x into its inlier and outlier coordinates (in channel order).
+  void split(const float* x, float* inliers, float* outliers) const;
+  float load(const uint8_t* code, size_t which) const {
+    return load_norm(options_.norm, code + norm_offset_ + which * norm_bytes(options_.norm));
+  }
+
+  QjlOptions options_;
+  std::vector<size_t> outlier_channels_;
+  std::vector<size_t> inlier_channels_;
+  std::unique_ptr<Sketch> inlier_sketch_, outlier_sketch_;
+  std::unique_ptr<SignCodeStage> inlier_signs_, outlier_signs_;
+  float inlier_scale_ = 0, outlier_scale_ = 0;
+  size_t outlier_offset_ = 0, norm_offset_ = 0, code_bytes_ = 0;
+};
+
+}  // namespace kvsketch

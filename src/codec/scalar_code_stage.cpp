@@ -1,0 +1,91 @@
+#include "codec/scalar_code_stage.hpp"
+
+#include <algorithm>
+
+#include "kvsketch/bitpack.hpp"
+#include "simd/kernels.hpp"
+#include "simd/table_sums.hpp"
+
+namespace kvsketch {
+
+ScalarCodeStage::ScalarCodeStage(size_t dim, int bits, CoordinateLaw law)
+    : dim_(dim), bits_(bits), bytes_(packed_bytes(dim, bits)), codebook_(&lloyd_max_codebook(law, dim, bits)) {
+  if (bits_ > 0 && byte_tables()) {
+    const size_t per_byte = 8 / bits_;
+    const unsigned mask = (1u << bits_) - 1u;
+    byte_decode_.resize(256 * per_byte);
+    for (unsigned v = 0; v < 256; ++v)
+      for (size_t f = 0; f < per_byte; ++f)
+        byte_decode_[v * per_byte + f] = codebook_->centroids[(v >> (f * bits_)) & mask];
+  }
+}
+
+void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* reconstruction, uint8_t* scratch) const {
+  if (bits_ == 0) {
+    if (reconstruction) std::fill(reconstruction, reconstruction + dim_, 0.0f);
+    return;
+  }
+  simd::quantize(rotated, dim_, codebook_->boundaries.data(), bits_, scratch);
+  pack_bits(scratch, dim_, bits_, packed);
+  if (reconstruction)
+    for (size_t j = 0; j < dim_; ++j) reconstruction[j] = codebook_->centroids[scratch[j]];
+}
+
+void ScalarCodeStage::decode(const uint8_t* packed, float* out) const {
+  std::fill(out, out + dim_, 0.0f);
+  decode_add(packed, 1.0f, out);
+}
+
+void ScalarCodeStage::decode_add(const uint8_t* packed, float weight, float* accumulator) const {
+  if (bits_ == 0) return;
+  if (byte_tables()) {
+    const size_t per_byte = 8 / bits_;
+    const size_t full = dim_ / per_byte;
+    for (size_t p = 0; p < full; ++p) {
+      const float* centroids = byte_decode_.data() + packed[p] * per_byte;
+      float* target = accumulator + p * per_byte;
+      for (size_t f = 0; f < per_byte; ++f) target[f] += weight * centroids[f];
+    }
+    for (size_t j = full * per_byte; j < dim_; ++j)
+      accumulator[j] += weight * byte_decode_[packed[j / per_byte] * per_byte + j % per_byte];
+    return;
+  }
+  uint8_t indices[8192];
+  unpack_bits(packed, dim_, bits_, indices);
+  for (size_t j = 0; j < dim_; ++j) accumulator[j] += weight * codebook_->centroids[indices[j]];
+}
+
+void ScalarCodeStage::build_tables(const float* rotated_query, std::vector<float>& tables) const {
+  if (bits_ == 0) {
+    tables.clear();
+    return;
+  }
+  if (byte_tables()) {
+    tables.resize(bytes_ * 256);
+    simd::build_value_byte_tables(rotated_query, dim_, codebook_->centroids.data(), bits_, tables.data());
+    return;
+  }
+  const size_t levels = size_t{1} << bits_;
+  tables.resize(dim_ * levels);
+  for (size_t j = 0; j < dim_; ++j)
+    for (size_t k = 0; k < levels; ++k) tables[j * levels + k] = rotated_query[j] * codebook_->centroids[k];
+}
+
+void ScalarCodeStage::scores(const float* tables, const uint8_t* codes, size_t stride, size_t n, float* out) const {
+  if (bits_ == 0) {
+    std::fill(out, out + n, 0.0f);
+    return;
+  }
+  if (byte_tables()) {
+    simd::byte_table_sums(tables, bytes_, codes, stride, n, out);
+    return;
+  }
+  uint8_t indices[8192];
+  const size_t levels = size_t{1} << bits_;
+  for (size_t i = 0; i < n; ++i) {
+    unpack_bits(codes + i * stride, dim_, bits_, indices);
+    out[i] = simd::index_table_sum(tables, levels, indices, dim_);
+  }
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,39 @@
+// The MSE stage of TurboQuant: each coordinate of a rotated unit vector replaced by the index of
+// its nearest Lloyd-Max centroid, packed at b bits (b = 0 stores nothing and reconstructs 0).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kvsketch/codebook.hpp"
+
+namespace kvsketch {
+
+class ScalarCodeStage {
+ public:
+  ScalarCodeStage(size_t dim, int bits, CoordinateLaw law);
+  int bits() const { return bits_; }
+  size_t bytes() const { return bytes_; }
+  const Codebook& codebook() const { return *codebook_; }
+
+  // Quantizes `rotated` (dim floats); writes packed indices and, if `reconstruction` is non-null,
+  // the centroid values. `scratch` holds dim bytes.
+  void encode(const float* rotated, uint8_t* packed, float* reconstruction, uint8_t* scratch) const;
+  // out[j] = centroid of index j.
+  void decode(const uint8_t* packed, float* out) const;
+  // accumulator[j] += weight * centroid of index j.
+  void decode_add(const uint8_t* packed, float weight, float* accumulator) const;
+
+  // Tables for scoring a rotated query; then scores(...)[i] = <query, centroids of code i>.
+  void build_tables(const float* rotated_query, std::vector<float>& tables) const;
+  void scores(const float* tables, const uint8_t* codes, size_t stride, size_t n, float* out) const;
+
+ private:
+  bool byte_tables() const { return bits_ == 1 || bits_ == 2 || bits_ == 4 || bits_ == 8; }
+  size_t dim_;
+  int bits_;
+  size_t bytes_;
+  const Codebook* codebook_;
+  std::vector<float> byte_decode_;  // byte value -> 8/b centroids (byte-aligned widths)
+};
+
+}  // namespace kvsketch

@@ -1,0 +1,34 @@
+#include "codec/sign_code_stage.hpp"
+
+#include <cstring>
+
+#include "simd/table_sums.hpp"
+
+namespace kvsketch {
+
+SignCodeStage::SignCodeStage(const Sketch& sketch) : sketch_(sketch) {}
+
+void SignCodeStage::encode(const float* x, uint8_t* packed, float* projection) const {
+  sketch_.project(x, projection);
+  const size_t m = rows();
+  std::memset(packed, 0, bytes());
+  for (size_t t = 0; t < m; ++t) packed[t >> 3] |= static_cast<uint8_t>((projection[t] > 0.0f) << (t & 7));
+}
+
+void SignCodeStage::signs_add(const uint8_t* packed, float weight, float* accumulator) const {
+  const size_t m = rows();
+  for (size_t t = 0; t < m; ++t) accumulator[t] += ((packed[t >> 3] >> (t & 7)) & 1) ? weight : -weight;
+}
+
+void SignCodeStage::build_tables(const float* query, std::vector<float>& tables) const {
+  std::vector<float> projected(rows());
+  sketch_.project(query, projected.data());
+  tables.resize(bytes() * 256);
+  simd::build_sign_byte_tables(projected.data(), rows(), tables.data());
+}
+
+void SignCodeStage::scores(const float* tables, const uint8_t* codes, size_t stride, size_t n, float* out) const {
+  simd::byte_table_sums(tables, bytes(), codes, stride, n, out);
+}
+
+}  // namespace kvsketch

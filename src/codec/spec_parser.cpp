@@ -1,0 +1,70 @@
+#include "codec/spec_parser.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "kvsketch/error.hpp"
+
+namespace kvsketch {
+
+ParsedSpec parse_spec(const std::string& spec) {
+  ParsedSpec parsed;
+  const size_t colon = spec.find(':');
+  parsed.name = spec.substr(0, colon);
+  if (colon == std::string::npos) return parsed;
+  const std::string rest = spec.substr(colon + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t comma = rest.find(',', start);
+    if (comma == std::string::npos) comma = rest.size();
+    const std::string item = rest.substr(start, comma - start);
+    const size_t equals = item.find('=');
+    require(!item.empty() && equals != std::string::npos && equals > 0 && equals + 1 < item.size(),
+            "codec spec '{}': expected key=value items after ':', got '{}'", spec, item);
+    const std::string key = item.substr(0, equals);
+    require(!parsed.values.count(key), "codec spec '{}': parameter '{}' given twice", spec, key);
+    parsed.values[key] = item.substr(equals + 1);
+    start = comma + 1;
+  }
+  return parsed;
+}
+
+SpecParameters::SpecParameters(const std::string& codec, const std::map<std::string, std::string>& values,
+                               const std::vector<std::string>& allowed)
+    : codec_(codec), values_(values) {
+  for (const auto& [key, value] : values)
+    require(std::find(allowed.begin(), allowed.end(), key) != allowed.end(),
+            "codec '{}': unknown parameter '{}'; valid parameters: {}", codec, key,
+            allowed.empty() ? std::string("none") : fmt::format("{}", fmt::join(allowed, ", ")));
+}
+
+int64_t SpecParameters::integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  require(used == it->second.size() && used > 0, "codec '{}': parameter {}='{}' is not an integer", codec_, key,
+          it->second);
+  require(value >= min && value <= max, "codec '{}': parameter {}={} out of range; expected {}..{}", codec_, key,
+          value, min, max);
+  return value;
+}
+
+std::string SpecParameters::choice(const std::string& key, const std::string& fallback,
+                                   const std::vector<std::string>& valid) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  require(std::find(valid.begin(), valid.end(), it->second) != valid.end(),
+          "codec '{}': parameter {}='{}' is not valid; expected one of {}", codec_, key, it->second,
+          fmt::join(valid, ", "));
+  return it->second;
+}
+
+}  // namespace kvsketch

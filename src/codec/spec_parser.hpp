@@ -1,0 +1,32 @@
+// Parsing of codec spec strings "name:key=value,key=value" with range-checked accessors whose
+// errors name the codec, the parameter, the value and what is valid.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kvsketch {
+
+class SpecParameters {
+ public:
+  // `allowed` lists the valid keys for this codec; any other key is an error.
+  SpecParameters(const std::string& codec, const std::map<std::string, std::string>& values,
+                 const std::vector<std::string>& allowed);
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) const;
+  std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& valid) const;
+
+ private:
+  std::string codec_;
+  std::map<std::string, std::string> values_;
+};
+
+struct ParsedSpec {
+  std::string name;
+  std::map<std::string, std::string> values;
+};
+
+ParsedSpec parse_spec(const std::string& spec);
+
+}  // namespace kvsketch

@@ -1,0 +1,112 @@
+#include "codec/turboquant.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "kvsketch/error.hpp"
+#include "kvsketch/random.hpp"
+#include "simd/kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+struct TurboQuantQuery : PreparedQuery {
+  std::vector<float> scalar_tables;
+  std::vector<float> sign_tables;
+};
+
+}  // namespace
+
+TurboQuant::TurboQuant(size_t dim, const TurboQuantOptions& options)
+    : VectorCodec(dim),
+      options_(options),
+      rotation_(make_rotation(options.rotation, dim, options.seed, options.rounds)),
+      scalar_(dim, options.residual_signs ? options.bits - 1 : options.bits, options.law) {
+  if (options.residual_signs) {
+    sketch_ = std::make_unique<Sketch>(options.sketch, dim, dim, derive_seed(options.seed, {1}), options.rounds);
+    signs_ = std::make_unique<SignCodeStage>(*sketch_);
+    sign_scale_ = static_cast<float>(std::sqrt(M_PI / 2.0) / (static_cast<double>(dim) * sketch_->bias_factor()));
+  }
+  sign_offset_ = scalar_.bytes();
+  norm_offset_ = sign_offset_ + (signs_ ? signs_->bytes() : 0);
+  code_bytes_ = norm_offset_ + norm_bytes(options.norm) * (signs_ ? 2 : 1);
+}
+
+std::string TurboQuant::spec() const {
+  std::string text = fmt::format("{}:b={},rotation={},rounds={},codebook={},norm={}",
+                                 options_.residual_signs ? "tq_prod" : "tq_mse", options_.bits,
+                                 options_.rotation == RotationKind::kHaar ? "haar" : "hadamard", options_.rounds,
+                                 coordinate_law_name(options_.law), norm_precision_name(options_.norm));
+  if (options_.residual_signs) text += ",sketch=" + sketch_kind_name(options_.sketch);
+  return text + fmt::format(",seed={}", options_.seed);
+}
+
+void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes) const {
+  const size_t d = dim();
+  std::vector<float> unit(d), reconstruction(d), projection(d);
+  std::vector<uint8_t> scratch(d);
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = x + i * d;
+    uint8_t* code = codes + i * code_bytes_;
+    std::memset(code, 0, code_bytes_);
+    const float norm = std::sqrt(simd::sum_of_squares(row, d));
+    if (norm == 0.0f) continue;  // zero vector: norm 0 decodes to exactly zero
+    std::memcpy(unit.data(), row, d * sizeof(float));
+    simd::scale(unit.data(), 1.0f / norm, d);
+    rotation_->apply(unit.data(), unit.data());
+    scalar_.encode(unit.data(), code, signs_ ? reconstruction.data() : nullptr, scratch.data());
+    store_norm(options_.norm, norm, code + norm_offset_);
+    if (!signs_) continue;
+    for (size_t j = 0; j < d; ++j) unit[j] -= reconstruction[j];  // residual, rotated domain
+    const float gamma = std::sqrt(simd::sum_of_squares(unit.data(), d));
+    signs_->encode(unit.data(), code + sign_offset_, projection.data());
+    store_norm(options_.norm, gamma, code + norm_offset_ + norm_bytes(options_.norm));
+  }
+}
+
+std::unique_ptr<PreparedQuery> TurboQuant::prepare_query(const float* q) const {
+  auto prepared = std::make_unique<TurboQuantQuery>();
+  std::vector<float> rotated(dim());
+  rotation_->apply(q, rotated.data());
+  scalar_.build_tables(rotated.data(), prepared->scalar_tables);
+  if (signs_) signs_->build_tables(rotated.data(), prepared->sign_tables);
+  return prepared;
+}
+
+void TurboQuant::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
+  const auto& query = static_cast<const TurboQuantQuery&>(q);
+  constexpr size_t kChunk = 256;
+  float sign_sums[kChunk];
+  for (size_t start = 0; start < n; start += kChunk) {
+    const size_t count = std::min(kChunk, n - start);
+    const uint8_t* chunk = codes + start * code_bytes_;
+    scalar_.scores(query.scalar_tables.data(), chunk, code_bytes_, count, out + start);
+    if (signs_) {
+      signs_->scores(query.sign_tables.data(), chunk + sign_offset_, code_bytes_, count, sign_sums);
+      for (size_t i = 0; i < count; ++i)
+        out[start + i] += sign_scale_ * gamma_of(chunk + i * code_bytes_) * sign_sums[i];
+    }
+    for (size_t i = 0; i < count; ++i) out[start + i] *= norm_of(chunk + i * code_bytes_);
+  }
+}
+
+void TurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* code = codes + i * code_bytes_;
+    const float weight = weights[i] * norm_of(code);
+    if (weight == 0.0f) continue;
+    scalar_.decode_add(code, weight, accumulator);
+    if (signs_) signs_->signs_add(code + sign_offset_, weight * sign_scale_ * gamma_of(code), accumulator + dim());
+  }
+}
+
+void TurboQuant::finish_accumulator(const float* accumulator, float* out) const {
+  const size_t d = dim();
+  std::vector<float> rotated(accumulator, accumulator + d);
+  if (signs_) signs_->finish(accumulator + d, rotated.data());
+  rotation_->apply_transpose(rotated.data(), rotated.data());
+  for (size_t j = 0; j < d; ++j) out[j] += rotated[j];
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,61 @@
+// TurboQuant (Zandieh et al.): random rotation + Lloyd-Max scalar codes (Algorithm 1, "mse"), and
+// the same at b-1 bits plus 1-bit QJL on the residual (Algorithm 2, "prod": unbiased inner
+// products). Vectors of any norm: the input norm is stored (fp16 by default) and the unit vector
+// is quantized; prod also stores the residual norm gamma. The QJL stage works on the residual in
+// the rotated domain (S independent of Pi, so S Pi^T is as random as S).
+//
+// Row layout: [indices: ceil(d (b') / 8) bytes][prod: ceil(d / 8) sign bytes][norm][prod: gamma]
+// with b' = b for mse and b - 1 for prod.
+#pragma once
+#include <memory>
+
+#include "codec/norm_storage.hpp"
+#include "codec/scalar_code_stage.hpp"
+#include "codec/sign_code_stage.hpp"
+#include "kvsketch/codec.hpp"
+#include "kvsketch/transform.hpp"
+
+namespace kvsketch {
+
+struct TurboQuantOptions {
+  bool residual_signs = false;  // false: TurboQuant_mse; true: TurboQuant_prod
+  int bits = 4;                 // total bits per coordinate
+  RotationKind rotation = RotationKind::kHadamard;
+  int rounds = 2;               // Hadamard rounds (rotation and sketch)
+  CoordinateLaw law = CoordinateLaw::kBeta;
+  NormPrecision norm = NormPrecision::kFp16;
+  SketchKind sketch = SketchKind::kHadamard;
+  uint64_t seed = 0;
+};
+
+class TurboQuant final : public VectorCodec {
+ public:
+  TurboQuant(size_t dim, const TurboQuantOptions& options);
+  std::string spec() const override;
+  size_t code_bytes() const override { return code_bytes_; }
+  bool unbiased_inner_products() const override { return options_.residual_signs; }
+  size_t accumulator_size() const override { return dim() + (signs_ ? signs_->rows() : 0); }
+  void finish_accumulator(const float* accumulator, float* out) const override;
+  const ScalarCodeStage& scalar_stage() const { return scalar_; }
+  float sign_scale() const { return sign_scale_; }
+
+ protected:
+  void encode_rows(const float* x, size_t n, uint8_t* codes) const override;
+  std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
+  void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+
+ private:
+  float norm_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_); }
+  float gamma_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_ + norm_bytes(options_.norm)); }
+
+  TurboQuantOptions options_;
+  std::unique_ptr<Rotation> rotation_;
+  ScalarCodeStage scalar_;
+  std::unique_ptr<Sketch> sketch_;
+  std::unique_ptr<SignCodeStage> signs_;
+  float sign_scale_ = 0.0f;  // sqrt(pi/2) / (m * bias_factor)
+  size_t sign_offset_, norm_offset_, code_bytes_;
+};
+
+}  // namespace kvsketch

@@ -1,0 +1,108 @@
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+#include "kvsketch/error.hpp"
+
+namespace kvsketch {
+
+void require_finite(const float* x, size_t rows, size_t cols, const char* what) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) {
+      const float value = x[r * cols + c];
+      if (!std::isfinite(value))
+        throw Error(fmt::format("{}: row {} column {} is {}; inputs must be finite", what, r, c,
+                                std::isnan(value) ? "NaN" : (value > 0 ? "+Inf" : "-Inf")));
+    }
+}
+
+void VectorCodec::calibrate(const float*, size_t) {}
+
+void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const {
+  require(codes.code_bytes() == code_bytes(), "{}: buffer holds codes of {} bytes but codec {} writes {} bytes",
+          operation, codes.code_bytes(), spec(), code_bytes());
+  require(first <= codes.size() && n <= codes.size() - first,
+          "{}: rows [{}, {}) out of range; the buffer holds {} rows", operation, first, first + n, codes.size());
+}
+
+void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out) const {
+  require(out.code_bytes() == code_bytes(), "encode: buffer holds codes of {} bytes but codec {} writes {} bytes",
+          out.code_bytes(), spec(), code_bytes());
+  if (n == 0) return;
+  require(x != nullptr, "encode: input pointer is null for {} rows", n);
+  require_finite(x, n, dim_, "encode");
+  const size_t start = out.size();
+  out.resize(start + n);
+  uint8_t* codes = out.row(start);
+  const size_t block = 64;
+  const long blocks = static_cast<long>((n + block - 1) / block);
+  // Rows are independent and each is encoded by the same code path: the bytes do not depend on
+  // the number of threads. An exception (say a norm beyond fp16) may not leave a parallel region:
+  // keep the first, drop the appended rows, and rethrow, so a refused encode changes nothing.
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(static) if (n >= 2 * block)
+  for (long b = 0; b < blocks; ++b) {
+    const size_t row = static_cast<size_t>(b) * block;
+    const size_t count = std::min(block, n - row);
+    try {
+      encode_rows(x + row * dim_, count, codes + row * code_bytes());
+    } catch (...) {
+#pragma omp critical(kvsketch_encode_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) {
+    out.resize(start);
+    std::rethrow_exception(failure);
+  }
+}
+
+void VectorCodec::decode(const CodeBuffer& codes, size_t first, size_t n, float* out) const {
+  check_range(codes, first, n, "decode");
+  if (n) decode_rows(codes.row(first), n, out);
+}
+
+std::unique_ptr<PreparedQuery> VectorCodec::prepare(const float* q) const {
+  require(q != nullptr, "prepare: query pointer is null");
+  require_finite(q, 1, dim_, "prepare (query)");
+  auto prepared = prepare_query(q);
+  prepared->owner = this;
+  return prepared;
+}
+
+void VectorCodec::scores(const PreparedQuery& q, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
+  require(q.owner == this, "scores: the query was prepared by a different codec than {}", spec());
+  check_range(codes, first, n, "scores");
+  if (n) score_rows(q, codes.row(first), n, out);
+}
+
+void VectorCodec::accumulate_partial(const float* weights, const CodeBuffer& codes, size_t first, size_t n,
+                                     float* accumulator) const {
+  check_range(codes, first, n, "accumulate");
+  if (n) accumulate_rows(weights, codes.row(first), n, accumulator);
+}
+
+void VectorCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const {
+  std::vector<float> accumulator(accumulator_size());
+  const float weight = 1.0f;
+  for (size_t i = 0; i < n; ++i) {
+    std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+    accumulate_rows(&weight, codes + i * code_bytes(), 1, accumulator.data());
+    std::fill(out + i * dim_, out + (i + 1) * dim_, 0.0f);
+    finish_accumulator(accumulator.data(), out + i * dim_);
+  }
+}
+
+void VectorCodec::finish_accumulator(const float* accumulator, float* out) const {
+  for (size_t j = 0; j < dim_; ++j) out[j] += accumulator[j];
+}
+
+void VectorCodec::accumulate(const float* weights, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
+  std::vector<float> accumulator(accumulator_size(), 0.0f);
+  accumulate_partial(weights, codes, first, n, accumulator.data());
+  finish_accumulator(accumulator.data(), out);
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,64 @@
+#include "kvsketch/bitpack.hpp"
+
+#include <cstring>
+
+namespace kvsketch {
+
+void pack_bits(const uint8_t* indices, size_t count, int bits, uint8_t* out) {
+  const size_t bytes = packed_bytes(count, bits);
+  if (bits == 8) {
+    std::memcpy(out, indices, count);
+    return;
+  }
+  if (bits == 4) {
+    for (size_t j = 0; j + 1 < count; j += 2) out[j / 2] = static_cast<uint8_t>(indices[j] | (indices[j + 1] << 4));
+    if (count % 2) out[count / 2] = indices[count - 1];
+    return;
+  }
+  std::memset(out, 0, bytes);
+  if (bits == 1) {
+    for (size_t j = 0; j < count; ++j) out[j >> 3] |= static_cast<uint8_t>(indices[j] << (j & 7));
+    return;
+  }
+  uint64_t buffer = 0;
+  int filled = 0;
+  size_t position = 0;
+  for (size_t j = 0; j < count; ++j) {
+    buffer |= static_cast<uint64_t>(indices[j]) << filled;
+    filled += bits;
+    while (filled >= 8) {
+      out[position++] = static_cast<uint8_t>(buffer);
+      buffer >>= 8;
+      filled -= 8;
+    }
+  }
+  if (filled > 0) out[position] = static_cast<uint8_t>(buffer);
+}
+
+void unpack_bits(const uint8_t* packed, size_t count, int bits, uint8_t* indices) {
+  if (bits == 8) {
+    std::memcpy(indices, packed, count);
+    return;
+  }
+  if (bits == 4) {
+    for (size_t j = 0; j < count; ++j) indices[j] = (packed[j / 2] >> ((j & 1) * 4)) & 0xF;
+    return;
+  }
+  const uint32_t mask = (1u << bits) - 1u;
+  uint64_t buffer = 0;
+  int filled = 0;
+  size_t position = 0;
+  const size_t bytes = packed_bytes(count, bits);
+  for (size_t j = 0; j < count; ++j) {
+    while (filled < bits) {
+      buffer |= static_cast<uint64_t>(position < bytes ? packed[position] : 0) << filled;
+      ++position;
+      filled += 8;
+    }
+    indices[j] = static_cast<uint8_t>(buffer & mask);
+    buffer >>= bits;
+    filled -= bits;
+  }
+}
+
+}  // namespace kvsketch

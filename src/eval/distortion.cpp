@@ -1,0 +1,168 @@
+#include "kvsketch/distortion.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "kvsketch/codec.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/io.hpp"
+#include "kvsketch/random.hpp"
+#include "simd/kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+void normalize_rows(std::vector<float>& values, size_t dim) {
+  for (size_t start = 0; start < values.size(); start += dim) {
+    double sum = 0;
+    for (size_t j = 0; j < dim; ++j) sum += static_cast<double>(values[start + j]) * values[start + j];
+    require(sum > 0, "distortion: input row {} is a zero vector and cannot be normalized", start / dim);
+    const double inverse = 1.0 / std::sqrt(sum);
+    for (size_t j = 0; j < dim; ++j) values[start + j] = static_cast<float>(values[start + j] * inverse);
+  }
+}
+
+std::vector<float> gaussian_rows(size_t rows, size_t dim, uint64_t seed, StreamPurpose purpose) {
+  RandomStream stream(seed, purpose, {dim});
+  std::vector<float> values(rows * dim);
+  for (auto& v : values) v = static_cast<float>(stream.gaussian());
+  return values;
+}
+
+// Base vectors and query directions, unit-normalized.
+void make_inputs(const DistortionConfig& config, size_t& dim, std::vector<float>& base, std::vector<float>& queries) {
+  const size_t n = config.vectors, q = config.queries;
+  if (config.input != "random" && config.input != "e1" && config.input != "sparse") {
+    Matrix file = read_matrix(config.input);
+    require(config.dim == 0 || config.dim == file.cols, "distortion: --dim {} does not match {} columns in '{}'",
+            config.dim, file.cols, config.input);
+    dim = file.cols;
+    require(file.rows >= n, "distortion: '{}' has {} rows, fewer than --vectors {}", config.input, file.rows, n);
+    base.assign(file.values.begin(), file.values.begin() + n * dim);
+    // Queries: the rows after the base vectors when there are enough, else random directions.
+    if (file.rows >= n + q)
+      queries.assign(file.values.begin() + n * dim, file.values.begin() + (n + q) * dim);
+    else
+      queries = gaussian_rows(q, dim, config.seed, StreamPurpose::kQueries);
+  } else {
+    require(config.dim >= 2, "distortion: --dim must be >= 2 for input '{}', got {}", config.input, config.dim);
+    dim = config.dim;
+    queries = gaussian_rows(q, dim, config.seed, StreamPurpose::kQueries);
+    if (config.input == "random") {
+      base = gaussian_rows(n, dim, config.seed, StreamPurpose::kData);
+    } else {
+      base.assign(n * dim, 0.0f);
+      RandomStream stream(config.seed, StreamPurpose::kData, {dim, 7});
+      for (size_t i = 0; i < n; ++i) {
+        if (config.input == "e1") {
+          base[i * dim + i % dim] = 1.0f;  // the standard basis, cycling through coordinates
+        } else {                           // (e_a +- e_b) / sqrt 2: two-sparse worst cases
+          const size_t a = stream.below(dim);
+          size_t b = stream.below(dim - 1);
+          if (b >= a) ++b;
+          base[i * dim + a] = stream.sign();
+          base[i * dim + b] = stream.sign();
+        }
+      }
+    }
+  }
+  normalize_rows(base, dim);
+  normalize_rows(queries, dim);
+}
+
+std::string spec_for(const std::string& codec, int bits, size_t dim, const std::string& options) {
+  std::string spec;
+  if (codec == "tq_mse" || codec == "tq_prod")
+    spec = fmt::format("{}:b={}", codec, bits);
+  else if (codec == "qjl")
+    spec = fmt::format("qjl:m={}", static_cast<size_t>(bits) * dim);
+  else
+    throw Error(fmt::format("distortion: codec '{}' is not one of tq_mse, tq_prod, qjl", codec));
+  if (!options.empty()) spec += "," + options;
+  return spec;
+}
+
+}  // namespace
+
+std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
+  require(config.vectors >= 2, "distortion: --vectors must be >= 2, got {}", config.vectors);
+  require(config.queries >= 1, "distortion: --queries must be >= 1, got {}", config.queries);
+  require(!config.bits.empty() && !config.codecs.empty(), "distortion: give at least one codec and one bit width");
+  size_t dim = 0;
+  std::vector<float> base, queries;
+  make_inputs(config, dim, base, queries);
+  const size_t n = config.vectors, q = config.queries;
+  std::vector<double> rho(q);
+  for (size_t j = 0; j < q; ++j) rho[j] = 0.9 * (j + 0.5) / q;
+  // Exact <z_j, x_i>.
+  std::vector<double> truth_z(n * q);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < q; ++j) truth_z[i * q + j] = simd::reference::dot(&base[i * dim], &queries[j * dim], dim);
+
+  std::vector<DistortionRow> rows;
+  for (const std::string& name : config.codecs) {
+    for (int bits : config.bits) {
+      auto codec = make_codec(spec_for(name, bits, dim, config.options), dim, config.seed);
+      codec->calibrate(base.data(), n);
+      CodeBuffer codes = codec->make_buffer();
+      codec->encode(base.data(), n, codes);
+      std::vector<float> decoded(n * dim);
+      codec->decode(codes, 0, n, decoded.data());
+      std::vector<double> self(n);
+      double squared_error = 0;
+      for (size_t i = 0; i < n; ++i) {
+        double e = 0;
+        for (size_t j = 0; j < dim; ++j) {
+          const double diff = static_cast<double>(base[i * dim + j]) - decoded[i * dim + j];
+          e += diff * diff;
+        }
+        squared_error += e;
+        self[i] = simd::reference::dot(&base[i * dim], &decoded[i * dim], dim);
+      }
+      std::vector<float> cross(q * n);
+#pragma omp parallel for schedule(static)
+      for (long j = 0; j < static_cast<long>(q); ++j) {
+        auto prepared = codec->prepare(&queries[j * dim]);
+        codec->scores(*prepared, codes, 0, n, &cross[j * n]);
+      }
+      double sum_error = 0, sum_error_sq = 0, sum_cross = 0, sum_truth_sq = 0;
+      std::vector<double> per_vector(n, 0.0);
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t j = 0; j < q; ++j) {
+          const double t = truth_z[i * q + j];
+          const double s = std::sqrt(1.0 - rho[j] * rho[j]);
+          const double estimate = rho[j] * self[i] + s / std::sqrt(1.0 - t * t) * (cross[j * n + i] - t * self[i]);
+          const double error = estimate - rho[j];
+          sum_error += error;
+          sum_error_sq += error * error;
+          sum_cross += estimate * rho[j];
+          sum_truth_sq += rho[j] * rho[j];
+          per_vector[i] += error / q;
+        }
+      }
+      const double pairs = static_cast<double>(n * q);
+      DistortionRow row;
+      row.codec = name;
+      row.spec = codec->spec();
+      row.bits = bits;
+      row.dim = dim;
+      row.code_bytes = codec->code_bytes();
+      row.mse = squared_error / n;
+      row.ip_bias = sum_error / pairs;
+      double spread = 0;
+      for (double e : per_vector) spread += (e - row.ip_bias) * (e - row.ip_bias);
+      row.ip_bias_stderr = std::sqrt(spread / (n - 1) / n);
+      row.ip_bias_factor = sum_cross / sum_truth_sq;
+      row.ip_var_d = dim * (sum_error_sq / pairs - row.ip_bias * row.ip_bias);
+      const double quarter = std::pow(4.0, -bits);
+      row.mse_lower_bound = quarter;
+      row.mse_upper_bound = std::sqrt(3.0) * M_PI / 2.0 * quarter;
+      row.ip_var_d_lower_bound = quarter;
+      if (codec->unbiased_inner_products()) row.ip_var_d_upper_bound = std::sqrt(3.0) * M_PI * M_PI * quarter;
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+}  // namespace kvsketch

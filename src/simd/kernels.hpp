@@ -1,0 +1,42 @@
+// Kernels behind runtime SIMD dispatch (Highway). Each has a scalar reference in
+// kvsketch::simd::reference that the tests compare against. Encode-path kernels (everything but the
+// dot products) are bit-exact across instruction sets: they use only element-wise IEEE operations
+// and fixed-order reductions, so the same seed gives the same codes on every machine.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace kvsketch::simd {
+
+// In-place unnormalized Walsh-Hadamard transform of n = 2^k floats.
+void fwht(float* data, size_t n);
+// data[i] *= factors[i]
+void multiply(float* data, const float* factors, size_t n);
+// data[i] *= factor
+void scale(float* data, float factor, size_t n);
+// Sum of x[i]^2 in a fixed order (16 interleaved partial sums, then a fixed tree).
+float sum_of_squares(const float* x, size_t n);
+// indices[i] = number of boundaries strictly below values[i] (boundaries sorted, count = 2^bits - 1).
+void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
+// out[r] = sum_c matrix[c * rows + r] * x[c], for c = 0..cols-1 in order (column-major matrix).
+void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out);
+// Dot product, any order (query-time only).
+float dot(const float* a, const float* b, size_t n);
+// out[i] += w * x[i]
+void axpy(float w, const float* x, float* out, size_t n);
+
+// Name of the instruction set the dispatcher picked.
+const char* active_target();
+
+namespace reference {
+void fwht(float* data, size_t n);
+void multiply(float* data, const float* factors, size_t n);
+void scale(float* data, float factor, size_t n);
+float sum_of_squares(const float* x, size_t n);
+void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
+void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out);
+float dot(const float* a, const float* b, size_t n);
+void axpy(float w, const float* x, float* out, size_t n);
+}  // namespace reference
+
+}  // namespace kvsketch::simd

@@ -1,0 +1,61 @@
+// Scalar references for the dispatched kernels: the definition of what each kernel computes.
+#include "simd/kernels.hpp"
+
+namespace kvsketch::simd::reference {
+
+void fwht(float* data, size_t n) {
+  for (size_t half = 1; half < n; half *= 2) {
+    for (size_t block = 0; block < n; block += 2 * half) {
+      for (size_t i = block; i < block + half; ++i) {
+        const float a = data[i], b = data[i + half];
+        data[i] = a + b;
+        data[i + half] = a - b;
+      }
+    }
+  }
+}
+
+void multiply(float* data, const float* factors, size_t n) {
+  for (size_t i = 0; i < n; ++i) data[i] *= factors[i];
+}
+
+void scale(float* data, float factor, size_t n) {
+  for (size_t i = 0; i < n; ++i) data[i] *= factor;
+}
+
+float sum_of_squares(const float* x, size_t n) {
+  float partial[16] = {};
+  for (size_t i = 0; i < n; ++i) partial[i % 16] += x[i] * x[i];
+  for (size_t width = 8; width >= 1; width /= 2)
+    for (size_t i = 0; i < width; ++i) partial[i] += partial[i + width];
+  return partial[0];
+}
+
+void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices) {
+  const int count = (1 << bits) - 1;
+  for (size_t i = 0; i < n; ++i) {
+    int index = 0;
+    for (int k = 0; k < count; ++k) index += values[i] > boundaries[k];
+    indices[i] = static_cast<uint8_t>(index);
+  }
+}
+
+void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
+  for (size_t r = 0; r < rows; ++r) out[r] = 0.0f;
+  for (size_t c = 0; c < cols; ++c) {
+    const float* column = matrix + c * rows;
+    for (size_t r = 0; r < rows; ++r) out[r] += column[r] * x[c];
+  }
+}
+
+float dot(const float* a, const float* b, size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+  return static_cast<float>(sum);
+}
+
+void axpy(float w, const float* x, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] += w * x[i];
+}
+
+}  // namespace kvsketch::simd::reference

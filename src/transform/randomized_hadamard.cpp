@@ -1,0 +1,49 @@
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "kvsketch/error.hpp"
+#include "kvsketch/random.hpp"
+#include "kvsketch/transform.hpp"
+#include "simd/kernels.hpp"
+
+namespace kvsketch {
+
+RandomizedHadamard::RandomizedHadamard(size_t dim, int rounds, uint64_t seed) : dim_(dim), rounds_(rounds) {
+  require(dim >= 1, "RandomizedHadamard: dim must be >= 1, got {}", dim);
+  require(rounds >= 1 && rounds <= 16, "RandomizedHadamard: rounds must be in 1..16, got {}", rounds);
+  window_ = 1;
+  while (window_ * 2 <= dim) window_ *= 2;
+  RandomStream stream(seed, StreamPurpose::kRotation, {dim, static_cast<uint64_t>(rounds)});
+  // Each step multiplies by (random sign / sqrt(p)) and then by the unnormalized H_p, which keeps
+  // magnitudes bounded and the product orthogonal.
+  const float step_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(window_)));
+  for (int r = 0; r < rounds; ++r) {
+    const size_t windows = window_ == dim ? 1 : 2;
+    for (size_t w = 0; w < windows; ++w) {
+      Step step{w == 0 ? 0 : dim - window_, std::vector<float>(dim)};
+      for (auto& s : step.signs) s = stream.sign() * step_scale;
+      steps_.push_back(std::move(step));
+    }
+  }
+}
+
+void RandomizedHadamard::apply(const float* x, float* out) const {
+  if (out != x) std::memcpy(out, x, dim_ * sizeof(float));
+  for (const Step& step : steps_) {
+    simd::multiply(out, step.signs.data(), dim_);
+    simd::fwht(out + step.offset, window_);
+  }
+}
+
+void RandomizedHadamard::apply_transpose(const float* x, float* out) const {
+  if (out != x) std::memcpy(out, x, dim_ * sizeof(float));
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+    simd::fwht(out + it->offset, window_);
+    simd::multiply(out, it->signs.data(), dim_);
+  }
+}
+
+std::string RandomizedHadamard::name() const { return fmt::format("hadamard:rounds={}", rounds_); }
+
+}  // namespace kvsketch

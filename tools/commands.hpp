@@ -1,0 +1,12 @@
+// Subcommands of the kvsketch tool; each registers itself on the CLI11 app and runs when chosen.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace kvsketch::tools {
+
+// Returns the action to run if the subcommand was selected.
+std::function<void()> add_distortion_command(CLI::App& app);
+std::function<void()> add_codecs_command(CLI::App& app);
+
+}  // namespace kvsketch::tools

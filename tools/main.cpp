@@ -1,0 +1,31 @@
+// kvsketch: command-line front end of the library.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "commands.hpp"
+#include "kvsketch/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvsketch: randomized sketches for KV caches and vector search"};
+  app.require_subcommand(1);
+  std::vector<std::function<void()>> actions = {
+      kvsketch::tools::add_distortion_command(app),
+      kvsketch::tools::add_codecs_command(app),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& action : actions) action();
+  } catch (const kvsketch::Error& e) {
+    std::cerr << "kvsketch: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kvsketch: error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
