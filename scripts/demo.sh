@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON
 echo "== random unit vectors, d=1536 =="
 ./build/kvsketch distortion --dim 1536 --bits 1,2,3,4 --codecs tq_mse,tq_prod --vectors 2000 --queries 64 --input random
 echo "== bundled SIFT sample (data/sift-5k.tsv, normalized), d=128 =="

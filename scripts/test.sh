@@ -8,7 +8,7 @@ if [ "${SANITIZE:-0}" = "1" ]; then
   export BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo
   bash scripts/build.sh -DKVSKETCH_SANITIZE=ON -DKVSKETCH_BUILD_BENCH=OFF
 else
-  bash scripts/build.sh
+  bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON
 fi
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j "$(nproc)" --timeout 900

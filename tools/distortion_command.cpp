@@ -86,6 +86,9 @@ std::function<void()> add_distortion_command(CLI::App& app) {
   command->add_option("--vectors", args->config.vectors, "base vectors")->default_val(1000);
   command->add_option("--queries", args->config.queries, "query directions")->default_val(64);
   command->add_option("--seed", args->config.seed, "random seed")->default_val(1);
+  command->add_option("--codec-seeds", args->config.codec_seeds,
+                      "average over this many codec seeds (rotations); real data needs several")
+      ->default_val(1);
   command->add_option("--input", args->config.input, "random | e1 | sparse | FILE (.tsv, .fvecs, .npy)")
       ->default_val("random");
   command->add_flag("--json", args->json, "print a JSON array");

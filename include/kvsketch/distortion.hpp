@@ -10,7 +10,8 @@
 //   ip_bias         mean of <y, x~> - <y, x>; ip_bias_stderr treats each base vector as one
 //                   independent sample (its queries share its quantization error)
 //   ip_bias_factor  least-squares slope (through 0) of the estimate on the truth
-//   ip_var_d        d * variance of the inner-product error
+//   ip_var_d        d * variance of the inner-product error around its mean at each rho (for a
+//                   biased codec this leaves out the bias itself, which ip_bias_factor reports)
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -27,6 +28,9 @@ struct DistortionConfig {
   size_t vectors = 1000;
   size_t queries = 64;
   uint64_t seed = 1;
+  // Codec seeds seed, seed+1, ...: the theorems hold in expectation over the rotation, and real
+  // data whose vectors share a direction (SIFT is non-negative) needs that average.
+  size_t codec_seeds = 1;
   std::string input = "random";     // random | e1 | sparse | path to .tsv/.fvecs/.npy
 };
 

@@ -47,7 +47,7 @@ class RandomizedHadamard final : public Rotation {
  private:
   struct Step {
     size_t offset;              // window start
-    std::vector<float> signs;   // dim_ entries +-1/sqrt(window), applied to the whole vector first
+    std::vector<float> signs;   // +-1/sqrt(window) inside the window, +-1 outside; applied first
   };
   size_t dim_;
   size_t window_;  // largest power of two <= dim_

@@ -82,11 +82,74 @@ std::string spec_for(const std::string& codec, int bits, size_t dim, const std::
   return spec;
 }
 
+// One codec instance: MSE and inner-product statistics over all (vector, query) pairs.
+DistortionRow measure(const std::string& spec, uint64_t seed, size_t dim, const std::vector<float>& base,
+                      const std::vector<float>& queries, const std::vector<double>& rho,
+                      const std::vector<double>& truth_z, size_t n, size_t q) {
+  auto codec = make_codec(spec, dim, seed);
+  codec->calibrate(base.data(), n);
+  CodeBuffer codes = codec->make_buffer();
+  codec->encode(base.data(), n, codes);
+  std::vector<float> decoded(n * dim);
+  codec->decode(codes, 0, n, decoded.data());
+  std::vector<double> self(n);
+  double squared_error = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double e = 0;
+    for (size_t j = 0; j < dim; ++j) {
+      const double diff = static_cast<double>(base[i * dim + j]) - decoded[i * dim + j];
+      e += diff * diff;
+    }
+    squared_error += e;
+    self[i] = simd::reference::dot(&base[i * dim], &decoded[i * dim], dim);
+  }
+  std::vector<float> cross(q * n);
+#pragma omp parallel for schedule(static)
+  for (long j = 0; j < static_cast<long>(q); ++j) {
+    auto prepared = codec->prepare(&queries[j * dim]);
+    codec->scores(*prepared, codes, 0, n, &cross[j * n]);
+  }
+  double sum_error = 0, sum_cross = 0, sum_truth_sq = 0;
+  std::vector<double> per_vector(n, 0.0), per_query(q, 0.0), per_query_sq(q, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < q; ++j) {
+      const double t = truth_z[i * q + j];
+      const double s = std::sqrt(1.0 - rho[j] * rho[j]);
+      const double estimate = rho[j] * self[i] + s / std::sqrt(1.0 - t * t) * (cross[j * n + i] - t * self[i]);
+      const double error = estimate - rho[j];
+      sum_error += error;
+      sum_cross += estimate * rho[j];
+      sum_truth_sq += rho[j] * rho[j];
+      per_vector[i] += error / q;
+      per_query[j] += error / n;
+      per_query_sq[j] += error * error / n;
+    }
+  }
+  const double pairs = static_cast<double>(n * q);
+  DistortionRow row;
+  row.spec = codec->spec();
+  row.code_bytes = codec->code_bytes();
+  row.mse = squared_error / n;
+  row.ip_bias = sum_error / pairs;
+  double spread = 0;
+  for (double e : per_vector) spread += (e - row.ip_bias) * (e - row.ip_bias);
+  row.ip_bias_stderr = std::sqrt(spread / (n - 1) / n);
+  row.ip_bias_factor = sum_cross / sum_truth_sq;
+  // Variance around the mean error at each true inner product: the estimator's spread, not the
+  // spread of a biased codec's bias over the range of rho.
+  double within = 0;
+  for (size_t j = 0; j < q; ++j) within += per_query_sq[j] - per_query[j] * per_query[j];
+  row.ip_var_d = dim * within / q;
+  if (codec->unbiased_inner_products()) row.ip_var_d_upper_bound = 0.0;  // filled in by the caller
+  return row;
+}
+
 }  // namespace
 
 std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
   require(config.vectors >= 2, "distortion: --vectors must be >= 2, got {}", config.vectors);
   require(config.queries >= 1, "distortion: --queries must be >= 1, got {}", config.queries);
+  require(config.codec_seeds >= 1, "distortion: --codec-seeds must be >= 1, got {}", config.codec_seeds);
   require(!config.bits.empty() && !config.codecs.empty(), "distortion: give at least one codec and one bit width");
   size_t dim = 0;
   std::vector<float> base, queries;
@@ -102,64 +165,30 @@ std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
   std::vector<DistortionRow> rows;
   for (const std::string& name : config.codecs) {
     for (int bits : config.bits) {
-      auto codec = make_codec(spec_for(name, bits, dim, config.options), dim, config.seed);
-      codec->calibrate(base.data(), n);
-      CodeBuffer codes = codec->make_buffer();
-      codec->encode(base.data(), n, codes);
-      std::vector<float> decoded(n * dim);
-      codec->decode(codes, 0, n, decoded.data());
-      std::vector<double> self(n);
-      double squared_error = 0;
-      for (size_t i = 0; i < n; ++i) {
-        double e = 0;
-        for (size_t j = 0; j < dim; ++j) {
-          const double diff = static_cast<double>(base[i * dim + j]) - decoded[i * dim + j];
-          e += diff * diff;
-        }
-        squared_error += e;
-        self[i] = simd::reference::dot(&base[i * dim], &decoded[i * dim], dim);
+      DistortionRow mean;
+      double stderr_sq = 0;
+      for (size_t k = 0; k < config.codec_seeds; ++k) {
+        const DistortionRow r = measure(spec_for(name, bits, dim, config.options), config.seed + k, dim, base,
+                                        queries, rho, truth_z, n, q);
+        mean.mse += r.mse / config.codec_seeds;
+        mean.ip_bias += r.ip_bias / config.codec_seeds;
+        mean.ip_bias_factor += r.ip_bias_factor / config.codec_seeds;
+        mean.ip_var_d += r.ip_var_d / config.codec_seeds;
+        stderr_sq += r.ip_bias_stderr * r.ip_bias_stderr;
+        mean.spec = r.spec;
+        mean.code_bytes = r.code_bytes;
+        mean.ip_var_d_upper_bound = r.ip_var_d_upper_bound;
       }
-      std::vector<float> cross(q * n);
-#pragma omp parallel for schedule(static)
-      for (long j = 0; j < static_cast<long>(q); ++j) {
-        auto prepared = codec->prepare(&queries[j * dim]);
-        codec->scores(*prepared, codes, 0, n, &cross[j * n]);
-      }
-      double sum_error = 0, sum_error_sq = 0, sum_cross = 0, sum_truth_sq = 0;
-      std::vector<double> per_vector(n, 0.0);
-      for (size_t i = 0; i < n; ++i) {
-        for (size_t j = 0; j < q; ++j) {
-          const double t = truth_z[i * q + j];
-          const double s = std::sqrt(1.0 - rho[j] * rho[j]);
-          const double estimate = rho[j] * self[i] + s / std::sqrt(1.0 - t * t) * (cross[j * n + i] - t * self[i]);
-          const double error = estimate - rho[j];
-          sum_error += error;
-          sum_error_sq += error * error;
-          sum_cross += estimate * rho[j];
-          sum_truth_sq += rho[j] * rho[j];
-          per_vector[i] += error / q;
-        }
-      }
-      const double pairs = static_cast<double>(n * q);
-      DistortionRow row;
-      row.codec = name;
-      row.spec = codec->spec();
-      row.bits = bits;
-      row.dim = dim;
-      row.code_bytes = codec->code_bytes();
-      row.mse = squared_error / n;
-      row.ip_bias = sum_error / pairs;
-      double spread = 0;
-      for (double e : per_vector) spread += (e - row.ip_bias) * (e - row.ip_bias);
-      row.ip_bias_stderr = std::sqrt(spread / (n - 1) / n);
-      row.ip_bias_factor = sum_cross / sum_truth_sq;
-      row.ip_var_d = dim * (sum_error_sq / pairs - row.ip_bias * row.ip_bias);
+      mean.ip_bias_stderr = std::sqrt(stderr_sq) / config.codec_seeds;
+      mean.codec = name;
+      mean.bits = bits;
+      mean.dim = dim;
       const double quarter = std::pow(4.0, -bits);
-      row.mse_lower_bound = quarter;
-      row.mse_upper_bound = std::sqrt(3.0) * M_PI / 2.0 * quarter;
-      row.ip_var_d_lower_bound = quarter;
-      if (codec->unbiased_inner_products()) row.ip_var_d_upper_bound = std::sqrt(3.0) * M_PI * M_PI * quarter;
-      rows.push_back(row);
+      mean.mse_lower_bound = quarter;
+      mean.mse_upper_bound = std::sqrt(3.0) * M_PI / 2.0 * quarter;
+      mean.ip_var_d_lower_bound = quarter;
+      if (mean.ip_var_d_upper_bound) mean.ip_var_d_upper_bound = std::sqrt(3.0) * M_PI * M_PI * quarter;
+      rows.push_back(mean);
     }
   }
   return rows;

@@ -16,7 +16,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Butterflies with partner distance `half` smaller than the vector: permute lanes (i xor half)
-// and combine as v * sign + partner, where sign = +1 for the upper... lower element, -1 for upper.
+// and combine as v * sign + partner, where sign = +1 for the lower element and -1 for the upper.
 template <class D>
 void FwhtInRegister(D d, float* data, size_t n, size_t half) {
   const size_t lanes = hn::Lanes(d);
@@ -48,7 +48,6 @@ void FwhtImpl(float* data, size_t n) {
           data[i] = a + b;
           data[i + half] = a - b;
         }
-    if (lanes == 1) return;
     return;
   }
   size_t half = 1;
@@ -88,7 +87,7 @@ float SumOfSquaresImpl(const float* x, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   HWY_ALIGN float partial[16] = {};
-  if (lanes > 16 || 16 % lanes != 0) {
+  if (lanes < 4 || lanes > 16 || 16 % lanes != 0) {
     for (size_t i = 0; i < n; ++i) partial[i % 16] += x[i] * x[i];
   } else {
     const size_t vectors = 16 / lanes;

@@ -22,7 +22,10 @@ RandomizedHadamard::RandomizedHadamard(size_t dim, int rounds, uint64_t seed) : 
     const size_t windows = window_ == dim ? 1 : 2;
     for (size_t w = 0; w < windows; ++w) {
       Step step{w == 0 ? 0 : dim - window_, std::vector<float>(dim)};
-      for (auto& s : step.signs) s = stream.sign() * step_scale;
+      for (size_t j = 0; j < dim; ++j) {
+        const bool in_window = j >= step.offset && j < step.offset + window_;
+        step.signs[j] = stream.sign() * (in_window ? step_scale : 1.0f);
+      }
       steps_.push_back(std::move(step));
     }
   }

@@ -1,0 +1,241 @@
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+#include <omp.h>
+
+#include <cmath>
+
+#include "codec/qjl.hpp"
+#include "kvsketch/codec.hpp"
+#include "kvsketch/error.hpp"
+#include "test_util.hpp"
+
+using namespace kvsketch;
+
+namespace {
+
+std::vector<std::string> all_specs() {
+  std::vector<std::string> specs = {"fp16", "int8", "qjl:m=64", "qjl:m=256,sketch=gaussian",
+                                    "qjl:m=200,sketch=hadamard", "qjl:m=128,outliers=8,m_out=64",
+                                    "tq_mse:b=3,rotation=haar", "tq_prod:b=3,sketch=gaussian",
+                                    "tq_prod:b=2,sketch=orthogonal", "tq_mse:b=4,norm=fp32"};
+  for (int b = 1; b <= 8; ++b) {
+    specs.push_back("tq_mse:b=" + std::to_string(b));
+    specs.push_back("tq_prod:b=" + std::to_string(b));
+  }
+  return specs;
+}
+
+}  // namespace
+
+// scores() and accumulate() work on codes directly; they must equal decode-then-dot.
+TEST(Codec, QueryTimeOperationsEqualDecodeThenDot) {
+  for (size_t dim : {96, 128}) {
+    const size_t n = 70;
+    auto x = testutil::gaussian_matrix(n, dim, 1, 3.0);
+    auto q = testutil::gaussian_matrix(1, dim, 2);
+    auto w = testutil::gaussian_matrix(1, n, 3);
+    for (const auto& spec : all_specs()) {
+      SCOPED_TRACE(spec + " dim=" + std::to_string(dim));
+      auto codec = make_codec(spec, dim, 5);
+      codec->calibrate(x.data(), n);
+      auto codes = codec->make_buffer();
+      codec->encode(x.data(), n, codes);
+      ASSERT_EQ(codes.bytes(), n * codec->code_bytes());
+      std::vector<float> decoded(n * dim), scores(n), sum(dim, 0.0f);
+      codec->decode(codes, 0, n, decoded.data());
+      codec->scores(*codec->prepare(q.data()), codes, 0, n, scores.data());
+      double scale = 0;
+      for (size_t i = 0; i < n; ++i)
+        scale = std::max(scale, testutil::norm(q.data(), dim) * testutil::norm(&decoded[i * dim], dim));
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(scores[i], testutil::dot(q.data(), &decoded[i * dim], dim), 1e-5 * scale) << "row " << i;
+      codec->accumulate(w.data(), codes, 0, n, sum.data());
+      for (size_t j = 0; j < dim; ++j) {
+        double expected = 0, magnitude = 0;
+        for (size_t i = 0; i < n; ++i) {
+          expected += w[i] * decoded[i * dim + j];
+          magnitude += std::abs(w[i] * decoded[i * dim + j]);
+        }
+        ASSERT_NEAR(sum[j], expected, 1e-5 * magnitude + 1e-6) << "coordinate " << j;
+      }
+      // A sub-range of rows gives the matching slice.
+      std::vector<float> part(10);
+      codec->scores(*codec->prepare(q.data()), codes, 30, 10, part.data());
+      for (size_t i = 0; i < 10; ++i) EXPECT_FLOAT_EQ(part[i], scores[30 + i]);
+    }
+  }
+}
+
+TEST(Codec, CodeBytesAreExact) {
+  const size_t d = 128;
+  EXPECT_EQ(make_codec("fp16", d)->code_bytes(), 256u);
+  EXPECT_EQ(make_codec("int8", d)->code_bytes(), 132u);
+  EXPECT_EQ(make_codec("tq_mse:b=4", d)->code_bytes(), 64u + 2);             // indices + fp16 norm
+  EXPECT_EQ(make_codec("tq_mse:b=3", d)->code_bytes(), 48u + 2);
+  EXPECT_EQ(make_codec("tq_mse:b=4,norm=fp32", d)->code_bytes(), 64u + 4);
+  EXPECT_EQ(make_codec("tq_prod:b=3", d)->code_bytes(), 32u + 16 + 2 + 2);   // 2-bit idx + signs + norm + gamma
+  EXPECT_EQ(make_codec("tq_prod:b=1", d)->code_bytes(), 16u + 2 + 2);
+  EXPECT_EQ(make_codec("qjl:m=256", d)->code_bytes(), 32u + 2);
+  EXPECT_EQ(make_codec("qjl:m=256,outliers=8,m_out=256", d)->code_bytes(), 32u + 32 + 2 + 2);
+  EXPECT_EQ(make_codec("tq_mse:b=5", 100)->code_bytes(), 63u + 2);
+}
+
+TEST(Codec, MseReconstructionIsCloseAndProdIsUnbiasedOnAverage) {
+  const size_t d = 128, n = 400;
+  auto x = testutil::gaussian_matrix(n, d, 9, 5.0);
+  auto codec = make_codec("tq_mse:b=4", d);
+  auto codes = codec->make_buffer();
+  codec->encode(x.data(), n, codes);
+  std::vector<float> decoded(n * d);
+  codec->decode(codes, 0, n, decoded.data());
+  double err = 0, total = 0;
+  for (size_t i = 0; i < n * d; ++i) {
+    err += (x[i] - decoded[i]) * (x[i] - decoded[i]);
+    total += x[i] * x[i];
+  }
+  EXPECT_NEAR(err / total, 0.0093, 0.0015);  // D_mse(4) at d = 128 for vectors of any norm
+}
+
+TEST(Codec, SameSeedSameBytesForAnyThreadCount) {
+  const size_t d = 200, n = 1000;
+  auto x = testutil::gaussian_matrix(n, d, 4);
+  for (const std::string spec : {"tq_mse:b=4", "tq_prod:b=3", "qjl:m=256", "tq_prod:b=2,sketch=gaussian",
+                                 "tq_mse:b=3,rotation=haar"}) {
+    std::vector<uint8_t> reference;
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      for (int run = 0; run < 2; ++run) {
+        auto codec = make_codec(spec, d, 123);
+        auto codes = codec->make_buffer();
+        codec->encode(x.data(), n, codes);
+        if (reference.empty()) reference = codes.data();
+        EXPECT_EQ(codes.data(), reference) << spec << " threads=" << threads;
+      }
+    }
+    auto other = make_codec(spec, d, 124);
+    auto codes = other->make_buffer();
+    other->encode(x.data(), n, codes);
+    EXPECT_NE(codes.data(), reference) << spec << ": a different seed should change the codes";
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST(Codec, GoldenCodeHashesArePlatformIndependent) {
+  // The bytes for a fixed seed are part of the contract (same codes on every machine).
+  const size_t d = 128, n = 64;
+  auto x = testutil::gaussian_matrix(n, d, 77);
+  for (const auto& [spec, expected] : std::vector<std::pair<std::string, uint64_t>>{
+           {"tq_mse:b=4", 536056107290420787ull}, {"tq_prod:b=3", 10472755476797059699ull}, {"qjl:m=256", 4536522786123705518ull}}) {
+    // Every instruction set compiled in (scalar, SSE4, AVX2, AVX-512 where present) gives the same bytes.
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      auto codec = make_codec(spec, d, 1);
+      auto codes = codec->make_buffer();
+      codec->encode(x.data(), n, codes);
+      uint64_t hash = 1469598103934665603ull;  // FNV-1a
+      for (uint8_t byte : codes.data()) hash = (hash ^ byte) * 1099511628211ull;
+      EXPECT_EQ(hash, expected) << spec << " on " << hwy::TargetName(target);
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
+TEST(Codec, ZeroVectorDecodesToZero) {
+  for (const std::string spec : {"tq_mse:b=3", "tq_prod:b=3", "qjl:m=64", "int8", "qjl:m=64,outliers=4"}) {
+    auto codec = make_codec(spec, 64);
+    std::vector<float> zero(64, 0.0f), decoded(64, 1.0f), q(64, 1.0f);
+    auto codes = codec->make_buffer();
+    codec->encode(zero.data(), 1, codes);
+    codec->decode(codes, 0, 1, decoded.data());
+    for (float v : decoded) EXPECT_EQ(v, 0.0f) << spec;
+    float score = 1.0f;
+    codec->scores(*codec->prepare(q.data()), codes, 0, 1, &score);
+    EXPECT_EQ(score, 0.0f) << spec;
+  }
+}
+
+TEST(Codec, NonFiniteInputIsRefusedNamingRowAndColumn) {
+  auto codec = make_codec("tq_prod:b=3", 16);
+  auto x = testutil::gaussian_matrix(3, 16, 1);
+  auto codes = codec->make_buffer();
+  codec->encode(x.data(), 1, codes);
+  x[2 * 16 + 5] = NAN;
+  try {
+    codec->encode(x.data(), 3, codes);
+    FAIL() << "NaN accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 2 column 5 is NaN"), std::string::npos) << e.what();
+  }
+  x[2 * 16 + 5] = INFINITY;
+  EXPECT_THROW(codec->encode(x.data(), 3, codes), Error);
+  EXPECT_EQ(codes.size(), 1u) << "a refused encode must not append rows";
+  std::vector<float> q(16, 0.0f);
+  q[3] = -INFINITY;
+  EXPECT_THROW(codec->prepare(q.data()), Error);
+}
+
+TEST(Codec, NormBeyondFp16IsRefusedWithoutLosingData) {
+  auto codec = make_codec("tq_mse:b=2", 256);
+  std::vector<float> x(256 * 200, 1.0f);
+  x[150 * 256] = 1e5f;  // row 150 has norm > 65504
+  auto codes = codec->make_buffer();
+  try {
+    codec->encode(x.data(), 200, codes);
+    FAIL() << "overflow accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("norm=fp32"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(codes.size(), 0u);
+  auto wide = make_codec("tq_mse:b=2,norm=fp32", 256);
+  auto wide_codes = wide->make_buffer();
+  wide->encode(x.data(), 200, wide_codes);
+  EXPECT_EQ(wide_codes.size(), 200u);
+}
+
+TEST(Codec, BadSpecsGetClearErrors) {
+  auto message = [](const std::string& spec, size_t dim = 128) {
+    try {
+      make_codec(spec, dim);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("pq:b=4").find("valid codecs"), std::string::npos);
+  EXPECT_NE(message("tq_mse:b=9").find("out of range; expected 1..8"), std::string::npos);
+  EXPECT_NE(message("tq_mse:b=0").find("out of range"), std::string::npos);
+  EXPECT_NE(message("tq_mse").find("b (bits per coordinate, 1..8) is required"), std::string::npos);
+  EXPECT_NE(message("tq_mse:b=x").find("not an integer"), std::string::npos);
+  EXPECT_NE(message("qjl:m=0").find("m=0 out of range"), std::string::npos);
+  EXPECT_NE(message("tq_mse:b=3,speed=11").find("unknown parameter 'speed'"), std::string::npos);
+  EXPECT_NE(message("tq_prod:b=3,sketch=sparse").find("expected one of hadamard, gaussian, orthogonal"),
+            std::string::npos);
+  EXPECT_NE(message("tq_mse:b=3", 0).find("dimension must be in 1..8192"), std::string::npos);
+  EXPECT_NE(message("qjl:m=64,outliers=128").find("out of range"), std::string::npos);
+}
+
+TEST(Codec, MisuseAcrossCodecsAndRangesIsRefused) {
+  auto a = make_codec("tq_mse:b=4", 32), b = make_codec("tq_mse:b=4", 32);
+  auto x = testutil::gaussian_matrix(4, 32, 1);
+  auto codes = a->make_buffer();
+  a->encode(x.data(), 4, codes);
+  std::vector<float> out(8 * 32);
+  EXPECT_THROW(a->decode(codes, 2, 3, out.data()), Error);
+  EXPECT_THROW(b->scores(*a->prepare(x.data()), codes, 0, 4, out.data()), Error);
+  auto other = make_codec("tq_mse:b=3", 32);
+  EXPECT_THROW(other->decode(codes, 0, 1, out.data()), Error);
+  auto other_codes = other->make_buffer();
+  EXPECT_THROW(a->encode(x.data(), 1, other_codes), Error);
+}
+
+TEST(Qjl, CalibrationPicksTheLoudChannels) {
+  const size_t d = 64, n = 300;
+  auto x = testutil::gaussian_matrix(n, d, 3);
+  for (size_t i = 0; i < n; ++i) {
+    x[i * d + 7] *= 20.0f;
+    x[i * d + 40] *= 15.0f;
+  }
+  Qjl codec(d, QjlOptions{.rows = 128, .outliers = 2});
+  codec.calibrate(x.data(), n);
+  EXPECT_EQ(codec.outlier_channels(), (std::vector<size_t>{7, 40}));
+}

@@ -1,0 +1,121 @@
+// Every dispatched kernel against its scalar reference, on every instruction set compiled in and
+// supported here. Encode-path kernels must agree bit for bit (same codes on every machine).
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include "kvsketch/codebook.hpp"
+#include "simd/kernels.hpp"
+#include "simd/table_sums.hpp"
+#include "test_util.hpp"
+
+using namespace kvsketch;
+
+namespace {
+
+template <typename Check>
+void for_each_target(Check check) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    check();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace
+
+TEST(Simd, FwhtBitExact) {
+  for_each_target([] {
+    for (size_t n : {1, 2, 4, 8, 16, 32, 64, 128, 1024}) {
+      auto data = testutil::gaussian_matrix(1, n, n);
+      auto expected = data;
+      simd::reference::fwht(expected.data(), n);
+      simd::fwht(data.data(), n);
+      EXPECT_EQ(data, expected) << "n=" << n;
+    }
+  });
+}
+
+TEST(Simd, ElementwiseAndReductionsBitExact) {
+  for_each_target([] {
+    for (size_t n : {1, 5, 16, 17, 100, 128, 1536}) {
+      auto x = testutil::gaussian_matrix(1, n, 1);
+      auto f = testutil::gaussian_matrix(1, n, 2);
+      auto a = x, b = x;
+      simd::multiply(a.data(), f.data(), n);
+      simd::reference::multiply(b.data(), f.data(), n);
+      EXPECT_EQ(a, b);
+      simd::scale(a.data(), 0.37f, n);
+      simd::reference::scale(b.data(), 0.37f, n);
+      EXPECT_EQ(a, b);
+      EXPECT_EQ(simd::sum_of_squares(x.data(), n), simd::reference::sum_of_squares(x.data(), n)) << n;
+    }
+  });
+}
+
+TEST(Simd, QuantizeBitExact) {
+  for_each_target([] {
+    for (int bits = 1; bits <= 8; ++bits) {
+      const auto& book = lloyd_max_codebook(CoordinateLaw::kBeta, 128, bits);
+      auto values = testutil::gaussian_matrix(1, 1000, bits, 1.0 / std::sqrt(128.0));
+      values[3] = book.boundaries[0];  // ties go to the lower index
+      std::vector<uint8_t> a(1000), b(1000);
+      simd::quantize(values.data(), 1000, book.boundaries.data(), bits, a.data());
+      simd::reference::quantize(values.data(), 1000, book.boundaries.data(), bits, b.data());
+      EXPECT_EQ(a, b) << "bits=" << bits;
+      EXPECT_EQ(a[3], 0);
+    }
+  });
+}
+
+TEST(Simd, MatvecBitExact) {
+  for_each_target([] {
+    for (size_t rows : {1, 7, 64, 130}) {
+      const size_t cols = 96;
+      auto m = testutil::gaussian_matrix(rows, cols, 4);
+      auto x = testutil::gaussian_matrix(1, cols, 5);
+      std::vector<float> a(rows), b(rows);
+      simd::matvec_columns(m.data(), rows, cols, x.data(), a.data());
+      simd::reference::matvec_columns(m.data(), rows, cols, x.data(), b.data());
+      EXPECT_EQ(a, b) << rows;
+    }
+  });
+}
+
+TEST(Simd, DotAndAxpyMatchReference) {
+  for_each_target([] {
+    for (size_t n : {3, 64, 1000}) {
+      auto a = testutil::gaussian_matrix(1, n, 6);
+      auto b = testutil::gaussian_matrix(1, n, 7);
+      EXPECT_NEAR(simd::dot(a.data(), b.data(), n), simd::reference::dot(a.data(), b.data(), n), 1e-5 * n);
+      auto c = b, d = b;
+      simd::axpy(0.5f, a.data(), c.data(), n);
+      simd::reference::axpy(0.5f, a.data(), d.data(), n);
+      for (size_t i = 0; i < n; ++i) EXPECT_NEAR(c[i], d[i], 1e-6);
+    }
+  });
+}
+
+TEST(Simd, ByteTablesMatchDirectSums) {
+  const size_t dim = 100;
+  auto query = testutil::gaussian_matrix(1, dim, 8);
+  const auto& book = lloyd_max_codebook(CoordinateLaw::kBeta, dim, 2);
+  std::vector<float> tables(25 * 256);
+  simd::build_value_byte_tables(query.data(), dim, book.centroids.data(), 2, tables.data());
+  std::vector<uint8_t> code(25);
+  for (size_t p = 0; p < 25; ++p) code[p] = static_cast<uint8_t>(p * 37 + 11);
+  float out;
+  simd::byte_table_sums(tables.data(), 25, code.data(), 25, 1, &out);
+  double expected = 0;
+  for (size_t j = 0; j < dim; ++j) expected += query[j] * book.centroids[(code[j / 4] >> (2 * (j % 4))) & 3];
+  EXPECT_NEAR(out, expected, 1e-5);
+
+  std::vector<float> sign_tables(13 * 256);
+  simd::build_sign_byte_tables(query.data(), dim, sign_tables.data());
+  std::vector<uint8_t> signs(13);
+  for (size_t p = 0; p < 13; ++p) signs[p] = static_cast<uint8_t>(p * 91 + 5);
+  simd::byte_table_sums(sign_tables.data(), 13, signs.data(), 13, 1, &out);
+  expected = 0;
+  for (size_t t = 0; t < dim; ++t) expected += ((signs[t / 8] >> (t % 8)) & 1) ? query[t] : -query[t];
+  EXPECT_NEAR(out, expected, 1e-5);
+}

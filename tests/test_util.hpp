@@ -1,0 +1,29 @@
+// Helpers shared by the tests: seeded data.
+#pragma once
+#include <cmath>
+#include <vector>
+
+#include "kvsketch/random.hpp"
+
+namespace kvsketch::testutil {
+
+inline std::vector<float> gaussian_matrix(size_t rows, size_t cols, uint64_t seed, double scale = 1.0) {
+  RandomStream stream(seed, StreamPurpose::kTest, {rows, cols});
+  std::vector<float> values(rows * cols);
+  for (auto& v : values) v = static_cast<float>(scale * stream.gaussian());
+  return values;
+}
+
+inline double norm(const float* x, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return std::sqrt(s);
+}
+
+inline double dot(const float* a, const float* b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+}  // namespace kvsketch::testutil
