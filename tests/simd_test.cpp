@@ -82,6 +82,20 @@ TEST(Simd, MatvecBitExact) {
   });
 }
 
+TEST(Simd, SignBitsBitExact) {
+  for_each_target([] {
+    for (size_t n : {1, 8, 13, 64, 128, 200}) {
+      auto x = testutil::gaussian_matrix(1, n, 9);
+      x[0] = 0.0f;  // zero counts as negative
+      std::vector<uint8_t> a((n + 7) / 8, 0xFF), b((n + 7) / 8, 0xFF);
+      simd::sign_bits(x.data(), n, a.data());
+      simd::reference::sign_bits(x.data(), n, b.data());
+      EXPECT_EQ(a, b) << n;
+      EXPECT_EQ(a[0] & 1, 0);
+    }
+  });
+}
+
 TEST(Simd, DotAndAxpyMatchReference) {
   for_each_target([] {
     for (size_t n : {3, 64, 1000}) {

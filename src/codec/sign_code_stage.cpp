@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "simd/kernels.hpp"
 #include "simd/table_sums.hpp"
 
 namespace kvsketch {
@@ -10,9 +11,7 @@ SignCodeStage::SignCodeStage(const Sketch& sketch) : sketch_(sketch) {}
 
 void SignCodeStage::encode(const float* x, uint8_t* packed, float* projection) const {
   sketch_.project(x, projection);
-  const size_t m = rows();
-  std::memset(packed, 0, bytes());
-  for (size_t t = 0; t < m; ++t) packed[t >> 3] |= static_cast<uint8_t>((projection[t] > 0.0f) << (t & 7));
+  simd::sign_bits(projection, rows(), packed);
 }
 
 void SignCodeStage::signs_add(const uint8_t* packed, float weight, float* accumulator) const {

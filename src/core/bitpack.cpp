@@ -15,6 +15,18 @@ void pack_bits(const uint8_t* indices, size_t count, int bits, uint8_t* out) {
     if (count % 2) out[count / 2] = indices[count - 1];
     return;
   }
+  if (bits == 2) {
+    const size_t full = count / 4;
+    for (size_t p = 0; p < full; ++p) {
+      const uint8_t* v = indices + 4 * p;
+      out[p] = static_cast<uint8_t>(v[0] | (v[1] << 2) | (v[2] << 4) | (v[3] << 6));
+    }
+    if (count % 4) {
+      out[full] = 0;
+      for (size_t j = 4 * full; j < count; ++j) out[full] |= static_cast<uint8_t>(indices[j] << (2 * (j % 4)));
+    }
+    return;
+  }
   std::memset(out, 0, bytes);
   if (bits == 1) {
     for (size_t j = 0; j < count; ++j) out[j >> 3] |= static_cast<uint8_t>(indices[j] << (j & 7));

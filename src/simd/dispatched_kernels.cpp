@@ -120,6 +120,19 @@ float SumOfSquaresImpl(const float* x, size_t n) {
   return partial[0];
 }
 
+// Writes the int32 lanes (each < 256) as bytes.
+template <class DI, class V>
+HWY_INLINE void StoreIndices(DI di, V index, uint8_t* out, int32_t* scratch) {
+#if HWY_TARGET == HWY_SCALAR
+  hn::Store(index, di, scratch);
+  out[0] = static_cast<uint8_t>(scratch[0]);
+#else
+  (void)scratch;
+  const hn::Rebind<uint8_t, DI> du8;
+  hn::StoreU(hn::DemoteTo(du8, index), du8, out);
+#endif
+}
+
 void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
@@ -136,8 +149,7 @@ void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bi
         const auto above = hn::VecFromMask(d, hn::Gt(v, hn::Set(d, boundaries[k])));
         index = hn::Sub(index, hn::BitCast(di, above));
       }
-      hn::Store(index, di, lane_indices);
-      for (size_t j = 0; j < lanes; ++j) indices[i + j] = static_cast<uint8_t>(lane_indices[j]);
+      StoreIndices(di, index, indices + i, lane_indices);
     }
   } else {
     // Branch-free binary search: index = #boundaries below v.
@@ -149,8 +161,7 @@ void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bi
         const auto threshold = hn::GatherIndex(d, boundaries, hn::Sub(candidate, hn::Set(di, 1)));
         index = hn::IfThenElse(hn::RebindMask(di, hn::Gt(v, threshold)), candidate, index);
       }
-      hn::Store(index, di, lane_indices);
-      for (size_t j = 0; j < lanes; ++j) indices[i + j] = static_cast<uint8_t>(lane_indices[j]);
+      StoreIndices(di, index, indices + i, lane_indices);
     }
   }
   for (; i < n; ++i) {
@@ -158,6 +169,18 @@ void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bi
     for (int k = 0; k < count; ++k) index += values[i] > boundaries[k];
     indices[i] = static_cast<uint8_t>(index);
   }
+}
+
+void SignBitsImpl(const float* x, size_t n, uint8_t* packed) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  if (lanes >= 8) {
+    const auto zero = hn::Zero(d);
+    for (; i + lanes <= n; i += lanes) hn::StoreMaskBits(d, hn::Gt(hn::LoadU(d, x + i), zero), packed + i / 8);
+  }
+  for (size_t p = i / 8; p < (n + 7) / 8; ++p) packed[p] = 0;
+  for (; i < n; ++i) packed[i / 8] |= static_cast<uint8_t>((x[i] > 0.0f) << (i % 8));
 }
 
 void MatvecColumnsImpl(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
@@ -234,6 +257,7 @@ HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(SumOfSquaresImpl);
 HWY_EXPORT(QuantizeImpl);
 HWY_EXPORT(MatvecColumnsImpl);
+HWY_EXPORT(SignBitsImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(TargetNameImpl);
@@ -245,6 +269,7 @@ float sum_of_squares(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(Sum
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices) {
   HWY_DYNAMIC_DISPATCH(QuantizeImpl)(values, n, boundaries, bits, indices);
 }
+void sign_bits(const float* x, size_t n, uint8_t* packed) { HWY_DYNAMIC_DISPATCH(SignBitsImpl)(x, n, packed); }
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
   HWY_DYNAMIC_DISPATCH(MatvecColumnsImpl)(matrix, rows, cols, x, out);
 }

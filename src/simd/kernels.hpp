@@ -18,6 +18,8 @@ void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
 // indices[i] = number of boundaries strictly below values[i] (boundaries sorted, count = 2^bits - 1).
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
+// packed bit i = (x[i] > 0), LSB-first; packed holds ceil(n / 8) bytes.
+void sign_bits(const float* x, size_t n, uint8_t* packed);
 // out[r] = sum_c matrix[c * rows + r] * x[c], for c = 0..cols-1 in order (column-major matrix).
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out);
 // Dot product, any order (query-time only).
@@ -34,6 +36,7 @@ void multiply(float* data, const float* factors, size_t n);
 void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
+void sign_bits(const float* x, size_t n, uint8_t* packed);
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out);
 float dot(const float* a, const float* b, size_t n);
 void axpy(float w, const float* x, float* out, size_t n);

@@ -40,6 +40,11 @@ void quantize(const float* values, size_t n, const float* boundaries, int bits, 
   }
 }
 
+void sign_bits(const float* x, size_t n, uint8_t* packed) {
+  for (size_t p = 0; p < (n + 7) / 8; ++p) packed[p] = 0;
+  for (size_t i = 0; i < n; ++i) packed[i / 8] |= static_cast<uint8_t>((x[i] > 0.0f) << (i % 8));
+}
+
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
   for (size_t r = 0; r < rows; ++r) out[r] = 0.0f;
   for (size_t c = 0; c < cols; ++c) {

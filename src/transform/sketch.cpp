@@ -62,11 +62,16 @@ void Sketch::project(const float* x, float* out) const {
     simd::matvec_columns(columns_.data(), rows_, dim_, x, out);
     return;
   }
-  std::vector<float> block(dim_);
   for (size_t b = 0; b < blocks_.size(); ++b) {
+    const size_t count = std::min(dim_, rows_ - b * dim_);
+    if (count == dim_) {  // full block: transform straight into the output
+      blocks_[b]->apply(x, out + b * dim_);
+      simd::scale(out + b * dim_, block_scale_, dim_);
+      continue;
+    }
+    std::vector<float> block(dim_);
     blocks_[b]->apply(x, block.data());
     simd::scale(block.data(), block_scale_, dim_);
-    const size_t count = std::min(dim_, rows_ - b * dim_);
     std::copy(block.begin(), block.begin() + count, out + b * dim_);
   }
 }
