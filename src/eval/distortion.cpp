@@ -1,5 +1,6 @@
 #include "kvsketch/distortion.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -166,7 +167,7 @@ std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
   for (const std::string& name : config.codecs) {
     for (int bits : config.bits) {
       DistortionRow mean;
-      double stderr_sq = 0;
+      double stderr_sq = 0, bias_sq = 0;
       for (size_t k = 0; k < config.codec_seeds; ++k) {
         const DistortionRow r = measure(spec_for(name, bits, dim, config.options), config.seed + k, dim, base,
                                         queries, rho, truth_z, n, q);
@@ -175,11 +176,16 @@ std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
         mean.ip_bias_factor += r.ip_bias_factor / config.codec_seeds;
         mean.ip_var_d += r.ip_var_d / config.codec_seeds;
         stderr_sq += r.ip_bias_stderr * r.ip_bias_stderr;
+        bias_sq += r.ip_bias * r.ip_bias;
         mean.spec = r.spec;
         mean.code_bytes = r.code_bytes;
         mean.ip_var_d_upper_bound = r.ip_var_d_upper_bound;
       }
-      mean.ip_bias_stderr = std::sqrt(stderr_sq) / config.codec_seeds;
+      // With several seeds the seeds are the independent samples: vectors of real data share their
+      // quantization errors under one rotation, so the per-vector standard error would be too small.
+      const double k = static_cast<double>(config.codec_seeds);
+      mean.ip_bias_stderr = k > 1 ? std::sqrt(std::max(0.0, bias_sq / k - mean.ip_bias * mean.ip_bias) / (k - 1))
+                                  : std::sqrt(stderr_sq);
       mean.codec = name;
       mean.bits = bits;
       mean.dim = dim;
