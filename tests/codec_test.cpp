@@ -80,7 +80,7 @@ TEST(Codec, CodeBytesAreExact) {
   EXPECT_EQ(make_codec("tq_mse:b=5", 100)->code_bytes(), 63u + 2);
 }
 
-TEST(Codec, MseReconstructionIsCloseAndProdIsUnbiasedOnAverage) {
+TEST(Codec, MseReconstructionErrorMatchesDmseForAnyNorm) {
   const size_t d = 128, n = 400;
   auto x = testutil::gaussian_matrix(n, d, 9, 5.0);
   auto codec = make_codec("tq_mse:b=4", d);

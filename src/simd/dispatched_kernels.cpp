@@ -40,14 +40,7 @@ void FwhtImpl(float* data, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   if (n < lanes || lanes == 1) {
-    // Too short for a full vector: scalar butterflies (identical arithmetic).
-    for (size_t half = 1; half < n; half *= 2)
-      for (size_t block = 0; block < n; block += 2 * half)
-        for (size_t i = block; i < block + half; ++i) {
-          const float a = data[i], b = data[i + half];
-          data[i] = a + b;
-          data[i + half] = a - b;
-        }
+    reference::fwht(data, n);  // too short for a full vector: same butterflies, scalar
     return;
   }
   size_t half = 1;
@@ -86,35 +79,32 @@ void ScaleImpl(float* data, float factor, size_t n) {
 float SumOfSquaresImpl(const float* x, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
+  if (lanes < 4 || lanes > 16 || 16 % lanes != 0) return reference::sum_of_squares(x, n);
   HWY_ALIGN float partial[16] = {};
-  if (lanes < 4 || lanes > 16 || 16 % lanes != 0) {
-    for (size_t i = 0; i < n; ++i) partial[i % 16] += x[i] * x[i];
-  } else {
-    const size_t vectors = 16 / lanes;
-    auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      auto v0 = hn::LoadU(d, x + i);
-      acc0 = hn::Add(acc0, hn::Mul(v0, v0));
-      if (vectors > 1) {
-        auto v1 = hn::LoadU(d, x + i + lanes);
-        acc1 = hn::Add(acc1, hn::Mul(v1, v1));
-      }
-      if (vectors > 2) {
-        auto v2 = hn::LoadU(d, x + i + 2 * lanes);
-        auto v3 = hn::LoadU(d, x + i + 3 * lanes);
-        acc2 = hn::Add(acc2, hn::Mul(v2, v2));
-        acc3 = hn::Add(acc3, hn::Mul(v3, v3));
-      }
+  const size_t vectors = 16 / lanes;
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    auto v0 = hn::LoadU(d, x + i);
+    acc0 = hn::Add(acc0, hn::Mul(v0, v0));
+    if (vectors > 1) {
+      auto v1 = hn::LoadU(d, x + i + lanes);
+      acc1 = hn::Add(acc1, hn::Mul(v1, v1));
     }
-    hn::Store(acc0, d, partial);
-    if (vectors > 1) hn::Store(acc1, d, partial + lanes);
     if (vectors > 2) {
-      hn::Store(acc2, d, partial + 2 * lanes);
-      hn::Store(acc3, d, partial + 3 * lanes);
+      auto v2 = hn::LoadU(d, x + i + 2 * lanes);
+      auto v3 = hn::LoadU(d, x + i + 3 * lanes);
+      acc2 = hn::Add(acc2, hn::Mul(v2, v2));
+      acc3 = hn::Add(acc3, hn::Mul(v3, v3));
     }
-    for (; i < n; ++i) partial[i % 16] += x[i] * x[i];
   }
+  hn::Store(acc0, d, partial);
+  if (vectors > 1) hn::Store(acc1, d, partial + lanes);
+  if (vectors > 2) {
+    hn::Store(acc2, d, partial + 2 * lanes);
+    hn::Store(acc3, d, partial + 3 * lanes);
+  }
+  for (; i < n; ++i) partial[i % 16] += x[i] * x[i];
   for (size_t width = 8; width >= 1; width /= 2)
     for (size_t i = 0; i < width; ++i) partial[i] += partial[i + width];
   return partial[0];
