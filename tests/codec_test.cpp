@@ -122,10 +122,18 @@ TEST(Codec, SameSeedSameBytesForAnyThreadCount) {
 
 TEST(Codec, GoldenCodeHashesArePlatformIndependent) {
   // The bytes for a fixed seed are part of the contract (same codes on every machine).
-  const size_t d = 128, n = 64;
-  auto x = testutil::gaussian_matrix(n, d, 77);
-  for (const auto& [spec, expected] : std::vector<std::pair<std::string, uint64_t>>{
-           {"tq_mse:b=4", 536056107290420787ull}, {"tq_prod:b=3", 10472755476797059699ull}, {"qjl:m=256", 4536522786123705518ull}}) {
+  const size_t n = 64;
+  struct Case {
+    std::string spec;
+    size_t d;
+    uint64_t expected;
+  };
+  for (const auto& [spec, d, expected] : std::vector<Case>{{"tq_mse:b=4", 128, 536056107290420787ull},
+                                                          {"tq_prod:b=3", 128, 10472755476797059699ull},
+                                                          {"qjl:m=256", 128, 4536522786123705518ull},
+                                                          {"tq_mse:b=3", 80, 16326019566453923473ull},
+                                                          {"tq_prod:b=4", 200, 10115611177188785257ull}}) {
+    auto x = testutil::gaussian_matrix(n, d, 77);
     // Every instruction set compiled in (scalar, SSE4, AVX2, AVX-512 where present) gives the same bytes.
     for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
       hwy::SetSupportedTargetsForTest(target);

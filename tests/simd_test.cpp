@@ -26,12 +26,20 @@ void for_each_target(Check check) {
 
 TEST(Simd, FwhtBitExact) {
   for_each_target([] {
-    for (size_t n : {1, 2, 4, 8, 16, 32, 64, 128, 1024}) {
+    // Every split of the stages into register sweeps: 1 to 12 stages.
+    for (size_t n = 1; n <= 4096; n *= 2) {
       auto data = testutil::gaussian_matrix(1, n, n);
       auto expected = data;
       simd::reference::fwht(expected.data(), n);
       simd::fwht(data.data(), n);
       EXPECT_EQ(data, expected) << "n=" << n;
+      const auto factors = testutil::gaussian_matrix(1, n, n + 1);
+      auto fused = testutil::gaussian_matrix(1, n, n + 2);
+      expected = fused;
+      simd::reference::multiply(expected.data(), factors.data(), n);
+      simd::reference::fwht(expected.data(), n);
+      simd::multiply_fwht(fused.data(), factors.data(), n);
+      EXPECT_EQ(fused, expected) << "fused, n=" << n;
     }
   });
 }
@@ -49,6 +57,23 @@ TEST(Simd, ElementwiseAndReductionsBitExact) {
       simd::reference::scale(b.data(), 0.37f, n);
       EXPECT_EQ(a, b);
       EXPECT_EQ(simd::sum_of_squares(x.data(), n), simd::reference::sum_of_squares(x.data(), n)) << n;
+    }
+  });
+}
+
+TEST(Simd, SubtractTableBitExact) {
+  for_each_target([] {
+    for (size_t table_size : {2, 4, 8, 16, 17, 256}) {
+      const size_t n = 1000;
+      auto values = testutil::gaussian_matrix(1, n, 5);
+      auto table = testutil::gaussian_matrix(1, table_size, 6);
+      std::vector<uint8_t> indices(n);
+      for (size_t i = 0; i < n; ++i) indices[i] = static_cast<uint8_t>((i * 7919) % table_size);
+      std::vector<float> got(n), expected(n);
+      simd::subtract_table(values.data(), indices.data(), n, table.data(), table_size, got.data());
+      simd::reference::subtract_table(values.data(), indices.data(), n, table.data(), table_size, expected.data());
+      EXPECT_EQ(got, expected) << "table_size=" << table_size;
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(expected[i], values[i] - table[indices[i]]);
     }
   });
 }

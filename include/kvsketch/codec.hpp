@@ -101,6 +101,6 @@ std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uin
 std::string codec_spec_help();
 
 // Throws Error naming the first row and column that is NaN or Inf.
-void require_finite(const float* x, size_t rows, size_t cols, const char* what);
+void require_finite(const float* x, size_t rows, size_t cols, const char* what, size_t first_row = 0);
 
 }  // namespace kvsketch

@@ -45,14 +45,19 @@ class RandomizedHadamard final : public Rotation {
   int rounds() const { return rounds_; }
 
  private:
+  // A step draws signs +-1/sqrt(p) inside its window and +-1 outside, multiplies, then transforms
+  // the window. A +-1 flip outside the window commutes with the transform, so it is deferred: it
+  // joins the factors of the next window that covers the coordinate, or the final flips. Products
+  // with +-1 are exact, so the bits equal those of multiplying every step in full.
   struct Step {
-    size_t offset;              // window start
-    std::vector<float> signs;   // +-1/sqrt(window) inside the window, +-1 outside; applied first
+    size_t offset;               // window start
+    std::vector<float> factors;  // window_ entries: the step's signs times the deferred flips
   };
   size_t dim_;
   size_t window_;  // largest power of two <= dim_
   int rounds_;
   std::vector<Step> steps_;
+  std::vector<float> final_flips_;  // dim_ entries of +-1 applied after the last step
 };
 
 class HaarRotation final : public Rotation {
@@ -87,6 +92,8 @@ class Sketch {
   SketchKind kind() const { return kind_; }
   // out[0..rows) = S x. Bit-identical on every machine.
   void project(const float* x, float* out) const;
+  // out = S x up to a factor >= 1 per row: the same signs as S x, in less work.
+  void project_signs_only(const float* x, float* out) const { project(x, out, false); }
   // out[0..dim) += S^T z (z has rows entries).
   void project_transpose_add(const float* z, float* out) const;
   // E[ (s.y) sign(s.x) ] = bias_factor() * sqrt(2/pi) <x,y>/||x|| for one row s: 1 for Gaussian
@@ -95,6 +102,7 @@ class Sketch {
   double bias_factor() const { return bias_factor_; }
 
  private:
+  void project(const float* x, float* out, bool scaled) const;
   SketchKind kind_;
   size_t rows_, dim_;
   double bias_factor_;

@@ -20,15 +20,15 @@ ScalarCodeStage::ScalarCodeStage(size_t dim, int bits, CoordinateLaw law)
   }
 }
 
-void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* reconstruction, uint8_t* scratch) const {
+void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* residual, uint8_t* scratch) const {
   if (bits_ == 0) {
-    if (reconstruction) std::fill(reconstruction, reconstruction + dim_, 0.0f);
+    if (residual) std::copy(rotated, rotated + dim_, residual);
     return;
   }
   simd::quantize(rotated, dim_, codebook_->boundaries.data(), bits_, scratch);
   pack_bits(scratch, dim_, bits_, packed);
-  if (reconstruction)
-    for (size_t j = 0; j < dim_; ++j) reconstruction[j] = codebook_->centroids[scratch[j]];
+  if (residual)
+    simd::subtract_table(rotated, scratch, dim_, codebook_->centroids.data(), codebook_->centroids.size(), residual);
 }
 
 void ScalarCodeStage::decode(const uint8_t* packed, float* out) const {

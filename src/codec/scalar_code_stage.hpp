@@ -15,9 +15,9 @@ class ScalarCodeStage {
   size_t bytes() const { return bytes_; }
   const Codebook& codebook() const { return *codebook_; }
 
-  // Quantizes `rotated` (dim floats); writes packed indices and, if `reconstruction` is non-null,
-  // the centroid values. `scratch` holds dim bytes.
-  void encode(const float* rotated, uint8_t* packed, float* reconstruction, uint8_t* scratch) const;
+  // Quantizes `rotated` (dim floats); writes packed indices and, if `residual` is non-null,
+  // rotated minus the centroid values. `scratch` holds dim bytes.
+  void encode(const float* rotated, uint8_t* packed, float* residual, uint8_t* scratch) const;
   // out[j] = centroid of index j.
   void decode(const uint8_t* packed, float* out) const;
   // accumulator[j] += weight * centroid of index j.

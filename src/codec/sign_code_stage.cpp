@@ -10,7 +10,7 @@ namespace kvsketch {
 SignCodeStage::SignCodeStage(const Sketch& sketch) : sketch_(sketch) {}
 
 void SignCodeStage::encode(const float* x, uint8_t* packed, float* projection) const {
-  sketch_.project(x, projection);
+  sketch_.project_signs_only(x, projection);
   simd::sign_bits(projection, rows(), packed);
 }
 

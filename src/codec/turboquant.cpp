@@ -44,7 +44,7 @@ std::string TurboQuant::spec() const {
 
 void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes) const {
   const size_t d = dim();
-  std::vector<float> unit(d), reconstruction(d), projection(d);
+  std::vector<float> unit(d), residual(d), projection(signs_ ? signs_->rows() : 0);
   std::vector<uint8_t> scratch(d);
   for (size_t i = 0; i < n; ++i) {
     const float* row = x + i * d;
@@ -55,12 +55,12 @@ void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes) const {
     std::memcpy(unit.data(), row, d * sizeof(float));
     simd::scale(unit.data(), 1.0f / norm, d);
     rotation_->apply(unit.data(), unit.data());
-    scalar_.encode(unit.data(), code, signs_ ? reconstruction.data() : nullptr, scratch.data());
+    scalar_.encode(unit.data(), code, signs_ ? residual.data() : nullptr, scratch.data());
     store_norm(options_.norm, norm, code + norm_offset_);
     if (!signs_) continue;
-    for (size_t j = 0; j < d; ++j) unit[j] -= reconstruction[j];  // residual, rotated domain
-    const float gamma = std::sqrt(simd::sum_of_squares(unit.data(), d));
-    signs_->encode(unit.data(), code + sign_offset_, projection.data());
+    // The residual lives in the rotated domain, where the sketch acts.
+    const float gamma = std::sqrt(simd::sum_of_squares(residual.data(), d));
+    signs_->encode(residual.data(), code + sign_offset_, projection.data());
     store_norm(options_.norm, gamma, code + norm_offset_ + norm_bytes(options_.norm));
   }
 }

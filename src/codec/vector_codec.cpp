@@ -9,7 +9,7 @@
 
 namespace kvsketch {
 
-void require_finite(const float* x, size_t rows, size_t cols, const char* what) {
+void require_finite(const float* x, size_t rows, size_t cols, const char* what, size_t first_row) {
   // Fast scan (vectorizes): an exponent of all ones means NaN or Inf. Locate it only if present.
   uint32_t any_bad = 0;
   for (size_t i = 0; i < rows * cols; ++i) {
@@ -22,7 +22,7 @@ void require_finite(const float* x, size_t rows, size_t cols, const char* what) 
     for (size_t c = 0; c < cols; ++c) {
       const float value = x[r * cols + c];
       if (!std::isfinite(value))
-        throw Error(fmt::format("{}: row {} column {} is {}; inputs must be finite", what, r, c,
+        throw Error(fmt::format("{}: row {} column {} is {}; inputs must be finite", what, first_row + r, c,
                                 std::isnan(value) ? "NaN" : (value > 0 ? "+Inf" : "-Inf")));
     }
 }
@@ -41,25 +41,31 @@ void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out) const {
           out.code_bytes(), spec(), code_bytes());
   if (n == 0) return;
   require(x != nullptr, "encode: input pointer is null for {} rows", n);
-  require_finite(x, n, dim_, "encode");
   const size_t start = out.size();
   out.resize(start + n);
   uint8_t* codes = out.row(start);
   const size_t block = 64;
   const long blocks = static_cast<long>((n + block - 1) / block);
   // Rows are independent and each is encoded by the same code path: the bytes do not depend on
-  // the number of threads. An exception (say a norm beyond fp16) may not leave a parallel region:
-  // keep the first, drop the appended rows, and rethrow, so a refused encode changes nothing.
+  // the number of threads. An exception (a NaN, a norm beyond fp16) may not leave a parallel
+  // region: keep the one of the first failing block, so that the error does not depend on the
+  // threads either, drop the appended rows and rethrow: a refused encode changes nothing.
+  // Each block is checked for NaN and Inf just before it is encoded, while it is in cache.
   std::exception_ptr failure;
+  long failed_block = blocks;
 #pragma omp parallel for schedule(static) if (n >= 2 * block)
   for (long b = 0; b < blocks; ++b) {
     const size_t row = static_cast<size_t>(b) * block;
     const size_t count = std::min(block, n - row);
     try {
+      require_finite(x + row * dim_, count, dim_, "encode", row);
       encode_rows(x + row * dim_, count, codes + row * code_bytes());
     } catch (...) {
 #pragma omp critical(kvsketch_encode_failure)
-      if (!failure) failure = std::current_exception();
+      if (b < failed_block) {
+        failed_block = b;
+        failure = std::current_exception();
+      }
     }
   }
   if (failure) {

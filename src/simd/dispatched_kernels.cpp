@@ -6,6 +6,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "simd/kernels.hpp"
@@ -15,47 +16,78 @@ namespace kvsketch::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Butterflies with partner distance `half` smaller than the vector: permute lanes (i xor half)
-// and combine as v * sign + partner, where sign = +1 for the lower element and -1 for the upper.
+// The transform runs in few sweeps over memory: one sweep does the optional sign multiply and all
+// butterflies whose partner lies in the same vector (lane permutations), then each further sweep
+// does up to three butterfly stages on eight vectors held in registers. The butterflies, and so
+// the bits, are exactly those of reference::fwht; only the order of independent ones changes.
 template <class D>
-void FwhtInRegister(D d, float* data, size_t n, size_t half) {
+HWY_INLINE void InRegisterSweep(D d, float* data, const float* factors, size_t n) {
+  // Stage s pairs lane i with lane i ^ 2^s; the lower one adds, the upper one subtracts.
+  HWY_ALIGN static constexpr int32_t partner[4][16] = {
+      {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14},
+      {2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13},
+      {4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11},
+      {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}};
+  HWY_ALIGN static constexpr float signs[4][16] = {
+      {1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1},
+      {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
+      {1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1},
+      {1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1}};
   const size_t lanes = hn::Lanes(d);
-  HWY_ALIGN int32_t partner[64];
-  HWY_ALIGN float signs[64];
-  for (size_t i = 0; i < lanes; ++i) {
-    partner[i] = static_cast<int32_t>(i ^ half);
-    signs[i] = (i & half) ? -1.0f : 1.0f;
-  }
-  const auto indices = hn::SetTableIndices(d, partner);
-  const auto sign = hn::Load(d, signs);
+  size_t stages = 0;
+  while ((size_t{2} << stages) <= lanes) ++stages;
   for (size_t i = 0; i < n; i += lanes) {
-    const auto v = hn::LoadU(d, data + i);
-    const auto swapped = hn::TableLookupLanes(v, indices);
-    // lower element: v + partner; upper element: partner - v. (v * -1 is exact, so no FMA issue.)
-    hn::StoreU(hn::Add(hn::Mul(v, sign), swapped), d, data + i);
+    auto v = hn::LoadU(d, data + i);
+    if (factors) v = hn::Mul(v, hn::LoadU(d, factors + i));
+    for (size_t s = 0; s < stages; ++s) {
+      const auto swapped = hn::TableLookupLanes(v, hn::SetTableIndices(d, partner[s]));
+      // v * (+-1) is exact, so the fused multiply-add rounds once, exactly like a + b and a - b.
+      v = hn::MulAdd(v, hn::Load(d, signs[s]), swapped);
+    }
+    hn::StoreU(v, d, data + i);
   }
 }
 
-void FwhtImpl(float* data, size_t n) {
-  const hn::ScalableTag<float> d;
+// Stages with partner distances half, 2 half, ..., 2^(kStages-1) half (half a multiple of lanes).
+template <int kStages, class D>
+HWY_INLINE void RegisterBlockSweep(D d, float* data, size_t n, size_t half) {
+  constexpr int kVectors = 1 << kStages;
   const size_t lanes = hn::Lanes(d);
-  if (n < lanes || lanes == 1) {
-    reference::fwht(data, n);  // too short for a full vector: same butterflies, scalar
-    return;
-  }
-  size_t half = 1;
-  for (; half < lanes; half *= 2) FwhtInRegister(d, data, n, half);
-  for (; half < n; half *= 2) {
-    for (size_t block = 0; block < n; block += 2 * half) {
-      for (size_t i = block; i < block + half; i += lanes) {
-        const auto a = hn::LoadU(d, data + i);
-        const auto b = hn::LoadU(d, data + i + half);
-        hn::StoreU(hn::Add(a, b), d, data + i);
-        hn::StoreU(hn::Sub(a, b), d, data + i + half);
-      }
+  for (size_t block = 0; block < n; block += half * kVectors) {
+    for (size_t offset = block; offset < block + half; offset += lanes) {
+      hn::Vec<D> v[kVectors];
+      for (int j = 0; j < kVectors; ++j) v[j] = hn::LoadU(d, data + offset + j * half);
+      for (int distance = 1; distance < kVectors; distance *= 2)
+        for (int j = 0; j < kVectors; ++j)
+          if ((j & distance) == 0) {
+            const auto a = v[j], b = v[j + distance];
+            v[j] = hn::Add(a, b);
+            v[j + distance] = hn::Sub(a, b);
+          }
+      for (int j = 0; j < kVectors; ++j) hn::StoreU(v[j], d, data + offset + j * half);
     }
   }
 }
+
+void MultiplyFwhtImpl(float* data, const float* factors, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  if (n < lanes || lanes == 1 || lanes > 16) {
+    if (factors) reference::multiply(data, factors, n);
+    reference::fwht(data, n);  // too short for a full vector: same butterflies, scalar
+    return;
+  }
+  InRegisterSweep(d, data, factors, n);
+  size_t half = lanes;
+  for (; half * 8 <= n; half *= 8) RegisterBlockSweep<3>(d, data, n, half);
+  if (half * 4 <= n) {
+    RegisterBlockSweep<2>(d, data, n, half);
+  } else if (half * 2 <= n) {
+    RegisterBlockSweep<1>(d, data, n, half);
+  }
+}
+
+void FwhtImpl(float* data, size_t n) { MultiplyFwhtImpl(data, nullptr, n); }
 
 void MultiplyImpl(float* data, const float* factors, size_t n) {
   const hn::ScalableTag<float> d;
@@ -123,6 +155,40 @@ HWY_INLINE void StoreIndices(DI di, V index, uint8_t* out, int32_t* scratch) {
 #endif
 }
 
+// Branch-free binary search with the (at most 15) boundaries held in one or two registers:
+// thresholds[j] = boundaries[j - 1], so "v > thresholds[candidate]" admits the candidate index.
+template <class D, class DI>
+HWY_INLINE size_t QuantizeInRegisters(D d, DI di, const float* values, size_t n, const float* boundaries,
+                                      int bits, uint8_t* indices) {
+  const size_t lanes = hn::Lanes(d);
+  const int count = (1 << bits) - 1;
+  HWY_ALIGN float thresholds[32];
+  for (int j = 0; j < 32; ++j)
+    thresholds[j] = j == 0 ? -HUGE_VALF : (j - 1 < count ? boundaries[j - 1] : HUGE_VALF);
+  const auto low = hn::Load(d, thresholds);
+  const auto high = hn::Load(d, thresholds + lanes);
+  const auto lane_mask = hn::Set(di, static_cast<int32_t>(lanes - 1));
+  const bool one_register = static_cast<size_t>(count) < lanes;
+  HWY_ALIGN int32_t lane_indices[64];
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, values + i);
+    auto index = hn::Zero(di);
+    for (int step = 1 << (bits - 1); step >= 1; step >>= 1) {
+      const auto candidate = hn::Or(index, hn::Set(di, step));
+      const auto in_register = hn::IndicesFromVec(d, hn::And(candidate, lane_mask));
+      auto threshold = hn::TableLookupLanes(low, in_register);
+      if (!one_register) {
+        const auto upper = hn::RebindMask(d, hn::Gt(candidate, lane_mask));
+        threshold = hn::IfThenElse(upper, hn::TableLookupLanes(high, in_register), threshold);
+      }
+      index = hn::IfThenElse(hn::RebindMask(di, hn::Gt(v, threshold)), candidate, index);
+    }
+    StoreIndices(di, index, indices + i, lane_indices);
+  }
+  return i;
+}
+
 void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
@@ -130,7 +196,9 @@ void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bi
   const int count = (1 << bits) - 1;
   HWY_ALIGN int32_t lane_indices[64];
   size_t i = 0;
-  if (bits <= 4) {
+  if (bits <= 4 && lanes >= 8 && lanes <= 16) {
+    i = QuantizeInRegisters(d, di, values, n, boundaries, bits, indices);
+  } else if (bits <= 4) {
     for (; i + lanes <= n; i += lanes) {
       const auto v = hn::LoadU(d, values + i);
       auto index = hn::Zero(di);
@@ -171,6 +239,27 @@ void SignBitsImpl(const float* x, size_t n, uint8_t* packed) {
   }
   for (size_t p = i / 8; p < (n + 7) / 8; ++p) packed[p] = 0;
   for (; i < n; ++i) packed[i / 8] |= static_cast<uint8_t>((x[i] > 0.0f) << (i % 8));
+}
+
+// Tables of up to one vector of floats are looked up in a register.
+void SubtractTableImpl(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,
+                       float* out) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<uint8_t, decltype(d)> du8;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  if (lanes >= 8 && lanes <= 16 && table_size <= lanes) {
+    HWY_ALIGN float padded[16] = {};
+    std::copy(table, table + table_size, padded);
+    const auto entries = hn::Load(d, padded);
+    for (; i + lanes <= n; i += lanes) {
+      const auto index = hn::PromoteTo(di, hn::LoadU(du8, indices + i));
+      const auto centroid = hn::TableLookupLanes(entries, hn::IndicesFromVec(d, index));
+      hn::StoreU(hn::Sub(hn::LoadU(d, values + i), centroid), d, out + i);
+    }
+  }
+  reference::subtract_table(values + i, indices + i, n - i, table, table_size, out + i);
 }
 
 void MatvecColumnsImpl(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
@@ -242,17 +331,22 @@ HWY_AFTER_NAMESPACE();
 namespace kvsketch::simd {
 
 HWY_EXPORT(FwhtImpl);
+HWY_EXPORT(MultiplyFwhtImpl);
 HWY_EXPORT(MultiplyImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(SumOfSquaresImpl);
 HWY_EXPORT(QuantizeImpl);
 HWY_EXPORT(MatvecColumnsImpl);
 HWY_EXPORT(SignBitsImpl);
+HWY_EXPORT(SubtractTableImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void fwht(float* data, size_t n) { HWY_DYNAMIC_DISPATCH(FwhtImpl)(data, n); }
+void multiply_fwht(float* data, const float* factors, size_t n) {
+  HWY_DYNAMIC_DISPATCH(MultiplyFwhtImpl)(data, factors, n);
+}
 void multiply(float* data, const float* factors, size_t n) { HWY_DYNAMIC_DISPATCH(MultiplyImpl)(data, factors, n); }
 void scale(float* data, float factor, size_t n) { HWY_DYNAMIC_DISPATCH(ScaleImpl)(data, factor, n); }
 float sum_of_squares(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquaresImpl)(x, n); }
@@ -260,6 +354,10 @@ void quantize(const float* values, size_t n, const float* boundaries, int bits, 
   HWY_DYNAMIC_DISPATCH(QuantizeImpl)(values, n, boundaries, bits, indices);
 }
 void sign_bits(const float* x, size_t n, uint8_t* packed) { HWY_DYNAMIC_DISPATCH(SignBitsImpl)(x, n, packed); }
+void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,
+                    float* out) {
+  HWY_DYNAMIC_DISPATCH(SubtractTableImpl)(values, indices, n, table, table_size, out);
+}
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
   HWY_DYNAMIC_DISPATCH(MatvecColumnsImpl)(matrix, rows, cols, x, out);
 }

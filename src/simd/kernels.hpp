@@ -10,6 +10,8 @@ namespace kvsketch::simd {
 
 // In-place unnormalized Walsh-Hadamard transform of n = 2^k floats.
 void fwht(float* data, size_t n);
+// multiply(data, factors, n) then fwht(data, n), in fewer passes over memory.
+void multiply_fwht(float* data, const float* factors, size_t n);
 // data[i] *= factors[i]
 void multiply(float* data, const float* factors, size_t n);
 // data[i] *= factor
@@ -18,6 +20,9 @@ void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
 // indices[i] = number of boundaries strictly below values[i] (boundaries sorted, count = 2^bits - 1).
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
+// out[i] = values[i] - table[indices[i]] (the residual after quantization; any table size).
+void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,
+                    float* out);
 // packed bit i = (x[i] > 0), LSB-first; packed holds ceil(n / 8) bytes.
 void sign_bits(const float* x, size_t n, uint8_t* packed);
 // out[r] = sum_c matrix[c * rows + r] * x[c], for c = 0..cols-1 in order (column-major matrix).
@@ -32,11 +37,14 @@ const char* active_target();
 
 namespace reference {
 void fwht(float* data, size_t n);
+void multiply_fwht(float* data, const float* factors, size_t n);
 void multiply(float* data, const float* factors, size_t n);
 void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
 void sign_bits(const float* x, size_t n, uint8_t* packed);
+void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,
+                    float* out);
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out);
 float dot(const float* a, const float* b, size_t n);
 void axpy(float w, const float* x, float* out, size_t n);

@@ -19,6 +19,11 @@ void multiply(float* data, const float* factors, size_t n) {
   for (size_t i = 0; i < n; ++i) data[i] *= factors[i];
 }
 
+void multiply_fwht(float* data, const float* factors, size_t n) {
+  multiply(data, factors, n);
+  fwht(data, n);
+}
+
 void scale(float* data, float factor, size_t n) {
   for (size_t i = 0; i < n; ++i) data[i] *= factor;
 }
@@ -43,6 +48,11 @@ void quantize(const float* values, size_t n, const float* boundaries, int bits, 
 void sign_bits(const float* x, size_t n, uint8_t* packed) {
   for (size_t p = 0; p < (n + 7) / 8; ++p) packed[p] = 0;
   for (size_t i = 0; i < n; ++i) packed[i / 8] |= static_cast<uint8_t>((x[i] > 0.0f) << (i % 8));
+}
+
+void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t,
+                    float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = values[i] - table[indices[i]];
 }
 
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {

@@ -18,32 +18,38 @@ RandomizedHadamard::RandomizedHadamard(size_t dim, int rounds, uint64_t seed) : 
   // Each step multiplies by (random sign / sqrt(p)) and then by the unnormalized H_p, which keeps
   // magnitudes bounded and the product orthogonal.
   const float step_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(window_)));
+  std::vector<float> pending(dim, 1.0f);  // +-1 flips not yet applied
   for (int r = 0; r < rounds; ++r) {
     const size_t windows = window_ == dim ? 1 : 2;
     for (size_t w = 0; w < windows; ++w) {
-      Step step{w == 0 ? 0 : dim - window_, std::vector<float>(dim)};
+      Step step{w == 0 ? 0 : dim - window_, std::vector<float>(window_)};
       for (size_t j = 0; j < dim; ++j) {
-        const bool in_window = j >= step.offset && j < step.offset + window_;
-        step.signs[j] = stream.sign() * (in_window ? step_scale : 1.0f);
+        const float sign = stream.sign();
+        if (j >= step.offset && j < step.offset + window_) {
+          step.factors[j - step.offset] = pending[j] * sign * step_scale;
+          pending[j] = 1.0f;
+        } else {
+          pending[j] *= sign;
+        }
       }
       steps_.push_back(std::move(step));
     }
   }
+  final_flips_ = std::move(pending);
 }
 
 void RandomizedHadamard::apply(const float* x, float* out) const {
   if (out != x) std::memcpy(out, x, dim_ * sizeof(float));
-  for (const Step& step : steps_) {
-    simd::multiply(out, step.signs.data(), dim_);
-    simd::fwht(out + step.offset, window_);
-  }
+  for (const Step& step : steps_) simd::multiply_fwht(out + step.offset, step.factors.data(), window_);
+  if (window_ != dim_) simd::multiply(out, final_flips_.data(), dim_);
 }
 
 void RandomizedHadamard::apply_transpose(const float* x, float* out) const {
   if (out != x) std::memcpy(out, x, dim_ * sizeof(float));
+  if (window_ != dim_) simd::multiply(out, final_flips_.data(), dim_);
   for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
     simd::fwht(out + it->offset, window_);
-    simd::multiply(out, it->signs.data(), dim_);
+    simd::multiply(out + it->offset, it->factors.data(), window_);
   }
 }
 

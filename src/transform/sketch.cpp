@@ -57,7 +57,9 @@ Sketch::Sketch(SketchKind kind, size_t rows, size_t dim, uint64_t seed, int hada
   }
 }
 
-void Sketch::project(const float* x, float* out) const {
+void Sketch::project(const float* x, float* out) const { project(x, out, true); }
+
+void Sketch::project(const float* x, float* out, bool scaled) const {
   if (kind_ != SketchKind::kHadamard) {
     simd::matvec_columns(columns_.data(), rows_, dim_, x, out);
     return;
@@ -66,12 +68,12 @@ void Sketch::project(const float* x, float* out) const {
     const size_t count = std::min(dim_, rows_ - b * dim_);
     if (count == dim_) {  // full block: transform straight into the output
       blocks_[b]->apply(x, out + b * dim_);
-      simd::scale(out + b * dim_, block_scale_, dim_);
+      if (scaled) simd::scale(out + b * dim_, block_scale_, dim_);
       continue;
     }
     std::vector<float> block(dim_);
     blocks_[b]->apply(x, block.data());
-    simd::scale(block.data(), block_scale_, dim_);
+    if (scaled) simd::scale(block.data(), block_scale_, dim_);
     std::copy(block.begin(), block.begin() + count, out + b * dim_);
   }
 }
