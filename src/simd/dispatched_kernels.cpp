@@ -157,34 +157,45 @@ HWY_INLINE void StoreIndices(DI di, V index, uint8_t* out, int32_t* scratch) {
 
 // Branch-free binary search with the (at most 15) boundaries held in one or two registers:
 // thresholds[j] = boundaries[j - 1], so "v > thresholds[candidate]" admits the candidate index.
-template <class D, class DI>
+// Each step depends on the previous one, so four vectors are searched at once to hide latency.
+template <int kBits, class D, class DI>
 HWY_INLINE size_t QuantizeInRegisters(D d, DI di, const float* values, size_t n, const float* boundaries,
-                                      int bits, uint8_t* indices) {
+                                      uint8_t* indices) {
+  constexpr int kCount = (1 << kBits) - 1;
+  constexpr int kBatch = 4;
   const size_t lanes = hn::Lanes(d);
-  const int count = (1 << bits) - 1;
   HWY_ALIGN float thresholds[32];
   for (int j = 0; j < 32; ++j)
-    thresholds[j] = j == 0 ? -HUGE_VALF : (j - 1 < count ? boundaries[j - 1] : HUGE_VALF);
+    thresholds[j] = j == 0 ? -HUGE_VALF : (j - 1 < kCount ? boundaries[j - 1] : HUGE_VALF);
   const auto low = hn::Load(d, thresholds);
   const auto high = hn::Load(d, thresholds + lanes);
   const auto lane_mask = hn::Set(di, static_cast<int32_t>(lanes - 1));
-  const bool one_register = static_cast<size_t>(count) < lanes;
+  const bool one_register = static_cast<size_t>(kCount) < lanes;
   HWY_ALIGN int32_t lane_indices[64];
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto v = hn::LoadU(d, values + i);
-    auto index = hn::Zero(di);
-    for (int step = 1 << (bits - 1); step >= 1; step >>= 1) {
-      const auto candidate = hn::Or(index, hn::Set(di, step));
-      const auto in_register = hn::IndicesFromVec(d, hn::And(candidate, lane_mask));
-      auto threshold = hn::TableLookupLanes(low, in_register);
-      if (!one_register) {
-        const auto upper = hn::RebindMask(d, hn::Gt(candidate, lane_mask));
-        threshold = hn::IfThenElse(upper, hn::TableLookupLanes(high, in_register), threshold);
+  for (; i + kBatch * lanes <= n; i += kBatch * lanes) {
+    hn::Vec<D> v[kBatch];
+    hn::Vec<DI> index[kBatch];
+    hn::Mask<D> upper[kBatch];
+    for (int b = 0; b < kBatch; ++b) {
+      v[b] = hn::LoadU(d, values + i + b * lanes);
+      index[b] = hn::Zero(di);
+      if (!one_register) {  // the first step decides which register holds the rest of the search
+        upper[b] = hn::Gt(v[b], hn::Set(d, thresholds[lanes]));
+        index[b] = hn::IfThenElseZero(hn::RebindMask(di, upper[b]), hn::Set(di, static_cast<int32_t>(lanes)));
       }
-      index = hn::IfThenElse(hn::RebindMask(di, hn::Gt(v, threshold)), candidate, index);
     }
-    StoreIndices(di, index, indices + i, lane_indices);
+    const int first_step = one_register ? 1 << (kBits - 1) : static_cast<int>(lanes / 2);
+    for (int step = first_step; step >= 1; step >>= 1) {
+      for (int b = 0; b < kBatch; ++b) {
+        const auto candidate = hn::Or(index[b], hn::Set(di, step));
+        const auto in_register = hn::IndicesFromVec(d, hn::And(candidate, lane_mask));
+        auto threshold = hn::TableLookupLanes(low, in_register);
+        if (!one_register) threshold = hn::IfThenElse(upper[b], hn::TableLookupLanes(high, in_register), threshold);
+        index[b] = hn::IfThenElse(hn::RebindMask(di, hn::Gt(v[b], threshold)), candidate, index[b]);
+      }
+    }
+    for (int b = 0; b < kBatch; ++b) StoreIndices(di, index[b], indices + i + b * lanes, lane_indices);
   }
   return i;
 }
@@ -197,8 +208,14 @@ void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bi
   HWY_ALIGN int32_t lane_indices[64];
   size_t i = 0;
   if (bits <= 4 && lanes >= 8 && lanes <= 16) {
-    i = QuantizeInRegisters(d, di, values, n, boundaries, bits, indices);
-  } else if (bits <= 4) {
+    switch (bits) {
+      case 1: i = QuantizeInRegisters<1>(d, di, values, n, boundaries, indices); break;
+      case 2: i = QuantizeInRegisters<2>(d, di, values, n, boundaries, indices); break;
+      case 3: i = QuantizeInRegisters<3>(d, di, values, n, boundaries, indices); break;
+      default: i = QuantizeInRegisters<4>(d, di, values, n, boundaries, indices); break;
+    }
+  }
+  if (bits <= 4) {
     for (; i + lanes <= n; i += lanes) {
       const auto v = hn::LoadU(d, values + i);
       auto index = hn::Zero(di);
