@@ -163,23 +163,45 @@ TEST(Codec, ZeroVectorDecodesToZero) {
 }
 
 TEST(Codec, NonFiniteInputIsRefusedNamingRowAndColumn) {
-  auto codec = make_codec("tq_prod:b=3", 16);
-  auto x = testutil::gaussian_matrix(3, 16, 1);
-  auto codes = codec->make_buffer();
-  codec->encode(x.data(), 1, codes);
-  x[2 * 16 + 5] = NAN;
-  try {
-    codec->encode(x.data(), 3, codes);
-    FAIL() << "NaN accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("row 2 column 5 is NaN"), std::string::npos) << e.what();
+  for (const std::string spec : {"tq_prod:b=3", "tq_mse:b=4", "qjl:m=32", "qjl:m=32,outliers=2", "int8", "fp16"}) {
+    auto codec = make_codec(spec, 16);
+    auto x = testutil::gaussian_matrix(200, 16, 1);
+    auto codes = codec->make_buffer();
+    codec->encode(x.data(), 1, codes);
+    x[130 * 16 + 5] = NAN;  // in the third block of 64 rows
+    try {
+      codec->encode(x.data(), 200, codes);
+      FAIL() << "NaN accepted by " << spec;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("row 130 column 5 is NaN"), std::string::npos) << e.what();
+    }
+    x[130 * 16 + 5] = INFINITY;
+    EXPECT_THROW(codec->encode(x.data(), 200, codes), Error) << spec;
+    EXPECT_EQ(codes.size(), 1u) << "a refused encode must not append rows";
+    std::vector<float> q(16, 0.0f);
+    q[3] = -INFINITY;
+    EXPECT_THROW(codec->prepare(q.data()), Error) << spec;
   }
-  x[2 * 16 + 5] = INFINITY;
-  EXPECT_THROW(codec->encode(x.data(), 3, codes), Error);
-  EXPECT_EQ(codes.size(), 1u) << "a refused encode must not append rows";
-  std::vector<float> q(16, 0.0f);
-  q[3] = -INFINITY;
-  EXPECT_THROW(codec->prepare(q.data()), Error);
+}
+
+TEST(Codec, NormBeyondFloatRangeIsRefused) {
+  auto codec = make_codec("tq_mse:b=2,norm=fp32", 16);
+  std::vector<float> x(16, 3e38f);  // finite values, squares and norm beyond float
+  auto codes = codec->make_buffer();
+  try {
+    codec->encode(x.data(), 1, codes);
+    FAIL() << "overflowing norm accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 0 has norm"), std::string::npos) << e.what();
+  }
+  std::vector<float> y(16, 0.0f);
+  y[0] = 1e30f;  // the square overflows, the norm does not
+  codec->encode(y.data(), 1, codes);
+  std::vector<float> back(16);
+  codec->decode(codes, 0, 1, back.data());
+  double squares = 0.0;
+  for (float v : back) squares += static_cast<double>(v) * v;
+  EXPECT_NEAR(std::sqrt(squares), 1e30, 1e30 * 0.2);
 }
 
 TEST(Codec, NormBeyondFp16IsRefusedWithoutLosingData) {

@@ -83,7 +83,11 @@ class VectorCodec {
  protected:
   explicit VectorCodec(size_t dim) : dim_(dim) {}
   // Encodes rows [0, n) of x into codes (n * code_bytes()); called on blocks, possibly in parallel.
-  virtual void encode_rows(const float* x, size_t n, uint8_t* codes) const = 0;
+  // Row i is row first_row + i of the caller's input: NaN and Inf must be refused naming it
+  // (finite_norm or require_finite), where the row is read anyway, so it is read from memory once.
+  virtual void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const = 0;
+  // ||row||, refusing NaN, Inf and norms beyond the float range with an error naming the row.
+  float finite_norm(const float* row, size_t row_index) const;
   // Default: each row through accumulate_rows and finish_accumulator with weight 1.
   virtual void decode_rows(const uint8_t* codes, size_t n, float* out) const;
   virtual std::unique_ptr<PreparedQuery> prepare_query(const float* q) const = 0;

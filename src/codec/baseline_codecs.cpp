@@ -29,7 +29,8 @@ void decode_half_row(const uint8_t* code, size_t dim, float* out) {
 
 }  // namespace
 
-void Fp16Codec::encode_rows(const float* x, size_t n, uint8_t* codes) const {
+void Fp16Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
+  require_finite(x, n, dim(), "encode", first_row);
   for (size_t i = 0; i < n * dim(); ++i) {
     const uint16_t half = float_to_half(x[i]);  // beyond +-65504 saturates to Inf, as in any fp16 cache
     std::memcpy(codes + 2 * i, &half, 2);
@@ -57,7 +58,8 @@ void Fp16Codec::accumulate_rows(const float* weights, const uint8_t* codes, size
   }
 }
 
-void Int8Codec::encode_rows(const float* x, size_t n, uint8_t* codes) const {
+void Int8Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
+  require_finite(x, n, dim(), "encode", first_row);
   for (size_t i = 0; i < n; ++i) {
     const float* row = x + i * dim();
     uint8_t* code = codes + i * code_bytes();

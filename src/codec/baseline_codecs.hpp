@@ -12,7 +12,7 @@ class Fp16Codec final : public VectorCodec {
   size_t code_bytes() const override { return 2 * dim(); }
 
  protected:
-  void encode_rows(const float* x, size_t n, uint8_t* codes) const override;
+  void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
@@ -25,7 +25,7 @@ class Int8Codec final : public VectorCodec {
   size_t code_bytes() const override { return dim() + 4; }
 
  protected:
-  void encode_rows(const float* x, size_t n, uint8_t* codes) const override;
+  void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;

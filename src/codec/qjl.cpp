@@ -89,12 +89,13 @@ void Qjl::split(const float* x, float* inliers, float* outliers) const {
   for (size_t k = 0; k < outlier_channels_.size(); ++k) outliers[k] = x[outlier_channels_[k]];
 }
 
-void Qjl::encode_rows(const float* x, size_t n, uint8_t* codes) const {
+void Qjl::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
   std::vector<float> inliers(inlier_channels_.size()), outliers(outlier_channels_.size());
   std::vector<float> projection(std::max(options_.rows, options_.outlier_rows));
   for (size_t i = 0; i < n; ++i) {
     uint8_t* code = codes + i * code_bytes_;
     std::memset(code, 0, code_bytes_);
+    finite_norm(x + i * dim(), first_row + i);
     split(x + i * dim(), inliers.data(), outliers.data());
     inlier_signs_->encode(inliers.data(), code, projection.data());
     store_norm(options_.norm, std::sqrt(simd::sum_of_squares(inliers.data(), inliers.size())), code + norm_offset_);

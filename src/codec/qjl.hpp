@@ -40,7 +40,7 @@ class Qjl final : public VectorCodec {
   void finish_accumulator(const float* accumulator, float* out) const override;
 
  protected:
-  void encode_rows(const float* x, size_t n, uint8_t* codes) const override;
+  void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;

@@ -42,7 +42,7 @@ std::string TurboQuant::spec() const {
   return text + fmt::format(",seed={}", options_.seed);
 }
 
-void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes) const {
+void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
   const size_t d = dim();
   std::vector<float> unit(d), residual(d), projection(signs_ ? signs_->rows() : 0);
   std::vector<uint8_t> scratch(d);
@@ -50,7 +50,7 @@ void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes) const {
     const float* row = x + i * d;
     uint8_t* code = codes + i * code_bytes_;
     std::memset(code, 0, code_bytes_);
-    const float norm = std::sqrt(simd::sum_of_squares(row, d));
+    const float norm = finite_norm(row, first_row + i);
     if (norm == 0.0f) continue;  // zero vector: norm 0 decodes to exactly zero
     std::memcpy(unit.data(), row, d * sizeof(float));
     simd::scale(unit.data(), 1.0f / norm, d);

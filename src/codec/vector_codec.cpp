@@ -2,10 +2,12 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <vector>
 
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
+#include "simd/kernels.hpp"
 
 namespace kvsketch {
 
@@ -25,6 +27,18 @@ void require_finite(const float* x, size_t rows, size_t cols, const char* what, 
         throw Error(fmt::format("{}: row {} column {} is {}; inputs must be finite", what, first_row + r, c,
                                 std::isnan(value) ? "NaN" : (value > 0 ? "+Inf" : "-Inf")));
     }
+}
+
+float VectorCodec::finite_norm(const float* row, size_t row_index) const {
+  const float squares = simd::sum_of_squares(row, dim_);
+  if (std::isfinite(squares)) return std::sqrt(squares);
+  require_finite(row, 1, dim_, "encode", row_index);  // NaN or Inf: names the column
+  double sum = 0.0;  // finite values whose squares overflow
+  for (size_t j = 0; j < dim_; ++j) sum += static_cast<double>(row[j]) * row[j];
+  const double norm = std::sqrt(sum);
+  require(norm <= std::numeric_limits<float>::max(), "encode: row {} has norm {:g}, beyond the float range",
+          row_index, norm);
+  return static_cast<float>(norm);
 }
 
 void VectorCodec::calibrate(const float*, size_t) {}
@@ -50,7 +64,6 @@ void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out) const {
   // the number of threads. An exception (a NaN, a norm beyond fp16) may not leave a parallel
   // region: keep the one of the first failing block, so that the error does not depend on the
   // threads either, drop the appended rows and rethrow: a refused encode changes nothing.
-  // Each block is checked for NaN and Inf just before it is encoded, while it is in cache.
   std::exception_ptr failure;
   long failed_block = blocks;
 #pragma omp parallel for schedule(static) if (n >= 2 * block)
@@ -58,8 +71,7 @@ void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out) const {
     const size_t row = static_cast<size_t>(b) * block;
     const size_t count = std::min(block, n - row);
     try {
-      require_finite(x + row * dim_, count, dim_, "encode", row);
-      encode_rows(x + row * dim_, count, codes + row * code_bytes());
+      encode_rows(x + row * dim_, count, codes + row * code_bytes(), row);
     } catch (...) {
 #pragma omp critical(kvsketch_encode_failure)
       if (b < failed_block) {
