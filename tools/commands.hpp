@@ -8,5 +8,6 @@ namespace kvsketch::tools {
 // Returns the action to run if the subcommand was selected.
 std::function<void()> add_distortion_command(CLI::App& app);
 std::function<void()> add_codecs_command(CLI::App& app);
+std::function<void()> add_attention_command(CLI::App& app);
 
 }  // namespace kvsketch::tools

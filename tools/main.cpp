@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   std::vector<std::function<void()>> actions = {
       kvsketch::tools::add_distortion_command(app),
       kvsketch::tools::add_codecs_command(app),
+      kvsketch::tools::add_attention_command(app),
   };
   try {
     app.parse(argc, argv);

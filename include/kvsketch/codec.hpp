@@ -26,9 +26,12 @@ class CodeBuffer {
   size_t code_bytes() const { return code_bytes_; }
   size_t size() const { return code_bytes_ ? bytes_.size() / code_bytes_ : 0; }
   size_t bytes() const { return bytes_.size(); }
+  size_t allocated_bytes() const { return bytes_.capacity(); }
+  void shrink_to_fit() { bytes_.shrink_to_fit(); }
   const uint8_t* row(size_t i) const { return bytes_.data() + i * code_bytes_; }
   uint8_t* row(size_t i) { return bytes_.data() + i * code_bytes_; }
   const std::vector<uint8_t>& data() const { return bytes_; }
+  std::vector<uint8_t>& data() { return bytes_; }
   void resize(size_t rows) { bytes_.resize(rows * code_bytes_); }
   void clear() { bytes_.clear(); }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kvsketch/half.hpp"
+#include "simd/attention_kernels.hpp"
 
 namespace kvsketch {
 namespace {
@@ -19,14 +20,6 @@ std::unique_ptr<PreparedQuery> plain_query(const float* q, size_t dim) {
   return prepared;
 }
 
-void decode_half_row(const uint8_t* code, size_t dim, float* out) {
-  for (size_t j = 0; j < dim; ++j) {
-    uint16_t half;
-    std::memcpy(&half, code + 2 * j, 2);
-    out[j] = half_to_float(half);
-  }
-}
-
 }  // namespace
 
 void Fp16Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
@@ -39,23 +32,14 @@ void Fp16Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t fir
 
 std::unique_ptr<PreparedQuery> Fp16Codec::prepare_query(const float* q) const { return plain_query(q, dim()); }
 
+// Rows of fp16 are read straight from the codes by the attention kernels (F16C where present).
 void Fp16Codec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
   const auto& query = static_cast<const PlainQuery&>(q).values;
-  std::vector<float> row(dim());
-  for (size_t i = 0; i < n; ++i) {
-    decode_half_row(codes + i * code_bytes(), dim(), row.data());
-    float sum = 0.0f;
-    for (size_t j = 0; j < dim(); ++j) sum += query[j] * row[j];
-    out[i] = sum;
-  }
+  simd::half_row_scores(query.data(), 1, reinterpret_cast<const uint16_t*>(codes), n, dim(), 1.0f, out, n);
 }
 
 void Fp16Codec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  std::vector<float> row(dim());
-  for (size_t i = 0; i < n; ++i) {
-    decode_half_row(codes + i * code_bytes(), dim(), row.data());
-    for (size_t j = 0; j < dim(); ++j) accumulator[j] += weights[i] * row[j];
-  }
+  simd::half_row_weighted_sum(weights, 1, n, reinterpret_cast<const uint16_t*>(codes), n, dim(), accumulator);
 }
 
 void Int8Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {

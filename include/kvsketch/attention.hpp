@@ -1,0 +1,48 @@
+// Decode attention over a KVCache: exact over the fp16 sinks and recent window, straight from the
+// codes over the compressed body (keys scored against the query rotated or sketched once, values
+// summed in the rotated domain and un-rotated once), merged by log-sum-exp. Results carry the
+// log-sum-exp, so partial results over token ranges, threads or other token sets merge exactly.
+//
+//   AttentionResult r = decode_attention(cache, layer, kv_head, queries, 4);  // 4 query heads
+//   r.output[h * head_dim + j], r.lse[h]
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "kvsketch/kv_cache.hpp"
+
+namespace kvsketch {
+
+struct AttentionResult {
+  size_t heads = 0, dim = 0;
+  std::vector<float> output;  // heads x dim: softmax(q K^T / sqrt(dim)) V
+  std::vector<float> lse;     // heads: log sum_i exp(q k_i / sqrt(dim)); -inf over no tokens
+};
+
+// Combines the attention over two disjoint token sets into the attention over their union.
+void merge_attention(AttentionResult& into, const AttentionResult& other);
+
+struct AttentionOptions {
+  int threads = 0;                 // 0: all OpenMP threads
+  size_t tokens_per_task = 8192;   // the body is split in ranges of this many tokens
+};
+
+// The query heads of one GQA group: queries are heads x head_dim floats.
+AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,
+                                 size_t heads, const AttentionOptions& options = {});
+
+// All query heads of a layer: q_heads x head_dim, q_heads a multiple of kv_heads; query head h
+// reads kv head h / (q_heads / kv_heads) (MHA, GQA and MQA alike). Parallel over KV heads.
+AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const float* queries, size_t q_heads,
+                                       const AttentionOptions& options = {});
+
+// The scores q k_i / sqrt(dim) that decode_attention uses, for every token in order (sinks,
+// body, window): heads x tokens.
+std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,
+                                 size_t heads);
+
+// Exact attention in fp32 over n float rows (the reference for tests and metrics).
+AttentionResult reference_attention(const float* queries, size_t heads, const float* keys, const float* values,
+                                    size_t n, size_t dim);
+
+}  // namespace kvsketch

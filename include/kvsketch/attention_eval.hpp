@@ -1,0 +1,37 @@
+// Fidelity of cache policies at equal bytes: for each policy, a one-head cache is filled with the
+// given keys and values (one prefill block) and every query is answered by decode_attention; the
+// answers are compared with exact fp32 attention over the original keys and values.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvsketch {
+
+struct AttentionCase {
+  std::string name;  // regime or file name
+  size_t tokens = 0, dim = 0, queries = 0;
+  std::vector<float> keys, values, query_rows;  // tokens x dim, tokens x dim, queries x dim
+};
+
+struct AttentionEvalRow {
+  std::string policy, regime;
+  size_t tokens = 0;
+  double bits_per_value = 0;  // everything stored: codes, norms, sinks and window in fp16
+  size_t bytes = 0;
+  double rel_error = 0;       // mean over queries of ||out - exact|| / ||exact||
+  double kl = 0;              // mean KL(softmax exact || softmax approximate)
+  double top8_overlap = 0;    // mean |top8 exact ∩ top8 approximate| / 8
+  double score_bias = 0;      // mean of (approximate - exact) logits over the compressed body
+  double score_bias_stderr = 0;
+  double ns_per_query = 0;    // decode_attention time for one query head, median of repetitions
+};
+
+// The policies of the standard comparison (fp16, int8, KIVI-style, TurboQuant, QJL).
+std::vector<std::string> standard_policies();
+
+AttentionEvalRow evaluate_policy(const std::string& policy, const AttentionCase& data, uint64_t seed,
+                                 int timing_repetitions = 3);
+
+}  // namespace kvsketch

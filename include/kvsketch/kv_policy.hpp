@@ -1,0 +1,37 @@
+// KVPolicy: how a KVCache stores keys and values, per layer and separately for K and V.
+//
+// Spec string (fields separated by '|'):
+//   KEYCODEC[|VALUECODEC][|sinks=N][|window=N][|block=N][|layerL=KEYCODEC/VALUECODEC ...]
+//   "tq_prod:b=3|tq_mse:b=3"              keys and values by codec spec (see make_codec)
+//   "int8"                                 one codec for both
+//   "tq_prod:b=3|tq_mse:b=3|layer0=fp16"   layer 0 kept in fp16 (K and V; "fp16/int8" splits them)
+// Defaults, as in the QJL and KIVI papers: 4 fp16 sink tokens and a recent window of 128 fp16
+// tokens. Tokens that leave the window are encoded into the compressed body `block` at a time,
+// so the window holds between `window` and `window + block - 1` tokens.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <string>
+
+namespace kvsketch {
+
+struct KVCodecPair {
+  std::string key = "tq_prod:b=3";
+  std::string value = "tq_mse:b=3";
+};
+
+struct KVPolicy {
+  KVCodecPair codecs;
+  size_t sinks = 4;
+  size_t window = 128;
+  size_t block = 32;
+  std::map<size_t, KVCodecPair> layer_overrides;
+
+  // Parses the spec string above; errors name the field and what is valid.
+  static KVPolicy parse(const std::string& spec);
+  // Canonical spec string (parse(spec()) gives the same policy).
+  std::string spec() const;
+  const KVCodecPair& codecs_for(size_t layer) const;
+};
+
+}  // namespace kvsketch

@@ -1,0 +1,24 @@
+#include <algorithm>
+#include <cmath>
+
+#include "kvsketch/attention.hpp"
+#include "kvsketch/error.hpp"
+
+namespace kvsketch {
+
+void merge_attention(AttentionResult& into, const AttentionResult& other) {
+  require(into.heads == other.heads && into.dim == other.dim,
+          "merge_attention: shapes differ ({} x {} and {} x {})", into.heads, into.dim, other.heads, other.dim);
+  for (size_t h = 0; h < into.heads; ++h) {
+    const float a = into.lse[h], b = other.lse[h];
+    if (std::isinf(b) && b < 0) continue;
+    const float top = std::max(a, b);
+    const float wa = std::exp(a - top), wb = std::exp(b - top);
+    const float total = wa + wb;
+    for (size_t j = 0; j < into.dim; ++j)
+      into.output[h * into.dim + j] = (wa * into.output[h * into.dim + j] + wb * other.output[h * into.dim + j]) / total;
+    into.lse[h] = top + std::log(total);
+  }
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,205 @@
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "kvsketch/attention.hpp"
+#include "kvsketch/error.hpp"
+#include "simd/attention_kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+
+// Softmax pieces of one head over some tokens: max logit, sum of exp(logit - max), and the
+// exp-weighted sum of values (in whatever domain `acc` lives), so that parts merge exactly.
+struct Partial {
+  float max = kMinusInfinity;
+  float sum = 0.0f;
+  std::vector<float> acc;
+};
+
+// Rescales `part` to the shared maximum `top` and adds it to (sum, acc).
+void add_scaled(const Partial& part, float top, float& sum, float* acc, size_t n) {
+  if (part.sum == 0.0f) return;
+  const float factor = std::exp(part.max - top);
+  sum += part.sum * factor;
+  for (size_t j = 0; j < n; ++j) acc[j] += factor * part.acc[j];
+}
+
+// Turns logits (heads x n, row stride n) into weights in place and records max and sum per head.
+void softmax_pieces(float* logits, size_t heads, size_t n, std::vector<Partial>& parts) {
+  for (size_t h = 0; h < heads; ++h) {
+    parts[h].max = simd::max_value(logits + h * n, n);
+    parts[h].sum = simd::exp_shifted_sum(logits + h * n, n, parts[h].max);
+  }
+}
+
+// Exact attention pieces over fp16 rows.
+std::vector<Partial> half_rows_attention(const float* queries, size_t heads, const uint16_t* keys,
+                                         const uint16_t* values, size_t n, size_t dim, float scale) {
+  std::vector<Partial> parts(heads);
+  for (auto& part : parts) part.acc.assign(dim, 0.0f);
+  if (n == 0) return parts;
+  std::vector<float> logits(heads * n);
+  simd::half_row_scores(queries, heads, keys, n, dim, scale, logits.data(), n);
+  softmax_pieces(logits.data(), heads, n, parts);
+  std::vector<float> acc(heads * dim, 0.0f);
+  simd::half_row_weighted_sum(logits.data(), heads, n, values, n, dim, acc.data());
+  for (size_t h = 0; h < heads; ++h) std::copy(acc.begin() + h * dim, acc.begin() + (h + 1) * dim, parts[h].acc.begin());
+  return parts;
+}
+
+// Attention pieces over body rows [first, first + n), values left in the codec's accumulator domain.
+std::vector<Partial> body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
+                                    const std::vector<std::unique_ptr<PreparedQuery>>& prepared,
+                                    const HeadCache& head, size_t first, size_t n, float scale) {
+  const size_t heads = prepared.size();
+  std::vector<Partial> parts(heads);
+  std::vector<float> logits(heads * n);
+  for (size_t h = 0; h < heads; ++h) {
+    key_codec.scores(*prepared[h], head.body_keys, first, n, logits.data() + h * n);
+    for (size_t i = 0; i < n; ++i) logits[h * n + i] *= scale;
+  }
+  softmax_pieces(logits.data(), heads, n, parts);
+  for (size_t h = 0; h < heads; ++h) {
+    parts[h].acc.assign(value_codec.accumulator_size(), 0.0f);
+    value_codec.accumulate_partial(logits.data() + h * n, head.body_values, first, n, parts[h].acc.data());
+  }
+  return parts;
+}
+
+void check_queries(const KVCache& cache, size_t layer, const float* queries, size_t heads) {
+  require(queries != nullptr, "attention: null queries");
+  require(heads >= 1, "attention: at least one query head is needed");
+  require(layer < cache.layers(), "attention: layer {} out of range; the cache has {} layers", layer, cache.layers());
+  require_finite(queries, heads, cache.head_dim(), "attention (queries: row = query head)");
+}
+
+}  // namespace
+
+AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,
+                                 size_t heads, const AttentionOptions& options) {
+  check_queries(cache, layer, queries, heads);
+  const HeadCache& head = cache.head(layer, kv_head);
+  const size_t dim = cache.head_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  const auto sinks = half_rows_attention(queries, heads, head.sink_keys.data(), head.sink_values.data(),
+                                         head.sink_count, dim, scale);
+  const auto window = half_rows_attention(queries, heads, head.window_keys.data(), head.window_values.data(),
+                                          head.window_count, dim, scale);
+
+  // The body, in token ranges that run in parallel and merge in a fixed order.
+  const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
+  const VectorCodec& value_codec = cache.value_codec(layer, kv_head);
+  const size_t body = head.body_count();
+  const size_t per_task = std::max<size_t>(options.tokens_per_task, 1);
+  const size_t tasks = (body + per_task - 1) / per_task;
+  std::vector<std::vector<Partial>> task_parts(tasks);
+  if (tasks > 0) {
+    std::vector<std::unique_ptr<PreparedQuery>> prepared;
+    for (size_t h = 0; h < heads; ++h) prepared.push_back(key_codec.prepare(queries + h * dim));
+    const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (tasks > 1)
+    for (long t = 0; t < static_cast<long>(tasks); ++t) {
+      const size_t first = static_cast<size_t>(t) * per_task;
+      task_parts[t] = body_attention(key_codec, value_codec, prepared, head, first, std::min(per_task, body - first),
+                                     scale);
+    }
+  }
+
+  AttentionResult result{heads, dim, std::vector<float>(heads * dim, 0.0f), std::vector<float>(heads)};
+  const size_t accumulator = value_codec.accumulator_size();
+  for (size_t h = 0; h < heads; ++h) {
+    float top = std::max(sinks[h].max, window[h].max);
+    for (const auto& parts : task_parts) top = std::max(top, parts[h].max);
+    if (top == kMinusInfinity) {
+      result.lse[h] = kMinusInfinity;  // no tokens: output stays zero
+      continue;
+    }
+    float sum = 0.0f;
+    std::vector<float> body_acc(accumulator, 0.0f);
+    for (const auto& parts : task_parts) add_scaled(parts[h], top, sum, body_acc.data(), accumulator);
+    float* out = result.output.data() + h * dim;
+    if (tasks > 0) value_codec.finish_accumulator(body_acc.data(), out);  // un-rotate once per query head
+    add_scaled(sinks[h], top, sum, out, dim);
+    add_scaled(window[h], top, sum, out, dim);
+    for (size_t j = 0; j < dim; ++j) out[j] /= sum;
+    result.lse[h] = top + std::log(sum);
+  }
+  return result;
+}
+
+AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const float* queries, size_t q_heads,
+                                       const AttentionOptions& options) {
+  check_queries(cache, layer, queries, q_heads);
+  const size_t kv_heads = cache.kv_heads(), dim = cache.head_dim();
+  require(q_heads % kv_heads == 0, "attention: {} query heads is not a multiple of the {} kv heads", q_heads,
+          kv_heads);
+  const size_t group = q_heads / kv_heads;
+  std::vector<AttentionResult> groups(kv_heads);
+  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (kv_heads > 1)
+  for (long g = 0; g < static_cast<long>(kv_heads); ++g) {
+    AttentionOptions inner = options;
+    inner.threads = 1;
+    groups[g] = decode_attention(cache, layer, g, queries + g * group * dim, group, inner);
+  }
+  AttentionResult result{q_heads, dim, {}, {}};
+  for (const auto& g : groups) {
+    result.output.insert(result.output.end(), g.output.begin(), g.output.end());
+    result.lse.insert(result.lse.end(), g.lse.begin(), g.lse.end());
+  }
+  return result;
+}
+
+std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,
+                                 size_t heads) {
+  check_queries(cache, layer, queries, heads);
+  const HeadCache& head = cache.head(layer, kv_head);
+  const size_t dim = cache.head_dim(), n = head.tokens(), body = head.body_count();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  std::vector<float> logits(heads * n);
+  simd::half_row_scores(queries, heads, head.sink_keys.data(), head.sink_count, dim, scale, logits.data(), n);
+  simd::half_row_scores(queries, heads, head.window_keys.data(), head.window_count, dim, scale,
+                        logits.data() + head.sink_count + body, n);
+  const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
+  for (size_t h = 0; h < heads && body > 0; ++h) {
+    float* out = logits.data() + h * n + head.sink_count;
+    key_codec.scores(*key_codec.prepare(queries + h * dim), head.body_keys, 0, body, out);
+    for (size_t i = 0; i < body; ++i) out[i] *= scale;
+  }
+  return logits;
+}
+
+AttentionResult reference_attention(const float* queries, size_t heads, const float* keys, const float* values,
+                                    size_t n, size_t dim) {
+  AttentionResult result{heads, dim, std::vector<float>(heads * dim, 0.0f),
+                         std::vector<float>(heads, kMinusInfinity)};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+  std::vector<double> logits(n);
+  for (size_t h = 0; h < heads && n > 0; ++h) {
+    double top = -std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < n; ++i) {
+      double dot = 0.0;
+      for (size_t j = 0; j < dim; ++j) dot += static_cast<double>(queries[h * dim + j]) * keys[i * dim + j];
+      logits[i] = dot * scale;
+      top = std::max(top, logits[i]);
+    }
+    double sum = 0.0;
+    std::vector<double> out(dim, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      const double w = std::exp(logits[i] - top);
+      sum += w;
+      for (size_t j = 0; j < dim; ++j) out[j] += w * values[i * dim + j];
+    }
+    for (size_t j = 0; j < dim; ++j) result.output[h * dim + j] = static_cast<float>(out[j] / sum);
+    result.lse[h] = static_cast<float>(top + std::log(sum));
+  }
+  return result;
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,191 @@
+#include "kvsketch/kv_cache.hpp"
+
+#include <cmath>
+
+#include "kvsketch/error.hpp"
+#include "kvsketch/half.hpp"
+#include "kvsketch/random.hpp"
+#include "simd/attention_kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+// Refuses what an fp16 cache cannot hold, naming where it is.
+void check_values(const float* x, size_t layer, size_t kv_heads, size_t tokens, size_t first_position, size_t dim,
+                  const char* what) {
+  for (size_t h = 0; h < kv_heads; ++h)
+    for (size_t t = 0; t < tokens; ++t)
+      for (size_t c = 0; c < dim; ++c) {
+        const float v = x[(h * tokens + t) * dim + c];
+        if (std::isfinite(v) && std::abs(v) <= kHalfMax) continue;
+        throw Error(fmt::format("append: {} of layer {}, kv head {}, token {} (position {}), channel {} is {}; "
+                                "a cache holds finite fp16 values (|x| <= 65504)",
+                                what, layer, h, t, first_position + t, c, v));
+      }
+}
+
+void append_halves(std::vector<uint16_t>& out, const float* row, size_t dim) {
+  for (size_t c = 0; c < dim; ++c) out.push_back(float_to_half(row[c]));
+}
+
+}  // namespace
+
+KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed)
+    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), policy_(policy), seed_(seed) {
+  require(layers >= 1 && layers <= 4096, "KVCache: layers must be in 1..4096, got {}", layers);
+  require(kv_heads >= 1 && kv_heads <= 4096, "KVCache: kv_heads must be in 1..4096, got {}", kv_heads);
+  require(head_dim >= 2 && head_dim <= 8192, "KVCache: head_dim must be in 2..8192, got {}", head_dim);
+  for (const auto& [layer, pair] : policy.layer_overrides)
+    require(layer < layers, "KVCache: policy overrides layer {}, but the cache has {} layers", layer, layers);
+  heads_.resize(layers * kv_heads);
+  for (size_t layer = 0; layer < layers; ++layer) {
+    const KVCodecPair& pair = policy.codecs_for(layer);
+    for (size_t h = 0; h < kv_heads; ++h) {
+      // Every layer and head gets its own rotation and sketch, derived from the cache seed.
+      key_codecs_.push_back(make_codec(pair.key, head_dim, derive_seed(seed, {layer, h, 0})));
+      value_codecs_.push_back(make_codec(pair.value, head_dim, derive_seed(seed, {layer, h, 1})));
+      HeadCache& head = heads_[index(layer, h)];
+      head.body_keys = key_codecs_.back()->make_buffer();
+      head.body_values = value_codecs_.back()->make_buffer();
+      head.window_keys.reserve((policy.window + policy.block) * head_dim);
+      head.window_values.reserve((policy.window + policy.block) * head_dim);
+    }
+  }
+}
+
+void KVCache::check_layer(size_t layer, const char* operation) const {
+  require(layer < layers_, "{}: layer {} out of range; the cache has {} layers", operation, layer, layers_);
+}
+
+size_t KVCache::tokens(size_t layer) const {
+  check_layer(layer, "tokens");
+  return heads_[index(layer, 0)].tokens();
+}
+
+const HeadCache& KVCache::head(size_t layer, size_t kv_head) const {
+  check_layer(layer, "head");
+  require(kv_head < kv_heads_, "head: kv head {} out of range; the cache has {} kv heads", kv_head, kv_heads_);
+  return heads_[index(layer, kv_head)];
+}
+
+const VectorCodec& KVCache::key_codec(size_t layer, size_t kv_head) const {
+  head(layer, kv_head);
+  return *key_codecs_[index(layer, kv_head)];
+}
+
+const VectorCodec& KVCache::value_codec(size_t layer, size_t kv_head) const {
+  head(layer, kv_head);
+  return *value_codecs_[index(layer, kv_head)];
+}
+
+void KVCache::move_window_to_body(HeadCache& head, size_t layer, size_t kv_head, size_t tokens) {
+  std::vector<float> rows(tokens * head_dim_);
+  simd::half_to_float_row(head.window_keys.data(), rows.size(), rows.data());
+  key_codecs_[index(layer, kv_head)]->encode(rows.data(), tokens, head.body_keys);
+  simd::half_to_float_row(head.window_values.data(), rows.size(), rows.data());
+  value_codecs_[index(layer, kv_head)]->encode(rows.data(), tokens, head.body_values);
+  const auto erase = static_cast<std::ptrdiff_t>(tokens * head_dim_);
+  head.window_keys.erase(head.window_keys.begin(), head.window_keys.begin() + erase);
+  head.window_values.erase(head.window_values.begin(), head.window_values.begin() + erase);
+  head.window_count -= tokens;
+}
+
+void KVCache::append(size_t layer, const float* keys, const float* values, size_t tokens) {
+  check_layer(layer, "append");
+  if (tokens == 0) return;
+  require(keys != nullptr && values != nullptr, "append: null keys or values for {} tokens", tokens);
+  const size_t position = this->tokens(layer);
+  check_values(keys, layer, kv_heads_, tokens, position, head_dim_, "keys");
+  check_values(values, layer, kv_heads_, tokens, position, head_dim_, "values");
+  // Encoding can still fail (a norm beyond what the codec stores): keep what is needed to undo.
+  struct Snapshot {
+    std::vector<uint16_t> sink_keys, sink_values, window_keys, window_values;
+    size_t sink_count, window_count, body_rows;
+  };
+  std::vector<Snapshot> saved;
+  for (size_t h = 0; h < kv_heads_; ++h) {
+    const HeadCache& head = heads_[index(layer, h)];
+    saved.push_back({head.sink_keys, head.sink_values, head.window_keys, head.window_values, head.sink_count,
+                     head.window_count, head.body_count()});
+  }
+  try {
+    for (size_t h = 0; h < kv_heads_; ++h) {
+      HeadCache& head = heads_[index(layer, h)];
+      for (size_t t = 0; t < tokens; ++t) {
+        const float* key = keys + (h * tokens + t) * head_dim_;
+        const float* value = values + (h * tokens + t) * head_dim_;
+        if (head.sink_count < policy_.sinks && head.body_count() == 0 && head.window_count == 0) {
+          append_halves(head.sink_keys, key, head_dim_);
+          append_halves(head.sink_values, value, head_dim_);
+          ++head.sink_count;
+        } else {
+          append_halves(head.window_keys, key, head_dim_);
+          append_halves(head.window_values, value, head_dim_);
+          ++head.window_count;
+        }
+      }
+      if (head.window_count >= policy_.window + policy_.block)
+        move_window_to_body(head, layer, h, (head.window_count - policy_.window) / policy_.block * policy_.block);
+    }
+  } catch (...) {
+    for (size_t h = 0; h < kv_heads_; ++h) {
+      HeadCache& head = heads_[index(layer, h)];
+      Snapshot& old = saved[h];
+      head.sink_keys = std::move(old.sink_keys);
+      head.sink_values = std::move(old.sink_values);
+      head.window_keys = std::move(old.window_keys);
+      head.window_values = std::move(old.window_values);
+      head.sink_count = old.sink_count;
+      head.window_count = old.window_count;
+      head.body_keys.resize(old.body_rows);
+      head.body_values.resize(old.body_rows);
+    }
+    throw;
+  }
+}
+
+size_t KVCache::bytes(size_t layer, size_t kv_head) const {
+  const HeadCache& h = head(layer, kv_head);
+  return 2 * (h.sink_keys.size() + h.sink_values.size() + h.window_keys.size() + h.window_values.size()) +
+         h.body_keys.bytes() + h.body_values.bytes();
+}
+
+size_t KVCache::bytes(size_t layer) const {
+  size_t total = 0;
+  for (size_t h = 0; h < kv_heads_; ++h) total += bytes(layer, h);
+  return total;
+}
+
+size_t KVCache::bytes() const {
+  size_t total = 0;
+  for (size_t layer = 0; layer < layers_; ++layer) total += bytes(layer);
+  return total;
+}
+
+size_t KVCache::allocated_bytes() const {
+  size_t total = 0;
+  for (const HeadCache& h : heads_)
+    total += 2 * (h.sink_keys.capacity() + h.sink_values.capacity() + h.window_keys.capacity() +
+                  h.window_values.capacity()) +
+             h.body_keys.allocated_bytes() + h.body_values.allocated_bytes();
+  return total;
+}
+
+void KVCache::shrink_to_fit() {
+  for (HeadCache& h : heads_) {
+    h.sink_keys.shrink_to_fit();
+    h.sink_values.shrink_to_fit();
+    h.window_keys.shrink_to_fit();
+    h.window_values.shrink_to_fit();
+    h.body_keys.shrink_to_fit();
+    h.body_values.shrink_to_fit();
+  }
+}
+
+double KVCache::bits_per_value() const {
+  size_t values = 0;
+  for (const HeadCache& h : heads_) values += 2 * h.tokens() * head_dim_;
+  return values ? 8.0 * static_cast<double>(bytes()) / static_cast<double>(values) : 0.0;
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,96 @@
+#include "kvsketch/kv_policy.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+#include "kvsketch/error.hpp"
+
+namespace kvsketch {
+namespace {
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(separator, start);
+    parts.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return parts;
+    start = end + 1;
+  }
+}
+
+size_t parse_count(const std::string& spec, const std::string& key, const std::string& text, size_t max) {
+  size_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  require(error == std::errc() && end == text.data() + text.size() && !text.empty() && value <= max,
+          "policy '{}': {} must be an integer in 0..{}, got '{}'", spec, key, max, text);
+  return value;
+}
+
+// Checks a codec spec by building it (the factory's error lists the valid codecs).
+std::string checked_codec(const std::string& policy, const std::string& codec) {
+  require(!codec.empty(), "policy '{}': empty codec field", policy);
+  try {
+    make_codec(codec, 256);  // syntax and ranges; the cache builds the real ones per head_dim
+  } catch (const Error& e) {
+    throw Error(fmt::format("policy '{}': {}", policy, e.what()));
+  }
+  return codec;
+}
+
+KVCodecPair parse_pair(const std::string& policy, const std::string& text) {
+  const auto parts = split(text, '/');
+  require(parts.size() <= 2, "policy '{}': expected KEYCODEC/VALUECODEC, got '{}'", policy, text);
+  return {checked_codec(policy, parts[0]), checked_codec(policy, parts.back())};
+}
+
+}  // namespace
+
+KVPolicy KVPolicy::parse(const std::string& spec) {
+  KVPolicy policy;
+  std::vector<std::string> codecs;
+  for (const std::string& field : split(spec, '|')) {
+    const size_t equals = field.find('=');
+    const std::string key = field.substr(0, equals);
+    const bool option = equals != std::string::npos && field.find(':') == std::string::npos &&
+                        (key == "sinks" || key == "window" || key == "block" || key.rfind("layer", 0) == 0);
+    if (!option) {
+      codecs.push_back(field);
+      continue;
+    }
+    const std::string value = field.substr(equals + 1);
+    if (key == "sinks") {
+      policy.sinks = parse_count(spec, key, value, 1 << 20);
+    } else if (key == "window") {
+      policy.window = parse_count(spec, key, value, 1 << 24);
+    } else if (key == "block") {
+      policy.block = parse_count(spec, key, value, 1 << 20);
+      require(policy.block >= 1, "policy '{}': block must be >= 1", spec);
+    } else {
+      const size_t layer = parse_count(spec, "the layer number in " + key, key.substr(5), 1 << 16);
+      policy.layer_overrides[layer] = parse_pair(spec, value);
+    }
+  }
+  require(!codecs.empty() && codecs.size() <= 2,
+          "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, layerN= fields "
+          "(codecs: {})",
+          spec, codec_spec_help());
+  policy.codecs = {checked_codec(spec, codecs[0]), checked_codec(spec, codecs.back())};
+  return policy;
+}
+
+std::string KVPolicy::spec() const {
+  std::string text = fmt::format("{}|{}|sinks={}|window={}|block={}", codecs.key, codecs.value, sinks, window, block);
+  for (const auto& [layer, pair] : layer_overrides) text += fmt::format("|layer{}={}/{}", layer, pair.key, pair.value);
+  return text;
+}
+
+const KVCodecPair& KVPolicy::codecs_for(size_t layer) const {
+  const auto it = layer_overrides.find(layer);
+  return it == layer_overrides.end() ? codecs : it->second;
+}
+
+}  // namespace kvsketch

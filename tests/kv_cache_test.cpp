@@ -1,0 +1,149 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kvsketch/error.hpp"
+#include "kvsketch/kv_cache.hpp"
+#include "test_util.hpp"
+
+namespace kvsketch {
+namespace {
+
+// [kv_heads][tokens][dim] slices of a [kv_heads][total][dim] tensor.
+std::vector<float> slice(const std::vector<float>& x, size_t heads, size_t total, size_t dim, size_t first,
+                         size_t count) {
+  std::vector<float> out;
+  for (size_t h = 0; h < heads; ++h)
+    out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>((h * total + first) * dim),
+               x.begin() + static_cast<std::ptrdiff_t>((h * total + first + count) * dim));
+  return out;
+}
+
+void expect_same_contents(const KVCache& a, const KVCache& b) {
+  for (size_t l = 0; l < a.layers(); ++l)
+    for (size_t h = 0; h < a.kv_heads(); ++h) {
+      const HeadCache &x = a.head(l, h), &y = b.head(l, h);
+      EXPECT_EQ(x.sink_keys, y.sink_keys);
+      EXPECT_EQ(x.sink_values, y.sink_values);
+      EXPECT_EQ(x.window_keys, y.window_keys);
+      EXPECT_EQ(x.window_values, y.window_values);
+      EXPECT_EQ(x.body_keys.data(), y.body_keys.data());
+      EXPECT_EQ(x.body_values.data(), y.body_values.data());
+    }
+}
+
+TEST(KVPolicy, ParsesAndPrintsCanonically) {
+  const KVPolicy p = KVPolicy::parse("tq_prod:b=3|tq_mse:b=3|sinks=2|window=64|layer0=fp16");
+  EXPECT_EQ(p.codecs.key, "tq_prod:b=3");
+  EXPECT_EQ(p.codecs.value, "tq_mse:b=3");
+  EXPECT_EQ(p.sinks, 2u);
+  EXPECT_EQ(p.window, 64u);
+  EXPECT_EQ(p.codecs_for(0).key, "fp16");
+  EXPECT_EQ(p.codecs_for(1).value, "tq_mse:b=3");
+  EXPECT_EQ(KVPolicy::parse(p.spec()).spec(), p.spec());
+  const KVPolicy single = KVPolicy::parse("int8");
+  EXPECT_EQ(single.codecs.key, "int8");
+  EXPECT_EQ(single.codecs.value, "int8");
+  EXPECT_EQ(single.sinks, 4u);
+  EXPECT_EQ(single.window, 128u);
+}
+
+TEST(KVPolicy, BadSpecsNameTheProblem) {
+  auto message = [](const std::string& spec) {
+    try {
+      KVPolicy::parse(spec);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message("nope:b=3").find("unknown codec 'nope'"), std::string::npos);
+  EXPECT_NE(message("fp16|sinks=x").find("sinks must be an integer"), std::string::npos);
+  EXPECT_NE(message("fp16|int8|int8").find("expected KEYCODEC"), std::string::npos);
+  EXPECT_NE(message("fp16|block=0").find("block must be >= 1"), std::string::npos);
+  EXPECT_NE(message("tq_mse:b=9").find("b"), std::string::npos);
+  EXPECT_THROW(KVCache(2, 1, 64, KVPolicy::parse("fp16|layer5=int8")), Error);
+}
+
+TEST(KVCache, StreamingEqualsOneBlock) {
+  const size_t heads = 2, dim = 80, total = 700;
+  const auto keys = testutil::gaussian_matrix(heads * total, dim, 1);
+  const auto values = testutil::gaussian_matrix(heads * total, dim, 2);
+  const KVPolicy policy = KVPolicy::parse("tq_prod:b=3|tq_mse:b=3|window=100|block=16");
+  KVCache batch(1, heads, dim, policy, 5), streamed(1, heads, dim, policy, 5), chunked(1, heads, dim, policy, 5);
+  batch.append(0, keys.data(), values.data(), total);
+  for (size_t t = 0; t < total; ++t)
+    streamed.append(0, slice(keys, heads, total, dim, t, 1).data(), slice(values, heads, total, dim, t, 1).data(), 1);
+  for (size_t t = 0, step = 1; t < total; t += step, step = step * 3 % 97 + 1) {
+    const size_t count = std::min(step, total - t);
+    chunked.append(0, slice(keys, heads, total, dim, t, count).data(), slice(values, heads, total, dim, t, count).data(),
+                   count);
+  }
+  expect_same_contents(batch, streamed);
+  expect_same_contents(batch, chunked);
+  const HeadCache& head = batch.head(0, 1);
+  EXPECT_EQ(head.sink_count, 4u);
+  EXPECT_GE(head.window_count, 100u);
+  EXPECT_LT(head.window_count, 116u);
+  EXPECT_EQ(head.tokens(), total);
+  EXPECT_EQ(head.body_count() % 16, 0u);
+}
+
+TEST(KVCache, BytesAreWhatIsHeld) {
+  const size_t heads = 2, dim = 128, total = 1000;
+  const auto keys = testutil::gaussian_matrix(heads * total, dim, 3);
+  KVCache fp16(2, heads, dim, KVPolicy::parse("fp16"), 1);
+  KVCache tq(2, heads, dim, KVPolicy::parse("tq_prod:b=3|tq_mse:b=3|layer0=fp16"), 1);
+  for (size_t layer = 0; layer < 2; ++layer) {
+    fp16.append(layer, keys.data(), keys.data(), total);
+    tq.append(layer, keys.data(), keys.data(), total);
+  }
+  EXPECT_EQ(fp16.bytes(), 2 * heads * total * dim * 2 * 2);
+  EXPECT_DOUBLE_EQ(fp16.bits_per_value(), 16.0);
+  // Layer 1: sinks and window in fp16, the body in codes of exactly code_bytes() each.
+  const HeadCache& head = tq.head(1, 0);
+  const size_t expected = 2 * 2 * dim * (head.sink_count + head.window_count) +
+                          head.body_count() * (tq.key_codec(1, 0).code_bytes() + tq.value_codec(1, 0).code_bytes());
+  EXPECT_EQ(tq.bytes(1, 0), expected);
+  EXPECT_EQ(tq.bytes(0), fp16.bytes(0));
+  EXPECT_EQ(tq.bytes(), tq.bytes(0) + tq.bytes(1));
+  EXPECT_GE(tq.allocated_bytes(), tq.bytes());
+  tq.shrink_to_fit();
+  EXPECT_EQ(tq.allocated_bytes(), tq.bytes());
+  // tq_prod:b=3 keys at d=128: 32 + 16 bytes of codes + two fp16 norms; tq_mse:b=3 values: 48 + 2.
+  EXPECT_EQ(tq.key_codec(1, 0).code_bytes(), 52u);
+  EXPECT_EQ(tq.value_codec(1, 0).code_bytes(), 50u);
+}
+
+TEST(KVCache, RefusedAppendNamesThePlaceAndChangesNothing) {
+  const size_t heads = 3, dim = 64, total = 300;
+  auto keys = testutil::gaussian_matrix(heads * total, dim, 4);
+  auto values = testutil::gaussian_matrix(heads * total, dim, 5);
+  KVCache cache(2, heads, dim, KVPolicy::parse("tq_mse:b=2|window=32|block=8"), 1);
+  cache.append(1, keys.data(), values.data(), 100);
+  const size_t bytes = cache.bytes();
+  values[(2 * total + 250) * dim + 7] = NAN;
+  try {
+    cache.append(1, keys.data(), values.data(), total);
+    FAIL() << "NaN accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("values of layer 1, kv head 2, token 250 (position 350), channel 7"),
+              std::string::npos)
+        << e.what();
+  }
+  values[(2 * total + 250) * dim + 7] = 1e6f;  // beyond fp16
+  EXPECT_THROW(cache.append(1, keys.data(), values.data(), total), Error);
+  EXPECT_THROW(cache.append(2, keys.data(), values.data(), 1), Error);
+  EXPECT_EQ(cache.bytes(), bytes);
+  EXPECT_EQ(cache.tokens(1), 100u);
+
+  // A norm beyond the codec's fp16 norm fails inside encoding: the cache is rolled back.
+  KVCache narrow(1, 1, 256, KVPolicy::parse("tq_mse:b=2|window=4|block=4|sinks=0"), 1);
+  std::vector<float> big(256 * 16, 60000.0f);
+  EXPECT_THROW(narrow.append(0, big.data(), big.data(), 16), Error);
+  EXPECT_EQ(narrow.tokens(0), 0u);
+  EXPECT_EQ(narrow.bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace kvsketch

@@ -1,0 +1,123 @@
+// kvsketch attention: fidelity of cache policies at equal bytes, on the synthetic generator or on
+// captured tensors (.npy, [tokens, head_dim] keys and values, [queries, head_dim] queries).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <map>
+
+#include "commands.hpp"
+#include "kvsketch/attention_eval.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/io.hpp"
+#include "kvsketch/synthetic_cache.hpp"
+
+namespace kvsketch::tools {
+namespace {
+
+struct Arguments {
+  std::string policies, synthetic, keys, values, queries;
+  size_t tokens = 4096, dim = 128, query_count = 16;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+std::vector<std::string> split_policies(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = text.find(';', start);
+    const std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!item.empty()) items.push_back(item);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return items;
+}
+
+std::vector<AttentionCase> load_cases(const Arguments& args) {
+  std::vector<AttentionCase> cases;
+  const bool captured = !args.keys.empty() || !args.values.empty() || !args.queries.empty();
+  require(captured != !args.synthetic.empty(),
+          "attention: give either --synthetic NAME or all of --keys, --values and --queries");
+  if (captured) {
+    require(!args.keys.empty() && !args.values.empty() && !args.queries.empty(),
+            "attention: --keys, --values and --queries go together");
+    const Matrix k = read_matrix(args.keys), v = read_matrix(args.values), q = read_matrix(args.queries);
+    require(k.rows == v.rows && k.cols == v.cols, "attention: keys are {} x {} but values are {} x {}", k.rows,
+            k.cols, v.rows, v.cols);
+    require(q.cols == k.cols, "attention: queries have {} columns, keys {}", q.cols, k.cols);
+    const size_t tokens = std::min(args.tokens, k.rows);
+    AttentionCase c{args.keys, tokens, k.cols, q.rows, {}, {}, q.values};
+    c.keys.assign(k.values.begin(), k.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));
+    c.values.assign(v.values.begin(), v.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));
+    cases.push_back(std::move(c));
+    return cases;
+  }
+  std::vector<std::string> regimes = {args.synthetic};
+  if (args.synthetic == "default") regimes = synthetic_regimes();
+  for (const std::string& regime : regimes) {
+    SyntheticCache s = make_synthetic_cache(regime, args.tokens, args.dim, args.query_count, args.seed);
+    cases.push_back({regime, s.tokens, s.dim, s.queries, std::move(s.keys), std::move(s.values),
+                     std::move(s.query_rows)});
+  }
+  return cases;
+}
+
+void run(const Arguments& args) {
+  std::vector<std::string> policies = split_policies(args.policies);
+  if (policies.empty()) policies = standard_policies();
+  const auto cases = load_cases(args);
+  nlohmann::json rows = nlohmann::json::array();
+  if (!args.json)
+    std::cout << fmt::format("{:<28} {:<12} {:>6} {:>10} {:>9} {:>9} {:>6} {:>18} {:>9} {:>8}\n", "policy", "regime",
+                             "bits", "bytes", "rel_err", "kl", "top8", "score bias ± se", "us/query", "vs fp16");
+  for (const auto& data : cases) {
+    std::vector<AttentionEvalRow> results;
+    double fp16_ns = 0.0;
+    for (const std::string& policy : policies) {
+      results.push_back(evaluate_policy(policy, data, args.seed));
+      if (policy == "fp16") fp16_ns = results.back().ns_per_query;
+    }
+    for (const auto& r : results) {
+      const double speedup = fp16_ns > 0.0 ? fp16_ns / r.ns_per_query : 0.0;
+      if (args.json) {
+        rows.push_back({{"policy", r.policy}, {"regime", r.regime}, {"tokens", r.tokens},
+                        {"bits_per_value", r.bits_per_value}, {"bytes", r.bytes}, {"rel_error", r.rel_error},
+                        {"kl", r.kl}, {"top8_overlap", r.top8_overlap}, {"score_bias", r.score_bias},
+                        {"score_bias_stderr", r.score_bias_stderr}, {"ns_per_query", r.ns_per_query},
+                        {"speedup_vs_fp16", speedup}});
+        continue;
+      }
+      std::cout << fmt::format("{:<28} {:<12} {:>6.2f} {:>10} {:>9.5f} {:>9.2e} {:>6.3f} {:>9.4f} ± {:<6.4f} {:>9.1f} {:>8}\n",
+                               r.policy, r.regime, r.bits_per_value, r.bytes, r.rel_error, r.kl, r.top8_overlap,
+                               r.score_bias, r.score_bias_stderr, r.ns_per_query / 1000.0,
+                               speedup > 0 ? fmt::format("{:.2f}x", speedup) : "-");
+    }
+  }
+  if (args.json) std::cout << rows.dump(2) << "\n";
+}
+
+}  // namespace
+
+std::function<void()> add_attention_command(CLI::App& app) {
+  auto args = std::make_shared<Arguments>();
+  auto* command = app.add_subcommand("attention", "Attention fidelity of cache policies at equal bytes");
+  command->add_option("--policies", args->policies,
+                      "Policies separated by ';' (KEYCODEC|VALUECODEC|sinks=N|window=N|layerL=K/V); "
+                      "default: the standard comparison");
+  command->add_option("--synthetic", args->synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
+  command->add_option("--keys", args->keys, "Captured keys, [tokens, head_dim] (.npy, .fvecs, .tsv)");
+  command->add_option("--values", args->values, "Captured values, [tokens, head_dim]");
+  command->add_option("--queries", args->queries, "Captured queries, [queries, head_dim]");
+  command->add_option("--tokens", args->tokens, "Tokens in the cache (captured: the first N)")->check(CLI::Range(10, 1 << 24));
+  command->add_option("--dim", args->dim, "Head dimension of the synthetic cache")->check(CLI::Range(8, 1024));
+  command->add_option("--num-queries", args->query_count, "Queries per synthetic regime")->check(CLI::Range(1, 4096));
+  command->add_option("--seed", args->seed, "Seed of data and codecs");
+  command->add_flag("--json", args->json, "JSON rows instead of a table");
+  return [command, args] {
+    if (command->parsed()) run(*args);
+  };
+}
+
+}  // namespace kvsketch::tools
