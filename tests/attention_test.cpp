@@ -1,0 +1,145 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kvsketch/attention.hpp"
+#include "kvsketch/attention_eval.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/half.hpp"
+#include "kvsketch/synthetic_cache.hpp"
+#include "test_util.hpp"
+
+namespace kvsketch {
+namespace {
+
+std::vector<float> rounded_to_half(std::vector<float> x) {
+  for (float& v : x) v = half_to_float(float_to_half(v));
+  return x;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+AttentionCase synthetic(const std::string& regime, size_t tokens, size_t queries, uint64_t seed = 1) {
+  SyntheticCache s = make_synthetic_cache(regime, tokens, 128, queries, seed);
+  return {regime, s.tokens, s.dim, s.queries, s.keys, s.values, s.query_rows};
+}
+
+TEST(Attention, Fp16CacheMatchesExactAttentionOnTheSameHalves) {
+  const size_t dim = 96, n = 3000, heads = 4;
+  const auto keys = testutil::gaussian_matrix(n, dim, 1, 0.5);
+  const auto values = testutil::gaussian_matrix(n, dim, 2);
+  const auto queries = testutil::gaussian_matrix(heads, dim, 3);
+  KVCache cache(1, 1, dim, KVPolicy::parse("fp16|window=200"), 1);
+  cache.append(0, keys.data(), values.data(), n);
+  const auto exact = reference_attention(queries.data(), heads, rounded_to_half(keys).data(),
+                                         rounded_to_half(values).data(), n, dim);
+  for (size_t per_task : {size_t{100}, size_t{8192}}) {
+    AttentionOptions options;
+    options.tokens_per_task = per_task;
+    const auto got = decode_attention(cache, 0, 0, queries.data(), heads, options);
+    EXPECT_LT(relative_difference(got.output, exact.output), 1e-5) << per_task;
+    for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(got.lse[h], exact.lse[h], 1e-4);
+  }
+}
+
+TEST(Attention, TokenRangesAndThreadsMergeToTheSameAnswer) {
+  const auto data = synthetic("long-tailed", 5000, 4);
+  KVCache cache(1, 1, 128, KVPolicy::parse("tq_prod:b=3|tq_mse:b=3"), 2);
+  cache.append(0, data.keys.data(), data.values.data(), data.tokens);
+  AttentionOptions whole;
+  whole.threads = 1;
+  whole.tokens_per_task = 1 << 20;
+  const auto reference = decode_attention(cache, 0, 0, data.query_rows.data(), 4, whole);
+  for (int threads : {1, 2}) {
+    AttentionOptions split;
+    split.threads = threads;
+    split.tokens_per_task = 700;
+    const auto got = decode_attention(cache, 0, 0, data.query_rows.data(), 4, split);
+    EXPECT_LT(relative_difference(got.output, reference.output), 1e-5);
+    for (size_t h = 0; h < 4; ++h) EXPECT_NEAR(got.lse[h], reference.lse[h], 1e-4);
+  }
+}
+
+TEST(Attention, MergingTwoHalvesGivesTheWhole) {
+  const size_t dim = 32, n = 400;
+  const auto keys = testutil::gaussian_matrix(n, dim, 4);
+  const auto values = testutil::gaussian_matrix(n, dim, 5);
+  const auto queries = testutil::gaussian_matrix(2, dim, 6);
+  auto first = reference_attention(queries.data(), 2, keys.data(), values.data(), 150, dim);
+  const auto second = reference_attention(queries.data(), 2, keys.data() + 150 * dim, values.data() + 150 * dim, 250, dim);
+  const auto whole = reference_attention(queries.data(), 2, keys.data(), values.data(), n, dim);
+  merge_attention(first, second);
+  EXPECT_LT(relative_difference(first.output, whole.output), 1e-6);
+  EXPECT_NEAR(first.lse[1], whole.lse[1], 1e-5);
+}
+
+TEST(Attention, GroupedQueryHeadsReadTheirKvHead) {
+  const size_t kv_heads = 2, group = 3, dim = 64, n = 500;
+  const auto keys = testutil::gaussian_matrix(kv_heads * n, dim, 7);
+  const auto values = testutil::gaussian_matrix(kv_heads * n, dim, 8);
+  const auto queries = testutil::gaussian_matrix(kv_heads * group, dim, 9);
+  KVCache cache(1, kv_heads, dim, KVPolicy::parse("tq_mse:b=4"), 3);
+  cache.append(0, keys.data(), values.data(), n);
+  const auto layer = decode_attention_layer(cache, 0, queries.data(), kv_heads * group);
+  for (size_t g = 0; g < kv_heads; ++g) {
+    const auto one = decode_attention(cache, 0, g, queries.data() + g * group * dim, group);
+    for (size_t i = 0; i < group * dim; ++i) EXPECT_NEAR(layer.output[g * group * dim + i], one.output[i], 1e-6);
+  }
+  EXPECT_THROW(decode_attention_layer(cache, 0, queries.data(), 5), Error);
+}
+
+TEST(Attention, BadQueriesAreRefused) {
+  KVCache cache(1, 1, 16, KVPolicy::parse("fp16"), 1);
+  std::vector<float> q(32, 0.1f);
+  q[16 + 3] = NAN;
+  try {
+    decode_attention(cache, 0, 0, q.data(), 2);
+    FAIL() << "NaN query accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 1 column 3 is NaN"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(decode_attention(cache, 1, 0, q.data(), 1), Error);
+  EXPECT_THROW(decode_attention(cache, 0, 1, q.data(), 1), Error);
+  const auto empty = decode_attention(cache, 0, 0, q.data(), 1);
+  EXPECT_TRUE(std::isinf(empty.lse[0]) && empty.lse[0] < 0);
+}
+
+TEST(Attention, ErrorFallsAsBitsRise) {
+  for (const std::string regime : {"peaked", "flat"}) {
+    const auto data = synthetic(regime, 3000, 8);
+    double previous = 1e9;
+    for (int bits : {2, 3, 4}) {
+      const auto row = evaluate_policy(fmt::format("tq_mse:b={}", bits), data, 1, 1);
+      EXPECT_LT(row.rel_error, previous) << regime << " b=" << bits;
+      previous = row.rel_error;
+    }
+    EXPECT_LT(evaluate_policy("int8", data, 1, 1).rel_error, previous) << regime;
+  }
+}
+
+TEST(Attention, ProdKeysAreUnbiasedMseKeysAreNot) {
+  // Queries along the keys' common offset give scores with a large mean, which the mse keys
+  // shrink by their (1 - mse)-like factor; the prod keys' error averages out.
+  const auto data = synthetic("long-tailed", 4000, 64, 3);
+  AttentionCase shifted = data;
+  for (size_t q = 0; q < shifted.queries; ++q)
+    for (size_t j = 0; j < shifted.dim; ++j) {
+      double mean = 0;
+      for (size_t t = 0; t < shifted.tokens; ++t) mean += shifted.keys[t * shifted.dim + j];
+      shifted.query_rows[q * shifted.dim + j] += static_cast<float>(0.3 * mean / static_cast<double>(shifted.tokens));
+    }
+  const auto prod = evaluate_policy("tq_prod:b=2|fp16", shifted, 1, 1);
+  const auto mse = evaluate_policy("tq_mse:b=2|fp16", shifted, 1, 1);
+  EXPECT_LT(std::abs(prod.score_bias), 4 * prod.score_bias_stderr) << prod.score_bias << " ± " << prod.score_bias_stderr;
+  EXPECT_GT(std::abs(mse.score_bias), 4 * mse.score_bias_stderr) << mse.score_bias << " ± " << mse.score_bias_stderr;
+}
+
+}  // namespace
+}  // namespace kvsketch
