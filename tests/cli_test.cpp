@@ -50,3 +50,25 @@ TEST(Cli, FileInputAndBadArguments) {
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("cannot open"), std::string::npos) << output;
 }
+
+TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
+  auto [status, output] = run("attention --synthetic flat --tokens 600 --num-queries 4 --policies 'fp16;tq_mse:b=3' --json");
+  ASSERT_EQ(status, 0) << output;
+  const auto rows = nlohmann::json::parse(output);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows)
+    for (const char* key : {"policy", "regime", "bits_per_value", "bytes", "rel_error", "kl", "top8_overlap",
+                            "ns_per_query", "speedup_vs_fp16"})
+      EXPECT_TRUE(row.contains(key)) << key;
+  EXPECT_EQ(rows[0]["bits_per_value"].get<double>(), 16.0);
+  EXPECT_LT(rows[1]["bits_per_value"].get<double>(), 8.0);  // 600 tokens: the fp16 window weighs
+  std::tie(status, output) = run("attention --synthetic sharp --tokens 600");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("unknown regime 'sharp'"), std::string::npos) << output;
+  std::tie(status, output) = run("attention --synthetic flat --tokens 600 --policies 'zip:b=2'");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("unknown codec 'zip'"), std::string::npos) << output;
+  std::tie(status, output) = run("attention --keys /nonexistent.npy --values x.npy --queries q.npy");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("cannot open"), std::string::npos) << output;
+}
