@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The main job on bundled data: installs, builds, and prints the TurboQuant distortion table on
-# random unit vectors and on the bundled SIFT sample.
+# The main job on bundled data: installs, builds, compares KV cache policies against fp16 on the
+# built-in synthetic cache, then prints the TurboQuant distortion tables on random unit vectors and
+# on the bundled SIFT sample.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON
+echo "== KV cache policies on the synthetic cache (one KV head, d=128, 4096 tokens, 16 queries per regime) =="
+./build/kvsketch attention --synthetic default --tokens 4096
 echo "== random unit vectors, d=1536 =="
 ./build/kvsketch distortion --dim 1536 --bits 1,2,3,4 --codecs tq_mse,tq_prod --vectors 2000 --queries 64 --input random
 echo "== bundled SIFT sample (data/sift-5k.tsv, normalized), d=128 =="
