@@ -67,7 +67,8 @@ class KVCache {
  private:
   size_t index(size_t layer, size_t kv_head) const { return layer * kv_heads_ + kv_head; }
   void check_layer(size_t layer, const char* operation) const;
-  void move_window_to_body(HeadCache& head, size_t layer, size_t kv_head, size_t tokens);
+  // Appends the oldest `tokens` window tokens, encoded, to the body (the window keeps them).
+  void encode_oldest_window_tokens(HeadCache& head, size_t layer, size_t kv_head, size_t tokens);
 
   size_t layers_, kv_heads_, head_dim_;
   KVPolicy policy_;

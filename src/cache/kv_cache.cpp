@@ -78,16 +78,12 @@ const VectorCodec& KVCache::value_codec(size_t layer, size_t kv_head) const {
   return *value_codecs_[index(layer, kv_head)];
 }
 
-void KVCache::move_window_to_body(HeadCache& head, size_t layer, size_t kv_head, size_t tokens) {
+void KVCache::encode_oldest_window_tokens(HeadCache& head, size_t layer, size_t kv_head, size_t tokens) {
   std::vector<float> rows(tokens * head_dim_);
   simd::half_to_float_row(head.window_keys.data(), rows.size(), rows.data());
   key_codecs_[index(layer, kv_head)]->encode(rows.data(), tokens, head.body_keys);
   simd::half_to_float_row(head.window_values.data(), rows.size(), rows.data());
   value_codecs_[index(layer, kv_head)]->encode(rows.data(), tokens, head.body_values);
-  const auto erase = static_cast<std::ptrdiff_t>(tokens * head_dim_);
-  head.window_keys.erase(head.window_keys.begin(), head.window_keys.begin() + erase);
-  head.window_values.erase(head.window_values.begin(), head.window_values.begin() + erase);
-  head.window_count -= tokens;
 }
 
 void KVCache::append(size_t layer, const float* keys, const float* values, size_t tokens) {
@@ -97,16 +93,16 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
   const size_t position = this->tokens(layer);
   check_values(keys, layer, kv_heads_, tokens, position, head_dim_, "keys");
   check_values(values, layer, kv_heads_, tokens, position, head_dim_, "values");
-  // Encoding can still fail (a norm beyond what the codec stores): keep what is needed to undo.
-  struct Snapshot {
-    std::vector<uint16_t> sink_keys, sink_values, window_keys, window_values;
-    size_t sink_count, window_count, body_rows;
+  // Encoding can still fail (a norm beyond what the codec stores). Until every head has encoded,
+  // the cache only grows at the ends, so sizes are enough to undo; the moved tokens leave the
+  // window only after that.
+  struct Sizes {
+    size_t sink_count, window_count, body_rows, moved;
   };
-  std::vector<Snapshot> saved;
+  std::vector<Sizes> before;
   for (size_t h = 0; h < kv_heads_; ++h) {
     const HeadCache& head = heads_[index(layer, h)];
-    saved.push_back({head.sink_keys, head.sink_values, head.window_keys, head.window_values, head.sink_count,
-                     head.window_count, head.body_count()});
+    before.push_back({head.sink_count, head.window_count, head.body_count(), 0});
   }
   try {
     for (size_t h = 0; h < kv_heads_; ++h) {
@@ -124,23 +120,31 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
           ++head.window_count;
         }
       }
-      if (head.window_count >= policy_.window + policy_.block)
-        move_window_to_body(head, layer, h, (head.window_count - policy_.window) / policy_.block * policy_.block);
+      if (head.window_count >= policy_.window + policy_.block) {
+        before[h].moved = (head.window_count - policy_.window) / policy_.block * policy_.block;
+        encode_oldest_window_tokens(head, layer, h, before[h].moved);
+      }
     }
   } catch (...) {
     for (size_t h = 0; h < kv_heads_; ++h) {
       HeadCache& head = heads_[index(layer, h)];
-      Snapshot& old = saved[h];
-      head.sink_keys = std::move(old.sink_keys);
-      head.sink_values = std::move(old.sink_values);
-      head.window_keys = std::move(old.window_keys);
-      head.window_values = std::move(old.window_values);
-      head.sink_count = old.sink_count;
-      head.window_count = old.window_count;
-      head.body_keys.resize(old.body_rows);
-      head.body_values.resize(old.body_rows);
+      head.sink_count = before[h].sink_count;
+      head.window_count = before[h].window_count;
+      head.sink_keys.resize(head.sink_count * head_dim_);
+      head.sink_values.resize(head.sink_count * head_dim_);
+      head.window_keys.resize(head.window_count * head_dim_);
+      head.window_values.resize(head.window_count * head_dim_);
+      head.body_keys.resize(before[h].body_rows);
+      head.body_values.resize(before[h].body_rows);
     }
     throw;
+  }
+  for (size_t h = 0; h < kv_heads_; ++h) {
+    HeadCache& head = heads_[index(layer, h)];
+    const auto erase = static_cast<std::ptrdiff_t>(before[h].moved * head_dim_);
+    head.window_keys.erase(head.window_keys.begin(), head.window_keys.begin() + erase);
+    head.window_values.erase(head.window_values.begin(), head.window_values.begin() + erase);
+    head.window_count -= before[h].moved;
   }
 }
 
