@@ -11,6 +11,7 @@
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
 #include "kvsketch/synthetic_cache.hpp"
+#include "list_options.hpp"
 
 namespace kvsketch::tools {
 namespace {
@@ -21,19 +22,6 @@ struct Arguments {
   uint64_t seed = 1;
   bool json = false;
 };
-
-std::vector<std::string> split_policies(const std::string& text) {
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = text.find(';', start);
-    const std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!item.empty()) items.push_back(item);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return items;
-}
 
 std::vector<AttentionCase> load_cases(const Arguments& args) {
   std::vector<AttentionCase> cases;
@@ -65,7 +53,7 @@ std::vector<AttentionCase> load_cases(const Arguments& args) {
 }
 
 void run(const Arguments& args) {
-  std::vector<std::string> policies = split_policies(args.policies);
+  std::vector<std::string> policies = split_list(args.policies, ';');
   if (policies.empty()) policies = standard_policies();
   const auto cases = load_cases(args);
   nlohmann::json rows = nlohmann::json::array();

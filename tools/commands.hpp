@@ -9,5 +9,6 @@ namespace kvsketch::tools {
 std::function<void()> add_distortion_command(CLI::App& app);
 std::function<void()> add_codecs_command(CLI::App& app);
 std::function<void()> add_attention_command(CLI::App& app);
+std::function<void()> add_bench_command(CLI::App& app);
 
 }  // namespace kvsketch::tools

@@ -83,6 +83,14 @@ class VectorCodec {
                           float* accumulator) const;
   virtual void finish_accumulator(const float* accumulator, float* out) const;
 
+  // The same for several queries at once (the query heads of a GQA group), each code row read and
+  // decoded once: out[h * stride + i] = <q_h, x~_{first + i}>, and accumulators (heads x
+  // accumulator_size()) += weights[h * stride + i] * x~_{first + i}.
+  void scores_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& codes, size_t first,
+                    size_t n, float* out, size_t stride) const;
+  void accumulate_partial_multi(const float* weights, size_t heads, size_t stride, const CodeBuffer& codes,
+                                size_t first, size_t n, float* accumulators) const;
+
  protected:
   explicit VectorCodec(size_t dim) : dim_(dim) {}
   // Encodes rows [0, n) of x into codes (n * code_bytes()); called on blocks, possibly in parallel.
@@ -96,6 +104,19 @@ class VectorCodec {
   virtual std::unique_ptr<PreparedQuery> prepare_query(const float* q) const = 0;
   virtual void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const = 0;
   virtual void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const = 0;
+
+  // Multi-query hooks. The defaults decode blocks of rows through decode_domain_rows where the
+  // codec has it (then every query reads the same floats), and otherwise go one query at a time.
+  virtual void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+                                float* out, size_t stride) const;
+  virtual void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
+                                     size_t n, float* accumulators) const;
+  // Optional: rows [0, n) in the accumulator domain, row i standing for row_scale[i] * rows[i]
+  // (rows: n x accumulator_size() floats), such that the score of q is row_scale[i] *
+  // <domain_query(q), rows[i]>. Returns false where the codec has no such form.
+  virtual bool decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const;
+  // The prepared query as accumulator_size() floats (used with decode_domain_rows).
+  virtual const float* domain_query(const PreparedQuery& q) const;
 
  private:
   void check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const;

@@ -54,21 +54,19 @@ std::vector<Partial> half_rows_attention(const float* queries, size_t heads, con
 }
 
 // Attention pieces over body rows [first, first + n), values left in the codec's accumulator domain.
+// Every query head of the group reads each code row once (scores_multi, accumulate_partial_multi).
 std::vector<Partial> body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
-                                    const std::vector<std::unique_ptr<PreparedQuery>>& prepared,
-                                    const HeadCache& head, size_t first, size_t n, float scale) {
-  const size_t heads = prepared.size();
+                                    const std::vector<const PreparedQuery*>& prepared, const HeadCache& head,
+                                    size_t first, size_t n, float scale) {
+  const size_t heads = prepared.size(), width = value_codec.accumulator_size();
   std::vector<Partial> parts(heads);
   std::vector<float> logits(heads * n);
-  for (size_t h = 0; h < heads; ++h) {
-    key_codec.scores(*prepared[h], head.body_keys, first, n, logits.data() + h * n);
-    for (size_t i = 0; i < n; ++i) logits[h * n + i] *= scale;
-  }
+  key_codec.scores_multi(prepared.data(), heads, head.body_keys, first, n, logits.data(), n);
+  for (float& logit : logits) logit *= scale;
   softmax_pieces(logits.data(), heads, n, parts);
-  for (size_t h = 0; h < heads; ++h) {
-    parts[h].acc.assign(value_codec.accumulator_size(), 0.0f);
-    value_codec.accumulate_partial(logits.data() + h * n, head.body_values, first, n, parts[h].acc.data());
-  }
+  std::vector<float> acc(heads * width, 0.0f);
+  value_codec.accumulate_partial_multi(logits.data(), heads, n, head.body_values, first, n, acc.data());
+  for (size_t h = 0; h < heads; ++h) parts[h].acc.assign(acc.begin() + h * width, acc.begin() + (h + 1) * width);
   return parts;
 }
 
@@ -100,8 +98,12 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   const size_t tasks = (body + per_task - 1) / per_task;
   std::vector<std::vector<Partial>> task_parts(tasks);
   if (tasks > 0) {
-    std::vector<std::unique_ptr<PreparedQuery>> prepared;
-    for (size_t h = 0; h < heads; ++h) prepared.push_back(key_codec.prepare(queries + h * dim));
+    std::vector<std::unique_ptr<PreparedQuery>> owned;
+    std::vector<const PreparedQuery*> prepared;
+    for (size_t h = 0; h < heads; ++h) {
+      owned.push_back(key_codec.prepare(queries + h * dim));
+      prepared.push_back(owned.back().get());
+    }
     const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (tasks > 1)
     for (long t = 0; t < static_cast<long>(tasks); ++t) {
@@ -167,11 +169,16 @@ std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_h
   simd::half_row_scores(queries, heads, head.window_keys.data(), head.window_count, dim, scale,
                         logits.data() + head.sink_count + body, n);
   const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
-  for (size_t h = 0; h < heads && body > 0; ++h) {
-    float* out = logits.data() + h * n + head.sink_count;
-    key_codec.scores(*key_codec.prepare(queries + h * dim), head.body_keys, 0, body, out);
-    for (size_t i = 0; i < body; ++i) out[i] *= scale;
+  if (body == 0) return logits;
+  std::vector<std::unique_ptr<PreparedQuery>> owned;
+  std::vector<const PreparedQuery*> prepared;
+  for (size_t h = 0; h < heads; ++h) {
+    owned.push_back(key_codec.prepare(queries + h * dim));
+    prepared.push_back(owned.back().get());
   }
+  key_codec.scores_multi(prepared.data(), heads, head.body_keys, 0, body, logits.data() + head.sink_count, n);
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t i = 0; i < body; ++i) logits[h * n + head.sink_count + i] *= scale;
   return logits;
 }
 

@@ -1,6 +1,8 @@
 #include "kvsketch/kv_cache.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
@@ -13,6 +15,14 @@ namespace {
 // Refuses what an fp16 cache cannot hold, naming where it is.
 void check_values(const float* x, size_t layer, size_t kv_heads, size_t tokens, size_t first_position, size_t dim,
                   const char* what) {
+  // Fast scan (vectorizes): |x| > 65504 (0x477FE000), NaN and Inf all have larger magnitude bits.
+  uint32_t any_bad = 0;
+  for (size_t i = 0; i < kv_heads * tokens * dim; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    any_bad |= static_cast<uint32_t>((bits & 0x7FFFFFFFu) > 0x477FE000u);
+  }
+  if (!any_bad) return;
   for (size_t h = 0; h < kv_heads; ++h)
     for (size_t t = 0; t < tokens; ++t)
       for (size_t c = 0; c < dim; ++c) {
@@ -24,8 +34,10 @@ void check_values(const float* x, size_t layer, size_t kv_heads, size_t tokens, 
       }
 }
 
-void append_halves(std::vector<uint16_t>& out, const float* row, size_t dim) {
-  for (size_t c = 0; c < dim; ++c) out.push_back(float_to_half(row[c]));
+void append_halves(std::vector<uint16_t>& out, const float* rows, size_t count) {
+  const size_t start = out.size();
+  out.resize(start + count);
+  simd::float_to_half_row(rows, count, out.data() + start);
 }
 
 }  // namespace
@@ -107,19 +119,17 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
   try {
     for (size_t h = 0; h < kv_heads_; ++h) {
       HeadCache& head = heads_[index(layer, h)];
-      for (size_t t = 0; t < tokens; ++t) {
-        const float* key = keys + (h * tokens + t) * head_dim_;
-        const float* value = values + (h * tokens + t) * head_dim_;
-        if (head.sink_count < policy_.sinks && head.body_count() == 0 && head.window_count == 0) {
-          append_halves(head.sink_keys, key, head_dim_);
-          append_halves(head.sink_values, value, head_dim_);
-          ++head.sink_count;
-        } else {
-          append_halves(head.window_keys, key, head_dim_);
-          append_halves(head.window_values, value, head_dim_);
-          ++head.window_count;
-        }
-      }
+      const float* head_keys = keys + h * tokens * head_dim_;
+      const float* head_values = values + h * tokens * head_dim_;
+      // The first tokens of a sequence are its sinks; the rest enter the window.
+      const bool sinks_open = head.body_count() == 0 && head.window_count == 0;
+      const size_t to_sinks = sinks_open ? std::min(tokens, policy_.sinks - head.sink_count) : 0;
+      append_halves(head.sink_keys, head_keys, to_sinks * head_dim_);
+      append_halves(head.sink_values, head_values, to_sinks * head_dim_);
+      head.sink_count += to_sinks;
+      append_halves(head.window_keys, head_keys + to_sinks * head_dim_, (tokens - to_sinks) * head_dim_);
+      append_halves(head.window_values, head_values + to_sinks * head_dim_, (tokens - to_sinks) * head_dim_);
+      head.window_count += tokens - to_sinks;
       if (head.window_count >= policy_.window + policy_.block) {
         before[h].moved = (head.window_count - policy_.window) / policy_.block * policy_.block;
         encode_oldest_window_tokens(head, layer, h, before[h].moved);

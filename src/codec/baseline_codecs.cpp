@@ -6,6 +6,7 @@
 
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
+#include "simd/code_kernels.hpp"
 
 namespace kvsketch {
 namespace {
@@ -40,6 +41,19 @@ void Fp16Codec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t 
 
 void Fp16Codec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
   simd::half_row_weighted_sum(weights, 1, n, reinterpret_cast<const uint16_t*>(codes), n, dim(), accumulator);
+}
+
+void Fp16Codec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+                                 float* out, size_t stride) const {
+  std::vector<float> stacked(heads * dim());
+  for (size_t h = 0; h < heads; ++h)
+    std::copy_n(static_cast<const PlainQuery&>(*queries[h]).values.data(), dim(), stacked.data() + h * dim());
+  simd::half_row_scores(stacked.data(), heads, reinterpret_cast<const uint16_t*>(codes), n, dim(), 1.0f, out, stride);
+}
+
+void Fp16Codec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                                      float* accumulators) const {
+  simd::half_row_weighted_sum(weights, heads, stride, reinterpret_cast<const uint16_t*>(codes), n, dim(), accumulators);
 }
 
 void Int8Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
@@ -79,6 +93,19 @@ void Int8Codec::accumulate_rows(const float* weights, const uint8_t* codes, size
     const float weight = weights[i] * scale;
     for (size_t j = 0; j < dim(); ++j) accumulator[j] += weight * static_cast<float>(static_cast<int8_t>(code[j]));
   }
+}
+
+bool Int8Codec::decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const {
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* code = codes + i * code_bytes();
+    std::memcpy(&row_scale[i], code + dim(), 4);
+    simd::int8_to_floats(code, dim(), rows + i * dim());
+  }
+  return true;
+}
+
+const float* Int8Codec::domain_query(const PreparedQuery& q) const {
+  return static_cast<const PlainQuery&>(q).values.data();
 }
 
 }  // namespace kvsketch

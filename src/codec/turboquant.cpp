@@ -14,6 +14,7 @@ namespace {
 struct TurboQuantQuery : PreparedQuery {
   std::vector<float> scalar_tables;
   std::vector<float> sign_tables;
+  std::vector<float> domain;  // [rotated q | prod: S rotated q]
 };
 
 }  // namespace
@@ -70,7 +71,12 @@ std::unique_ptr<PreparedQuery> TurboQuant::prepare_query(const float* q) const {
   std::vector<float> rotated(dim());
   rotation_->apply(q, rotated.data());
   scalar_.build_tables(rotated.data(), prepared->scalar_tables);
-  if (signs_) signs_->build_tables(rotated.data(), prepared->sign_tables);
+  prepared->domain = rotated;
+  if (signs_) {
+    signs_->build_tables(rotated.data(), prepared->sign_tables);
+    prepared->domain.resize(accumulator_size());
+    sketch_->project(rotated.data(), prepared->domain.data() + dim());
+  }
   return prepared;
 }
 
@@ -99,6 +105,21 @@ void TurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, siz
     scalar_.decode_add(code, weight, accumulator);
     if (signs_) signs_->signs_add(code + sign_offset_, weight * sign_scale_ * gamma_of(code), accumulator + dim());
   }
+}
+
+bool TurboQuant::decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const {
+  const size_t width = accumulator_size();
+  scalar_.decode_rows(codes, code_bytes_, n, rows, width);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* code = codes + i * code_bytes_;
+    row_scale[i] = norm_of(code);
+    if (signs_) signs_->signs_into(code + sign_offset_, sign_scale_ * gamma_of(code), rows + i * width + dim());
+  }
+  return true;
+}
+
+const float* TurboQuant::domain_query(const PreparedQuery& q) const {
+  return static_cast<const TurboQuantQuery&>(q).domain.data();
 }
 
 void TurboQuant::finish_accumulator(const float* accumulator, float* out) const {

@@ -44,6 +44,9 @@ class TurboQuant final : public VectorCodec {
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+  // Domain rows: [centroids (dim) | prod: sign_scale * gamma * (+-1) (m)], row scale = norm.
+  bool decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const override;
+  const float* domain_query(const PreparedQuery& q) const override;
 
  private:
   float norm_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_); }

@@ -34,35 +34,59 @@ void HalfToFloatRowImpl(const uint16_t* in, size_t n, float* out) {
   for (; i < n; ++i) out[i] = half_to_float(in[i]);
 }
 
+void FloatToHalfRowImpl(const float* in, size_t n, uint16_t* out) {
+  const FloatTag df;
+  const HalfTag dh;
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, in + i)), dh, reinterpret_cast<hwy::float16_t*>(out + i));
+  for (; i < n; ++i) out[i] = float_to_half(in[i]);
+}
+
 // Up to four heads per pass: each key row is converted once and multiplied into four sums.
-template <int kHeads>
-void ScoresForHeads(const float* queries, const uint16_t* keys, size_t n, size_t d, float scale, float* scores,
+template <int kHeads, bool kHalf>
+void ScoresForHeads(const float* queries, const void* keys, size_t n, size_t d, float scale, float* scores,
                     size_t stride) {
   const FloatTag df;
   const size_t lanes = hn::Lanes(df);
   const size_t full = d / lanes * lanes;
   for (size_t i = 0; i < n; ++i) {
-    const uint16_t* row = keys + i * d;
+    const uint16_t* half_row = static_cast<const uint16_t*>(keys) + i * d;
+    const float* float_row = static_cast<const float*>(keys) + i * d;
     hn::Vec<FloatTag> acc[kHeads];
     for (int h = 0; h < kHeads; ++h) acc[h] = hn::Zero(df);
     for (size_t j = 0; j < full; j += lanes) {
-      const auto k = LoadHalf(row + j);
+      const auto k = kHalf ? LoadHalf(half_row + j) : hn::LoadU(df, float_row + j);
       for (int h = 0; h < kHeads; ++h) acc[h] = hn::MulAdd(hn::LoadU(df, queries + h * d + j), k, acc[h]);
     }
     for (int h = 0; h < kHeads; ++h) {
       float sum = hn::GetLane(hn::SumOfLanes(df, acc[h]));
-      for (size_t j = full; j < d; ++j) sum += queries[h * d + j] * half_to_float(row[j]);
+      for (size_t j = full; j < d; ++j) sum += queries[h * d + j] * (kHalf ? half_to_float(half_row[j]) : float_row[j]);
       scores[h * stride + i] = sum * scale;
     }
   }
 }
 
+template <bool kHalf>
+void RowScores(const float* queries, size_t heads, const void* keys, size_t n, size_t d, float scale, float* scores,
+               size_t stride) {
+  size_t h = 0;
+  for (; h + 4 <= heads; h += 4)
+    ScoresForHeads<4, kHalf>(queries + h * d, keys, n, d, scale, scores + h * stride, stride);
+  for (; h + 2 <= heads; h += 2)
+    ScoresForHeads<2, kHalf>(queries + h * d, keys, n, d, scale, scores + h * stride, stride);
+  for (; h < heads; ++h) ScoresForHeads<1, kHalf>(queries + h * d, keys, n, d, scale, scores + h * stride, stride);
+}
+
 void HalfRowScoresImpl(const float* queries, size_t heads, const uint16_t* keys, size_t n, size_t d, float scale,
                        float* scores, size_t stride) {
-  size_t h = 0;
-  for (; h + 4 <= heads; h += 4) ScoresForHeads<4>(queries + h * d, keys, n, d, scale, scores + h * stride, stride);
-  for (; h + 2 <= heads; h += 2) ScoresForHeads<2>(queries + h * d, keys, n, d, scale, scores + h * stride, stride);
-  for (; h < heads; ++h) ScoresForHeads<1>(queries + h * d, keys, n, d, scale, scores + h * stride, stride);
+  RowScores<true>(queries, heads, keys, n, d, scale, scores, stride);
+}
+
+void FloatRowScoresImpl(const float* queries, size_t heads, const float* keys, size_t n, size_t d, float scale,
+                        float* scores, size_t stride) {
+  RowScores<false>(queries, heads, keys, n, d, scale, scores, stride);
 }
 
 // Rows in blocks that stay in L1; within a block one vector column of the output per head is
@@ -151,16 +175,25 @@ HWY_AFTER_NAMESPACE();
 namespace kvsketch::simd {
 
 HWY_EXPORT(HalfToFloatRowImpl);
+HWY_EXPORT(FloatToHalfRowImpl);
 HWY_EXPORT(HalfRowScoresImpl);
+HWY_EXPORT(FloatRowScoresImpl);
 HWY_EXPORT(HalfRowWeightedSumImpl);
 HWY_EXPORT(FloatRowWeightedSumImpl);
 HWY_EXPORT(ExpShiftedSumImpl);
 HWY_EXPORT(MaxValueImpl);
 
 void half_to_float_row(const uint16_t* in, size_t n, float* out) { HWY_DYNAMIC_DISPATCH(HalfToFloatRowImpl)(in, n, out); }
+void float_to_half_row(const float* in, size_t n, uint16_t* out) {
+  HWY_DYNAMIC_DISPATCH(FloatToHalfRowImpl)(in, n, out);
+}
 void half_row_scores(const float* queries, size_t heads, const uint16_t* keys, size_t n, size_t d, float scale,
                      float* scores, size_t stride) {
   HWY_DYNAMIC_DISPATCH(HalfRowScoresImpl)(queries, heads, keys, n, d, scale, scores, stride);
+}
+void float_row_scores(const float* queries, size_t heads, const float* keys, size_t n, size_t d, float scale,
+                      float* scores, size_t stride) {
+  HWY_DYNAMIC_DISPATCH(FloatRowScoresImpl)(queries, heads, keys, n, d, scale, scores, stride);
 }
 void half_row_weighted_sum(const float* weights, size_t heads, size_t stride, const uint16_t* values, size_t n,
                            size_t d, float* acc) {

@@ -1,0 +1,54 @@
+// The decode-attention speed benchmark behind `kvsketch bench attention`: one GQA group (query
+// heads sharing one KV head) over a cache of `tokens` tokens, timed per decode step. The cache is
+// repeated over enough layers that the fp16 cache is at least twice the last-level cache, and the
+// layers are queried in turn, as a decoder does: every step reads its bytes from memory, not from
+// a cache level that a single small head would fit in.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvsketch {
+
+struct AttentionBenchConfig {
+  std::vector<std::string> policies;
+  std::vector<size_t> tokens;
+  std::vector<int> threads;
+  size_t head_dim = 128, query_heads = 4;
+  int repetitions = 5;
+  uint64_t seed = 1;
+};
+
+struct AttentionBenchRow {
+  std::string policy;
+  size_t tokens = 0, layers = 0;
+  int threads = 0;
+  double bits_per_value = 0.0;
+  size_t bytes = 0;               // one layer's cache (one KV head), everything counted
+  double ns_per_query = 0.0;      // median time of one decode step of the group (all its query heads)
+  double gbytes_per_s = 0.0;      // bytes / ns_per_query
+  double speedup_vs_fp16 = 0.0;   // fp16's ns_per_query over this one's, same tokens and threads
+  double memory_gbytes_per_s = 0.0;  // read bandwidth measured in the same run, same threads
+  double bandwidth_fraction = 0.0;   // gbytes_per_s / memory_gbytes_per_s
+};
+
+struct AppendBenchRow {
+  std::string policy;
+  size_t tokens = 0;
+  double prefill_tokens_per_s = 0.0;  // one block append, per KV head, one thread
+  double decode_tokens_per_s = 0.0;   // one token per append, per KV head, one thread
+};
+
+// Read bandwidth of memory, GB/s: `threads` threads summing a buffer of `bytes` bytes; best of
+// `repetitions`.
+double measure_read_bandwidth(size_t bytes, int threads, int repetitions = 5);
+
+// Size of the last-level cache in bytes (32 MiB when the system does not say).
+size_t last_level_cache_bytes();
+
+std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& config);
+std::vector<AppendBenchRow> bench_append(const std::vector<std::string>& policies, size_t tokens, size_t head_dim,
+                                         uint64_t seed);
+
+}  // namespace kvsketch

@@ -1,0 +1,75 @@
+// The multi-query path of VectorCodec: the query heads of a GQA group share each decoded row.
+#include <algorithm>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+#include "kvsketch/error.hpp"
+#include "simd/attention_kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+// Rows decoded per block: small enough that the floats stay in L1 while every head reads them.
+constexpr size_t kBlockRows = 32;
+
+}  // namespace
+
+bool VectorCodec::decode_domain_rows(const uint8_t*, size_t, float*, float*) const { return false; }
+
+const float* VectorCodec::domain_query(const PreparedQuery&) const { return nullptr; }
+
+void VectorCodec::scores_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& codes,
+                               size_t first, size_t n, float* out, size_t stride) const {
+  for (size_t h = 0; h < heads; ++h)
+    require(queries[h] != nullptr && queries[h]->owner == this,
+            "scores: query {} was prepared by a different codec than {}", h, spec());
+  require(stride >= n, "scores: output stride {} is less than the {} rows", stride, n);
+  check_range(codes, first, n, "scores");
+  if (n) score_rows_multi(queries, heads, codes.row(first), n, out, stride);
+}
+
+void VectorCodec::accumulate_partial_multi(const float* weights, size_t heads, size_t stride, const CodeBuffer& codes,
+                                           size_t first, size_t n, float* accumulators) const {
+  require(stride >= n, "accumulate: weight stride {} is less than the {} rows", stride, n);
+  check_range(codes, first, n, "accumulate");
+  if (n) accumulate_rows_multi(weights, heads, stride, codes.row(first), n, accumulators);
+}
+
+void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+                                   float* out, size_t stride) const {
+  const size_t width = accumulator_size();
+  std::vector<float> rows(kBlockRows * width), row_scale(kBlockRows);
+  if (!decode_domain_rows(codes, 0, rows.data(), row_scale.data())) {
+    for (size_t h = 0; h < heads; ++h) score_rows(*queries[h], codes, n, out + h * stride);
+    return;
+  }
+  std::vector<float> stacked(heads * width);
+  for (size_t h = 0; h < heads; ++h) std::copy_n(domain_query(*queries[h]), width, stacked.data() + h * width);
+  for (size_t start = 0; start < n; start += kBlockRows) {
+    const size_t count = std::min(kBlockRows, n - start);
+    decode_domain_rows(codes + start * code_bytes(), count, rows.data(), row_scale.data());
+    simd::float_row_scores(stacked.data(), heads, rows.data(), count, width, 1.0f, out + start, stride);
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < count; ++i) out[h * stride + start + i] *= row_scale[i];
+  }
+}
+
+void VectorCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
+                                        size_t n, float* accumulators) const {
+  const size_t width = accumulator_size();
+  std::vector<float> rows(kBlockRows * width), row_scale(kBlockRows);
+  if (!decode_domain_rows(codes, 0, rows.data(), row_scale.data())) {
+    for (size_t h = 0; h < heads; ++h) accumulate_rows(weights + h * stride, codes, n, accumulators + h * width);
+    return;
+  }
+  std::vector<float> scaled(heads * kBlockRows);
+  for (size_t start = 0; start < n; start += kBlockRows) {
+    const size_t count = std::min(kBlockRows, n - start);
+    decode_domain_rows(codes + start * code_bytes(), count, rows.data(), row_scale.data());
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < count; ++i) scaled[h * kBlockRows + i] = weights[h * stride + start + i] * row_scale[i];
+    simd::float_row_weighted_sum(scaled.data(), heads, kBlockRows, rows.data(), count, width, accumulators);
+  }
+}
+
+}  // namespace kvsketch

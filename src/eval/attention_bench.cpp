@@ -1,0 +1,151 @@
+#include "kvsketch/attention_bench.hpp"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <memory>
+
+#include "kvsketch/attention.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/kv_cache.hpp"
+#include "kvsketch/synthetic_cache.hpp"
+#include "simd/kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  return x[x.size() / 2];
+}
+
+// Layers of `layer_bytes` each so that they add up to at least twice the last-level cache.
+size_t layers_for(size_t layer_bytes) {
+  const size_t wanted = 2 * last_level_cache_bytes();
+  return std::clamp<size_t>((wanted + layer_bytes - 1) / std::max<size_t>(layer_bytes, 1), 1, 4096);
+}
+
+}  // namespace
+
+size_t last_level_cache_bytes() {
+  long size = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (size <= 0) size = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return size > 0 ? static_cast<size_t>(size) : size_t{32} << 20;
+}
+
+double measure_read_bandwidth(size_t bytes, int threads, int repetitions) {
+  const size_t n = bytes / sizeof(float);
+  std::vector<float> buffer(n);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long i = 0; i < static_cast<long>(n); ++i) buffer[i] = static_cast<float>(i & 1023) * 1e-3f;
+  double best = 0.0;
+  volatile float sink = 0.0f;
+  for (int r = 0; r < repetitions; ++r) {
+    const auto start = Clock::now();
+    float total = 0.0f;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const size_t parts = static_cast<size_t>(omp_get_num_threads()), part = static_cast<size_t>(omp_get_thread_num());
+      const size_t first = n * part / parts, last = n * (part + 1) / parts;
+      total += simd::sum_of_squares(buffer.data() + first, last - first);
+    }
+    best = std::max(best, static_cast<double>(bytes) / seconds_since(start) / 1e9);
+    sink = sink + total;
+  }
+  return best;
+}
+
+std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& config) {
+  require(!config.policies.empty() && !config.tokens.empty() && !config.threads.empty(),
+          "bench attention: policies, tokens and threads must not be empty");
+  const size_t d = config.head_dim, heads = config.query_heads;
+  const size_t most = *std::max_element(config.tokens.begin(), config.tokens.end());
+  // One long-tailed cache; shorter contexts are its prefixes.
+  const SyntheticCache data = make_synthetic_cache("long-tailed", most, d, heads, config.seed);
+  std::vector<double> bandwidth;
+  for (int threads : config.threads) bandwidth.push_back(measure_read_bandwidth(4 * last_level_cache_bytes(), threads));
+
+  std::vector<AttentionBenchRow> rows;
+  for (size_t tokens : config.tokens) {
+    require(tokens >= 1 && tokens <= most, "bench attention: bad token count {}", tokens);
+    const size_t layers = layers_for(tokens * d * 2 * sizeof(uint16_t));
+    const size_t first_row = rows.size();
+    for (const std::string& policy : config.policies) {
+      KVCache cache(layers, 1, d, KVPolicy::parse(policy), config.seed);
+      for (size_t layer = 0; layer < layers; ++layer)
+        cache.append(layer, data.keys.data(), data.values.data(), tokens);
+      cache.shrink_to_fit();
+      for (size_t t = 0; t < config.threads.size(); ++t) {
+        AttentionOptions options;
+        options.threads = config.threads[t];
+        for (size_t layer = 0; layer < layers; ++layer)  // warm up: page-in, thread pool
+          decode_attention(cache, layer, 0, data.query_rows.data(), heads, options);
+        std::vector<double> times;
+        for (int r = 0; r < std::max(config.repetitions, 1); ++r) {
+          const auto start = Clock::now();
+          for (size_t layer = 0; layer < layers; ++layer)
+            decode_attention(cache, layer, 0, data.query_rows.data(), heads, options);
+          times.push_back(seconds_since(start) * 1e9 / static_cast<double>(layers));
+        }
+        AttentionBenchRow row;
+        row.policy = policy;
+        row.tokens = tokens;
+        row.layers = layers;
+        row.threads = config.threads[t];
+        row.bits_per_value = cache.bits_per_value();
+        row.bytes = cache.bytes(0);
+        row.ns_per_query = median(times);
+        row.gbytes_per_s = static_cast<double>(row.bytes) / row.ns_per_query;
+        row.memory_gbytes_per_s = bandwidth[t];
+        row.bandwidth_fraction = row.gbytes_per_s / bandwidth[t];
+        rows.push_back(row);
+      }
+    }
+    for (size_t i = first_row; i < rows.size(); ++i)
+      for (size_t j = first_row; j < rows.size(); ++j)
+        if (rows[j].policy == "fp16" && rows[j].threads == rows[i].threads)
+          rows[i].speedup_vs_fp16 = rows[j].ns_per_query / rows[i].ns_per_query;
+  }
+  return rows;
+}
+
+std::vector<AppendBenchRow> bench_append(const std::vector<std::string>& policies, size_t tokens, size_t head_dim,
+                                         uint64_t seed) {
+  const SyntheticCache data = make_synthetic_cache("long-tailed", tokens, head_dim, 1, seed);
+  // Per core: encoding would otherwise spread a block append over every thread.
+  const int previous_threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::vector<AppendBenchRow> rows;
+  for (const std::string& policy : policies) {
+    AppendBenchRow row{policy, tokens, 0.0, 0.0};
+    const KVPolicy parsed = KVPolicy::parse(policy);
+    std::vector<double> prefill, decode;
+    for (int r = 0; r < 3; ++r) {
+      KVCache block(1, 1, head_dim, parsed, seed);
+      auto start = Clock::now();
+      block.append(0, data.keys.data(), data.values.data(), tokens);
+      prefill.push_back(static_cast<double>(tokens) / seconds_since(start));
+      KVCache stream(1, 1, head_dim, parsed, seed);
+      start = Clock::now();
+      for (size_t t = 0; t < tokens; ++t)
+        stream.append(0, data.keys.data() + t * head_dim, data.values.data() + t * head_dim, 1);
+      decode.push_back(static_cast<double>(tokens) / seconds_since(start));
+    }
+    row.prefill_tokens_per_s = median(prefill);
+    row.decode_tokens_per_s = median(decode);
+    rows.push_back(row);
+  }
+  omp_set_num_threads(previous_threads);
+  return rows;
+}
+
+}  // namespace kvsketch

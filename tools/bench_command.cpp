@@ -1,0 +1,112 @@
+// kvsketch bench attention | append: decode-attention and append speed of cache policies, with the
+// machine's memory read bandwidth measured in the same run (see include/kvsketch/attention_bench.hpp).
+#include <fmt/format.h>
+#include <omp.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "commands.hpp"
+#include "kvsketch/attention_bench.hpp"
+#include "list_options.hpp"
+#include "simd/kernels.hpp"
+
+namespace kvsketch::tools {
+namespace {
+
+std::vector<std::string> default_bench_policies() {
+  return {"fp16", "int8", "tq_mse:b=4", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=3", "tq_mse:b=2"};
+}
+
+struct BenchArguments {
+  std::string policies, tokens = "4096,16384,65536,131072", threads;
+  size_t dim = 128, heads = 4;
+  int repetitions = 5;
+  bool json = false;
+};
+
+void run_attention(const BenchArguments& args) {
+  AttentionBenchConfig config;
+  config.policies = split_list(args.policies, ';');
+  if (config.policies.empty()) config.policies = default_bench_policies();
+  config.tokens = parse_sizes(args.tokens, "--tokens");
+  const std::string threads = args.threads.empty() ? fmt::format("1,{}", omp_get_max_threads()) : args.threads;
+  for (size_t t : parse_sizes(threads, "--threads"))
+    if (std::find(config.threads.begin(), config.threads.end(), static_cast<int>(t)) == config.threads.end())
+      config.threads.push_back(static_cast<int>(t));
+  config.head_dim = args.dim;
+  config.query_heads = args.heads;
+  config.repetitions = args.repetitions;
+  const auto rows = bench_attention(config);
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows)
+      out.push_back({{"policy", r.policy}, {"tokens", r.tokens}, {"threads", r.threads},
+                     {"bits_per_value", r.bits_per_value}, {"bytes", r.bytes}, {"layers", r.layers},
+                     {"query_heads", args.heads}, {"head_dim", args.dim}, {"ns_per_query", r.ns_per_query},
+                     {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", r.speedup_vs_fp16},
+                     {"memory_gbytes_per_s", r.memory_gbytes_per_s}, {"bandwidth_fraction", r.bandwidth_fraction},
+                     {"target", simd::active_target()}});
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("target {}; one GQA group: {} query heads, 1 KV head, head_dim {}\n",
+                           simd::active_target(), args.heads, args.dim);
+  std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6} {:>11} {:>10} {:>7} {:>8} {:>8}\n", "policy", "tokens", "thr",
+                           "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16");
+  for (const auto& r : rows)
+    std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6.2f} {:>11} {:>10.1f} {:>7.1f} {:>7.0f}% {:>7.2f}x\n", r.policy,
+                             r.tokens, r.threads, r.bits_per_value, r.bytes, r.ns_per_query / 1000.0, r.gbytes_per_s,
+                             100.0 * r.bandwidth_fraction, r.speedup_vs_fp16);
+}
+
+void run_append(const BenchArguments& args) {
+  std::vector<std::string> policies = split_list(args.policies, ';');
+  if (policies.empty()) policies = default_bench_policies();
+  const auto sizes = parse_sizes(args.tokens, "--tokens");
+  const auto rows = bench_append(policies, sizes.empty() ? 65536 : sizes.front(), args.dim, 1);
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows)
+      out.push_back({{"policy", r.policy}, {"tokens", r.tokens}, {"head_dim", args.dim},
+                     {"prefill_tokens_per_s", r.prefill_tokens_per_s}, {"decode_tokens_per_s", r.decode_tokens_per_s},
+                     {"target", simd::active_target()}});
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{:<28} {:>7} {:>16} {:>16}\n", "policy", "tokens", "prefill tok/s", "decode tok/s");
+  for (const auto& r : rows)
+    std::cout << fmt::format("{:<28} {:>7} {:>16.0f} {:>16.0f}\n", r.policy, r.tokens, r.prefill_tokens_per_s,
+                             r.decode_tokens_per_s);
+}
+
+void add_common(CLI::App* command, BenchArguments& args) {
+  command->add_option("--policies", args.policies, "Policies separated by ';' (default: a standard list)");
+  command->add_option("--dim", args.dim, "Head dimension")->check(CLI::Range(8, 1024));
+  command->add_flag("--json", args.json, "JSON rows instead of a table");
+}
+
+}  // namespace
+
+std::function<void()> add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArguments>();
+  auto* bench = app.add_subcommand("bench", "Speed benchmarks (JSON with --json)");
+  bench->require_subcommand(1);
+  auto* attention = bench->add_subcommand(
+      "attention", "Decode attention of one GQA group per policy, tokens and threads, with memory bandwidth");
+  add_common(attention, *args);
+  attention->add_option("--tokens", args->tokens, "Context lengths, comma separated");
+  attention->add_option("--threads", args->threads, "Thread counts, comma separated (default: 1 and all)");
+  attention->add_option("--heads", args->heads, "Query heads in the group")->check(CLI::Range(1, 64));
+  attention->add_option("--repetitions", args->repetitions, "Timed passes (the median is reported)")
+      ->check(CLI::Range(1, 1000));
+  auto* append = bench->add_subcommand("append", "Append speed per KV head and core: prefill block and token by token");
+  add_common(append, *args);
+  append->add_option("--tokens", args->tokens, "Tokens appended")->default_val("65536");
+  return [attention, append, args] {
+    if (attention->parsed()) run_attention(*args);
+    if (append->parsed()) run_append(*args);
+  };
+}
+
+}  // namespace kvsketch::tools
