@@ -14,10 +14,16 @@ using namespace kvsketch;
 namespace {
 
 std::vector<std::string> all_specs() {
-  std::vector<std::string> specs = {"fp16", "int8", "qjl:m=64", "qjl:m=256,sketch=gaussian",
-                                    "qjl:m=200,sketch=hadamard", "qjl:m=128,outliers=8,m_out=64",
-                                    "tq_mse:b=3,rotation=haar", "tq_prod:b=3,sketch=gaussian",
-                                    "tq_prod:b=2,sketch=orthogonal", "tq_mse:b=4,norm=fp32"};
+  std::vector<std::string> specs = {"fp16",
+                                    "int8",
+                                    "qjl:m=64",
+                                    "qjl:m=256,sketch=gaussian",
+                                    "qjl:m=200,sketch=hadamard",
+                                    "qjl:m=128,outliers=8,m_out=64",
+                                    "tq_mse:b=3,rotation=haar",
+                                    "tq_prod:b=3,sketch=gaussian",
+                                    "tq_prod:b=2,sketch=orthogonal",
+                                    "tq_mse:b=4,norm=fp32"};
   for (int b = 1; b <= 8; ++b) {
     specs.push_back("tq_mse:b=" + std::to_string(b));
     specs.push_back("tq_prod:b=" + std::to_string(b));
@@ -25,16 +31,17 @@ std::vector<std::string> all_specs() {
   return specs;
 }
 
-}  // namespace
+} // namespace
 
-// scores() and accumulate() work on codes directly; they must equal decode-then-dot.
+// scores() and accumulate() work on codes directly; they must equal
+// decode-then-dot.
 TEST(Codec, QueryTimeOperationsEqualDecodeThenDot) {
   for (size_t dim : {96, 128}) {
     const size_t n = 70;
     auto x = testutil::gaussian_matrix(n, dim, 1, 3.0);
     auto q = testutil::gaussian_matrix(1, dim, 2);
     auto w = testutil::gaussian_matrix(1, n, 3);
-    for (const auto& spec : all_specs()) {
+    for (const auto &spec : all_specs()) {
       SCOPED_TRACE(spec + " dim=" + std::to_string(dim));
       auto codec = make_codec(spec, dim, 5);
       codec->calibrate(x.data(), n);
@@ -46,9 +53,12 @@ TEST(Codec, QueryTimeOperationsEqualDecodeThenDot) {
       codec->scores(*codec->prepare(q.data()), codes, 0, n, scores.data());
       double scale = 0;
       for (size_t i = 0; i < n; ++i)
-        scale = std::max(scale, testutil::norm(q.data(), dim) * testutil::norm(&decoded[i * dim], dim));
+        scale = std::max(scale, testutil::norm(q.data(), dim) *
+                                    testutil::norm(&decoded[i * dim], dim));
       for (size_t i = 0; i < n; ++i)
-        ASSERT_NEAR(scores[i], testutil::dot(q.data(), &decoded[i * dim], dim), 1e-5 * scale) << "row " << i;
+        ASSERT_NEAR(scores[i], testutil::dot(q.data(), &decoded[i * dim], dim),
+                    1e-5 * scale)
+            << "row " << i;
       codec->accumulate(w.data(), codes, 0, n, sum.data());
       for (size_t j = 0; j < dim; ++j) {
         double expected = 0, magnitude = 0;
@@ -56,27 +66,84 @@ TEST(Codec, QueryTimeOperationsEqualDecodeThenDot) {
           expected += w[i] * decoded[i * dim + j];
           magnitude += std::abs(w[i] * decoded[i * dim + j]);
         }
-        ASSERT_NEAR(sum[j], expected, 1e-5 * magnitude + 1e-6) << "coordinate " << j;
+        ASSERT_NEAR(sum[j], expected, 1e-5 * magnitude + 1e-6)
+            << "coordinate " << j;
       }
       // A sub-range of rows gives the matching slice.
       std::vector<float> part(10);
       codec->scores(*codec->prepare(q.data()), codes, 30, 10, part.data());
-      for (size_t i = 0; i < 10; ++i) EXPECT_FLOAT_EQ(part[i], scores[30 + i]);
+      for (size_t i = 0; i < 10; ++i)
+        EXPECT_FLOAT_EQ(part[i], scores[30 + i]);
     }
   }
+}
+
+// The multi-query forms (a GQA group's heads reading each decoded row once)
+// equal the one-query forms, for every codec, odd dimensions and row ranges
+// included.
+TEST(Codec, MultiQueryFormsEqualOneQueryForms) {
+  testutil::for_each_target([] {
+    for (size_t dim : {64, 100, 128}) {
+      const size_t n = 75, heads = 5, first = 3, count = 70;
+      auto x = testutil::gaussian_matrix(n, dim, 1, 3.0);
+      auto q = testutil::gaussian_matrix(heads, dim, 2);
+      auto w = testutil::gaussian_matrix(heads, count, 3);
+      for (const auto &spec : all_specs()) {
+        SCOPED_TRACE(spec + " dim=" + std::to_string(dim));
+        auto codec = make_codec(spec, dim, 5);
+        codec->calibrate(x.data(), n);
+        auto codes = codec->make_buffer();
+        codec->encode(x.data(), n, codes);
+        std::vector<std::unique_ptr<PreparedQuery>> owned;
+        std::vector<const PreparedQuery *> prepared;
+        for (size_t h = 0; h < heads; ++h) {
+          owned.push_back(codec->prepare(q.data() + h * dim));
+          prepared.push_back(owned.back().get());
+        }
+        const size_t width = codec->accumulator_size();
+        std::vector<float> multi(heads * count), multi_acc(heads * width, 0.0f);
+        codec->scores_multi(prepared.data(), heads, codes, first, count,
+                            multi.data(), count);
+        codec->accumulate_partial_multi(w.data(), heads, count, codes, first,
+                                        count, multi_acc.data());
+        for (size_t h = 0; h < heads; ++h) {
+          std::vector<float> one(count), one_acc(width, 0.0f);
+          codec->scores(*prepared[h], codes, first, count, one.data());
+          double scale = 0;
+          for (float s : one)
+            scale = std::max(scale, std::abs(static_cast<double>(s)));
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_NEAR(multi[h * count + i], one[i], 1e-5 * scale + 1e-6)
+                << "head " << h << " row " << i;
+          codec->accumulate_partial(w.data() + h * count, codes, first, count,
+                                    one_acc.data());
+          double magnitude = 0;
+          for (float a : one_acc)
+            magnitude = std::max(magnitude, std::abs(static_cast<double>(a)));
+          for (size_t j = 0; j < width; ++j)
+            ASSERT_NEAR(multi_acc[h * width + j], one_acc[j],
+                        1e-5 * magnitude + 1e-6)
+                << "head " << h << " coord " << j;
+        }
+      }
+    }
+  });
 }
 
 TEST(Codec, CodeBytesAreExact) {
   const size_t d = 128;
   EXPECT_EQ(make_codec("fp16", d)->code_bytes(), 256u);
   EXPECT_EQ(make_codec("int8", d)->code_bytes(), 132u);
-  EXPECT_EQ(make_codec("tq_mse:b=4", d)->code_bytes(), 64u + 2);             // indices + fp16 norm
+  EXPECT_EQ(make_codec("tq_mse:b=4", d)->code_bytes(),
+            64u + 2); // indices + fp16 norm
   EXPECT_EQ(make_codec("tq_mse:b=3", d)->code_bytes(), 48u + 2);
   EXPECT_EQ(make_codec("tq_mse:b=4,norm=fp32", d)->code_bytes(), 64u + 4);
-  EXPECT_EQ(make_codec("tq_prod:b=3", d)->code_bytes(), 32u + 16 + 2 + 2);   // 2-bit idx + signs + norm + gamma
+  EXPECT_EQ(make_codec("tq_prod:b=3", d)->code_bytes(),
+            32u + 16 + 2 + 2); // 2-bit idx + signs + norm + gamma
   EXPECT_EQ(make_codec("tq_prod:b=1", d)->code_bytes(), 16u + 2 + 2);
   EXPECT_EQ(make_codec("qjl:m=256", d)->code_bytes(), 32u + 2);
-  EXPECT_EQ(make_codec("qjl:m=256,outliers=8,m_out=256", d)->code_bytes(), 32u + 32 + 2 + 2);
+  EXPECT_EQ(make_codec("qjl:m=256,outliers=8,m_out=256", d)->code_bytes(),
+            32u + 32 + 2 + 2);
   EXPECT_EQ(make_codec("tq_mse:b=5", 100)->code_bytes(), 63u + 2);
 }
 
@@ -93,14 +160,16 @@ TEST(Codec, MseReconstructionErrorMatchesDmseForAnyNorm) {
     err += (x[i] - decoded[i]) * (x[i] - decoded[i]);
     total += x[i] * x[i];
   }
-  EXPECT_NEAR(err / total, 0.0093, 0.0015);  // D_mse(4) at d = 128 for vectors of any norm
+  EXPECT_NEAR(err / total, 0.0093,
+              0.0015); // D_mse(4) at d = 128 for vectors of any norm
 }
 
 TEST(Codec, SameSeedSameBytesForAnyThreadCount) {
   const size_t d = 200, n = 1000;
   auto x = testutil::gaussian_matrix(n, d, 4);
-  for (const std::string spec : {"tq_mse:b=4", "tq_prod:b=3", "qjl:m=256", "tq_prod:b=2,sketch=gaussian",
-                                 "tq_mse:b=3,rotation=haar"}) {
+  for (const std::string spec :
+       {"tq_mse:b=4", "tq_prod:b=3", "qjl:m=256", "tq_prod:b=2,sketch=gaussian",
+        "tq_mse:b=3,rotation=haar"}) {
     std::vector<uint8_t> reference;
     for (int threads : {1, 2}) {
       omp_set_num_threads(threads);
@@ -108,40 +177,46 @@ TEST(Codec, SameSeedSameBytesForAnyThreadCount) {
         auto codec = make_codec(spec, d, 123);
         auto codes = codec->make_buffer();
         codec->encode(x.data(), n, codes);
-        if (reference.empty()) reference = codes.data();
+        if (reference.empty())
+          reference = codes.data();
         EXPECT_EQ(codes.data(), reference) << spec << " threads=" << threads;
       }
     }
     auto other = make_codec(spec, d, 124);
     auto codes = other->make_buffer();
     other->encode(x.data(), n, codes);
-    EXPECT_NE(codes.data(), reference) << spec << ": a different seed should change the codes";
+    EXPECT_NE(codes.data(), reference)
+        << spec << ": a different seed should change the codes";
   }
   omp_set_num_threads(omp_get_num_procs());
 }
 
 TEST(Codec, GoldenCodeHashesArePlatformIndependent) {
-  // The bytes for a fixed seed are part of the contract (same codes on every machine).
+  // The bytes for a fixed seed are part of the contract (same codes on every
+  // machine).
   const size_t n = 64;
   struct Case {
     std::string spec;
     size_t d;
     uint64_t expected;
   };
-  for (const auto& [spec, d, expected] : std::vector<Case>{{"tq_mse:b=4", 128, 536056107290420787ull},
-                                                          {"tq_prod:b=3", 128, 10472755476797059699ull},
-                                                          {"qjl:m=256", 128, 4536522786123705518ull},
-                                                          {"tq_mse:b=3", 80, 16326019566453923473ull},
-                                                          {"tq_prod:b=4", 200, 10115611177188785257ull}}) {
+  for (const auto &[spec, d, expected] :
+       std::vector<Case>{{"tq_mse:b=4", 128, 536056107290420787ull},
+                         {"tq_prod:b=3", 128, 10472755476797059699ull},
+                         {"qjl:m=256", 128, 4536522786123705518ull},
+                         {"tq_mse:b=3", 80, 16326019566453923473ull},
+                         {"tq_prod:b=4", 200, 10115611177188785257ull}}) {
     auto x = testutil::gaussian_matrix(n, d, 77);
-    // Every instruction set compiled in (scalar, SSE4, AVX2, AVX-512 where present) gives the same bytes.
+    // Every instruction set compiled in (scalar, SSE4, AVX2, AVX-512 where
+    // present) gives the same bytes.
     for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
       hwy::SetSupportedTargetsForTest(target);
       auto codec = make_codec(spec, d, 1);
       auto codes = codec->make_buffer();
       codec->encode(x.data(), n, codes);
-      uint64_t hash = 1469598103934665603ull;  // FNV-1a
-      for (uint8_t byte : codes.data()) hash = (hash ^ byte) * 1099511628211ull;
+      uint64_t hash = 1469598103934665603ull; // FNV-1a
+      for (uint8_t byte : codes.data())
+        hash = (hash ^ byte) * 1099511628211ull;
       EXPECT_EQ(hash, expected) << spec << " on " << hwy::TargetName(target);
     }
     hwy::SetSupportedTargetsForTest(0);
@@ -149,13 +224,15 @@ TEST(Codec, GoldenCodeHashesArePlatformIndependent) {
 }
 
 TEST(Codec, ZeroVectorDecodesToZero) {
-  for (const std::string spec : {"tq_mse:b=3", "tq_prod:b=3", "qjl:m=64", "int8", "qjl:m=64,outliers=4"}) {
+  for (const std::string spec : {"tq_mse:b=3", "tq_prod:b=3", "qjl:m=64",
+                                 "int8", "qjl:m=64,outliers=4"}) {
     auto codec = make_codec(spec, 64);
     std::vector<float> zero(64, 0.0f), decoded(64, 1.0f), q(64, 1.0f);
     auto codes = codec->make_buffer();
     codec->encode(zero.data(), 1, codes);
     codec->decode(codes, 0, 1, decoded.data());
-    for (float v : decoded) EXPECT_EQ(v, 0.0f) << spec;
+    for (float v : decoded)
+      EXPECT_EQ(v, 0.0f) << spec;
     float score = 1.0f;
     codec->scores(*codec->prepare(q.data()), codes, 0, 1, &score);
     EXPECT_EQ(score, 0.0f) << spec;
@@ -163,17 +240,20 @@ TEST(Codec, ZeroVectorDecodesToZero) {
 }
 
 TEST(Codec, NonFiniteInputIsRefusedNamingRowAndColumn) {
-  for (const std::string spec : {"tq_prod:b=3", "tq_mse:b=4", "qjl:m=32", "qjl:m=32,outliers=2", "int8", "fp16"}) {
+  for (const std::string spec : {"tq_prod:b=3", "tq_mse:b=4", "qjl:m=32",
+                                 "qjl:m=32,outliers=2", "int8", "fp16"}) {
     auto codec = make_codec(spec, 16);
     auto x = testutil::gaussian_matrix(200, 16, 1);
     auto codes = codec->make_buffer();
     codec->encode(x.data(), 1, codes);
-    x[130 * 16 + 5] = NAN;  // in the third block of 64 rows
+    x[130 * 16 + 5] = NAN; // in the third block of 64 rows
     try {
       codec->encode(x.data(), 200, codes);
       FAIL() << "NaN accepted by " << spec;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("row 130 column 5 is NaN"), std::string::npos) << e.what();
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("row 130 column 5 is NaN"),
+                std::string::npos)
+          << e.what();
     }
     x[130 * 16 + 5] = INFINITY;
     EXPECT_THROW(codec->encode(x.data(), 200, codes), Error) << spec;
@@ -186,34 +266,38 @@ TEST(Codec, NonFiniteInputIsRefusedNamingRowAndColumn) {
 
 TEST(Codec, NormBeyondFloatRangeIsRefused) {
   auto codec = make_codec("tq_mse:b=2,norm=fp32", 16);
-  std::vector<float> x(16, 3e38f);  // finite values, squares and norm beyond float
+  std::vector<float> x(16,
+                       3e38f); // finite values, squares and norm beyond float
   auto codes = codec->make_buffer();
   try {
     codec->encode(x.data(), 1, codes);
     FAIL() << "overflowing norm accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("row 0 has norm"), std::string::npos) << e.what();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("row 0 has norm"), std::string::npos)
+        << e.what();
   }
   std::vector<float> y(16, 0.0f);
-  y[0] = 1e30f;  // the square overflows, the norm does not
+  y[0] = 1e30f; // the square overflows, the norm does not
   codec->encode(y.data(), 1, codes);
   std::vector<float> back(16);
   codec->decode(codes, 0, 1, back.data());
   double squares = 0.0;
-  for (float v : back) squares += static_cast<double>(v) * v;
+  for (float v : back)
+    squares += static_cast<double>(v) * v;
   EXPECT_NEAR(std::sqrt(squares), 1e30, 1e30 * 0.2);
 }
 
 TEST(Codec, NormBeyondFp16IsRefusedWithoutLosingData) {
   auto codec = make_codec("tq_mse:b=2", 256);
   std::vector<float> x(256 * 200, 1.0f);
-  x[150 * 256] = 1e5f;  // row 150 has norm > 65504
+  x[150 * 256] = 1e5f; // row 150 has norm > 65504
   auto codes = codec->make_buffer();
   try {
     codec->encode(x.data(), 200, codes);
     FAIL() << "overflow accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("norm=fp32"), std::string::npos) << e.what();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("norm=fp32"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(codes.size(), 0u);
   auto wide = make_codec("tq_mse:b=2,norm=fp32", 256);
@@ -223,25 +307,31 @@ TEST(Codec, NormBeyondFp16IsRefusedWithoutLosingData) {
 }
 
 TEST(Codec, BadSpecsGetClearErrors) {
-  auto message = [](const std::string& spec, size_t dim = 128) {
+  auto message = [](const std::string &spec, size_t dim = 128) {
     try {
       make_codec(spec, dim);
-    } catch (const Error& e) {
+    } catch (const Error &e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
   EXPECT_NE(message("pq:b=4").find("valid codecs"), std::string::npos);
-  EXPECT_NE(message("tq_mse:b=9").find("out of range; expected 1..8"), std::string::npos);
+  EXPECT_NE(message("tq_mse:b=9").find("out of range; expected 1..8"),
+            std::string::npos);
   EXPECT_NE(message("tq_mse:b=0").find("out of range"), std::string::npos);
-  EXPECT_NE(message("tq_mse").find("b (bits per coordinate, 1..8) is required"), std::string::npos);
+  EXPECT_NE(message("tq_mse").find("b (bits per coordinate, 1..8) is required"),
+            std::string::npos);
   EXPECT_NE(message("tq_mse:b=x").find("not an integer"), std::string::npos);
   EXPECT_NE(message("qjl:m=0").find("m=0 out of range"), std::string::npos);
-  EXPECT_NE(message("tq_mse:b=3,speed=11").find("unknown parameter 'speed'"), std::string::npos);
-  EXPECT_NE(message("tq_prod:b=3,sketch=sparse").find("expected one of hadamard, gaussian, orthogonal"),
+  EXPECT_NE(message("tq_mse:b=3,speed=11").find("unknown parameter 'speed'"),
             std::string::npos);
-  EXPECT_NE(message("tq_mse:b=3", 0).find("dimension must be in 1..8192"), std::string::npos);
-  EXPECT_NE(message("qjl:m=64,outliers=128").find("out of range"), std::string::npos);
+  EXPECT_NE(message("tq_prod:b=3,sketch=sparse")
+                .find("expected one of hadamard, gaussian, orthogonal"),
+            std::string::npos);
+  EXPECT_NE(message("tq_mse:b=3", 0).find("dimension must be in 1..8192"),
+            std::string::npos);
+  EXPECT_NE(message("qjl:m=64,outliers=128").find("out of range"),
+            std::string::npos);
 }
 
 TEST(Codec, MisuseAcrossCodecsAndRangesIsRefused) {
@@ -251,7 +341,8 @@ TEST(Codec, MisuseAcrossCodecsAndRangesIsRefused) {
   a->encode(x.data(), 4, codes);
   std::vector<float> out(8 * 32);
   EXPECT_THROW(a->decode(codes, 2, 3, out.data()), Error);
-  EXPECT_THROW(b->scores(*a->prepare(x.data()), codes, 0, 4, out.data()), Error);
+  EXPECT_THROW(b->scores(*a->prepare(x.data()), codes, 0, 4, out.data()),
+               Error);
   auto other = make_codec("tq_mse:b=3", 32);
   EXPECT_THROW(other->decode(codes, 0, 1, out.data()), Error);
   auto other_codes = other->make_buffer();

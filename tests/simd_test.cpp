@@ -10,19 +10,7 @@
 
 using namespace kvsketch;
 
-namespace {
-
-template <typename Check>
-void for_each_target(Check check) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    check();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
-}  // namespace
+using testutil::for_each_target;
 
 TEST(Simd, FwhtBitExact) {
   for_each_target([] {

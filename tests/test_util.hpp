@@ -1,5 +1,8 @@
 // Helpers shared by the tests: seeded data.
 #pragma once
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
 #include <cmath>
 #include <vector>
 
@@ -12,6 +15,17 @@ inline std::vector<float> gaussian_matrix(size_t rows, size_t cols, uint64_t see
   std::vector<float> values(rows * cols);
   for (auto& v : values) v = static_cast<float>(scale * stream.gaussian());
   return values;
+}
+
+// Runs `check` once per SIMD target compiled in and supported by this CPU.
+template <typename Check>
+void for_each_target(Check check) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    check();
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 inline double norm(const float* x, size_t n) {

@@ -115,9 +115,8 @@ bool DecodeIndexRowsBits(const uint8_t* codes, size_t stride, size_t n, size_t d
   const hn::RebindToSigned<decltype(df)> di;
   const hn::RebindToUnsigned<decltype(df)> du;
   const hn::Repartition<uint8_t, decltype(du)> du8;
-  const hn::Full128<uint8_t> d16;
   const size_t lanes = hn::Lanes(df);
-  if (lanes < 4 || lanes > 16 || table_size > 2 * lanes) return false;
+  if (lanes < 4 || lanes > 16 || (lanes * kBits) % 8 != 0 || table_size > 2 * lanes) return false;
   HWY_ALIGN uint8_t picks[HWY_MAX_BYTES] = {};
   HWY_ALIGN uint32_t shifts[HWY_MAX_BYTES / 4] = {};
   for (size_t k = 0; k < lanes; ++k) {
@@ -148,7 +147,8 @@ bool DecodeIndexRowsBits(const uint8_t* codes, size_t stride, size_t n, size_t d
     }
     float* target = out + i * out_stride;
     for (size_t step = 0; step < steps; ++step) {
-      const auto bytes = hn::LoadU(d16, row + step * step_bytes);
+      // The 16 bytes repeated in every 128-bit block: byte shuffles stay within blocks.
+      const auto bytes = hn::LoadDup128(du8, row + step * step_bytes);
       const auto words = hn::BitCast(du, hn::TableLookupBytes(bytes, pick));
       const auto index = hn::BitCast(di, hn::And(hn::Shr(words, shift), mask));
       hn::StoreU(LookupTwoVectors(df, di, low, high, index, one_vector), df, target + step * lanes);
