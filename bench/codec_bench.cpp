@@ -90,10 +90,7 @@ void register_all() {
 
 int main(int argc, char** argv) {
   omp_set_num_threads(1);
-  if (const char* target = std::getenv("KVSKETCH_TARGET")) {
-    for (int64_t t : hwy::SupportedAndGeneratedTargets())
-      if (std::strcmp(hwy::TargetName(t), target) == 0) hwy::SetSupportedTargetsForTest(t);
-  }
+  kvsketch::simd::select_target_from_environment();
   register_all();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -20,7 +20,7 @@ std::vector<std::string> default_bench_policies() {
 
 struct BenchArguments {
   std::string policies, tokens = "4096,16384,65536,131072", threads;
-  size_t dim = 128, heads = 4;
+  size_t dim = 128, heads = 4, layers = 0;
   int repetitions = 5;
   bool json = false;
 };
@@ -37,6 +37,7 @@ void run_attention(const BenchArguments& args) {
   config.head_dim = args.dim;
   config.query_heads = args.heads;
   config.repetitions = args.repetitions;
+  config.layers = args.layers;
   const auto rows = bench_attention(config);
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -98,6 +99,9 @@ std::function<void()> add_bench_command(CLI::App& app) {
   attention->add_option("--tokens", args->tokens, "Context lengths, comma separated");
   attention->add_option("--threads", args->threads, "Thread counts, comma separated (default: 1 and all)");
   attention->add_option("--heads", args->heads, "Query heads in the group")->check(CLI::Range(1, 64));
+  attention->add_option("--layers", args->layers,
+                         "Copies of the cache queried in turn (default: enough to be twice the last-level cache; "
+                         "1 measures a cache-resident head)");
   attention->add_option("--repetitions", args->repetitions, "Timed passes (the median is reported)")
       ->check(CLI::Range(1, 1000));
   auto* append = bench->add_subcommand("append", "Append speed per KV head and core: prefill block and token by token");

@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "kvsketch/error.hpp"
+#include "simd/kernels.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"kvsketch: randomized sketches for KV caches and vector search"};
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    kvsketch::simd::select_target_from_environment();
     for (auto& action : actions) action();
   } catch (const kvsketch::Error& e) {
     std::cerr << "kvsketch: error: " << e.what() << "\n";

@@ -18,6 +18,7 @@ struct AttentionBenchConfig {
   size_t head_dim = 128, query_heads = 4;
   int repetitions = 5;
   uint64_t seed = 1;
+  size_t layers = 0;  // 0: enough that the fp16 cache is twice the last-level cache
 };
 
 struct AttentionBenchRow {

@@ -38,4 +38,7 @@ inline float load_norm(NormPrecision precision, const uint8_t* source) {
   return half_to_float(half);
 }
 
+// out[i] = the value stored at rows + i * stride, for n rows (fp16 converted with SIMD).
+void load_norms(NormPrecision precision, const uint8_t* rows, size_t stride, size_t n, float* out);
+
 }  // namespace kvsketch

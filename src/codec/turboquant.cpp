@@ -1,5 +1,6 @@
 #include "codec/turboquant.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -105,6 +106,60 @@ void TurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, siz
     scalar_.decode_add(code, weight, accumulator);
     if (signs_) signs_->signs_add(code + sign_offset_, weight * sign_scale_ * gamma_of(code), accumulator + dim());
   }
+}
+
+simd::RowSource TurboQuant::index_rows(const uint8_t* codes) const {
+  const auto& centroids = scalar_.codebook().centroids;
+  return {simd::RowFormat::kIndex, codes, code_bytes_, dim(), scalar_.bits(), centroids.data()};
+}
+
+simd::RowSource TurboQuant::sign_rows(const uint8_t* codes) const {
+  return {simd::RowFormat::kSign, codes + sign_offset_, code_bytes_, signs_->rows()};
+}
+
+void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+                                  float* out, size_t stride) const {
+  const size_t d = dim(), m = signs_ ? signs_->rows() : 0;
+  std::vector<float> rotated(heads * d), projected(heads * m);
+  for (size_t h = 0; h < heads; ++h) {
+    const auto& domain = static_cast<const TurboQuantQuery&>(*queries[h]).domain;
+    std::copy_n(domain.data(), d, rotated.data() + h * d);
+    std::copy_n(domain.data() + d, m, projected.data() + h * m);
+  }
+  if (scalar_.bits() > 0) {
+    simd::row_scores(index_rows(codes), n, rotated.data(), heads, 1.0f, out, stride);
+  } else {
+    for (size_t h = 0; h < heads; ++h) std::fill(out + h * stride, out + h * stride + n, 0.0f);
+  }
+  std::vector<float> norms(n), sign_weights(signs_ ? n : 0), sign_sums(signs_ ? heads * n : 0);
+  load_norms(options_.norm, codes + norm_offset_, code_bytes_, n, norms.data());
+  if (signs_) {
+    simd::row_scores(sign_rows(codes), n, projected.data(), heads, 1.0f, sign_sums.data(), n);
+    load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), code_bytes_, n, sign_weights.data());
+  }
+  for (size_t h = 0; h < heads; ++h) {
+    float* row = out + h * stride;
+    if (signs_)
+      for (size_t i = 0; i < n; ++i) row[i] += sign_scale_ * sign_weights[i] * sign_sums[h * n + i];
+    for (size_t i = 0; i < n; ++i) row[i] *= norms[i];
+  }
+}
+
+void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
+                                       size_t n, float* accumulators) const {
+  const size_t width = accumulator_size();
+  std::vector<float> norms(n), gammas(signs_ ? n : 0), scaled(heads * n), sign_scaled(signs_ ? heads * n : 0);
+  load_norms(options_.norm, codes + norm_offset_, code_bytes_, n, norms.data());
+  if (signs_) load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), code_bytes_, n, gammas.data());
+  for (size_t h = 0; h < heads; ++h) {
+    const float* w = weights + h * stride;
+    for (size_t i = 0; i < n; ++i) scaled[h * n + i] = w[i] * norms[i];
+    if (signs_)
+      for (size_t i = 0; i < n; ++i) sign_scaled[h * n + i] = scaled[h * n + i] * (sign_scale_ * gammas[i]);
+  }
+  if (scalar_.bits() > 0) simd::row_weighted_sum(index_rows(codes), n, scaled.data(), heads, n, accumulators, width);
+  if (signs_)
+    simd::row_weighted_sum(sign_rows(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width);
 }
 
 bool TurboQuant::decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const {

@@ -14,6 +14,7 @@
 #include "codec/sign_code_stage.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/transform.hpp"
+#include "simd/row_kernels.hpp"
 
 namespace kvsketch {
 
@@ -44,11 +45,18 @@ class TurboQuant final : public VectorCodec {
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+  // Every query head reads each row of codes once, decoded in registers (simd/row_kernels).
+  void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
+                        size_t stride) const override;
+  void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                             float* accumulators) const override;
   // Domain rows: [centroids (dim) | prod: sign_scale * gamma * (+-1) (m)], row scale = norm.
   bool decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const override;
   const float* domain_query(const PreparedQuery& q) const override;
 
  private:
+  simd::RowSource index_rows(const uint8_t* codes) const;
+  simd::RowSource sign_rows(const uint8_t* codes) const;
   float norm_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_); }
   float gamma_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_ + norm_bytes(options_.norm)); }
 

@@ -77,7 +77,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
   std::vector<AttentionBenchRow> rows;
   for (size_t tokens : config.tokens) {
     require(tokens >= 1 && tokens <= most, "bench attention: bad token count {}", tokens);
-    const size_t layers = layers_for(tokens * d * 2 * sizeof(uint16_t));
+    const size_t layers = config.layers ? config.layers : layers_for(tokens * d * 2 * sizeof(uint16_t));
     const size_t first_row = rows.size();
     for (const std::string& policy : config.policies) {
       KVCache cache(layers, 1, d, KVPolicy::parse(policy), config.seed);

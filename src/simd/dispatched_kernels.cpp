@@ -9,6 +9,10 @@
 #include <cmath>
 #include <cstring>
 
+#include <cstdlib>
+#include <string>
+#include <hwy/targets.h>
+#include "kvsketch/error.hpp"
 #include "simd/kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -381,6 +385,20 @@ void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* 
 float dot(const float* a, const float* b, size_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
 void axpy(float w, const float* x, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(w, x, out, n); }
 const char* active_target() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
+
+void select_target_from_environment() {
+  const char* wanted = std::getenv("KVSKETCH_TARGET");
+  if (wanted == nullptr || *wanted == '\0') return;
+  std::string names;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    if (std::strcmp(hwy::TargetName(target), wanted) == 0) {
+      hwy::SetSupportedTargetsForTest(target);
+      return;
+    }
+    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(target);
+  }
+  throw Error(fmt::format("KVSKETCH_TARGET={} is not a target of this build and CPU; choose one of {}", wanted, names));
+}
 
 }  // namespace kvsketch::simd
 #endif

@@ -34,6 +34,9 @@ void axpy(float w, const float* x, float* out, size_t n);
 
 // Name of the instruction set the dispatcher picked.
 const char* active_target();
+// Restricts dispatch to the target named by the environment variable KVSKETCH_TARGET (AVX3, AVX2,
+// SSE4, ...; benchmarks use it to compare instruction sets). An unknown name throws Error.
+void select_target_from_environment();
 
 namespace reference {
 void fwht(float* data, size_t n);

@@ -1,0 +1,375 @@
+// Highway implementations of row_kernels.hpp, compiled per instruction set. Each stored format is
+// a small "rows" class that loads one vector of a row as floats; the two kernels are written once
+// over it.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/simd/row_kernels.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kvsketch/bitpack.hpp"
+#include "kvsketch/half.hpp"
+#include "simd/row_kernels.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvsketch::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+struct FloatRows {
+  const RowSource& src;
+  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  VF Load(const uint8_t* row, size_t j) const { return hn::LoadU(DF(), reinterpret_cast<const float*>(row) + j); }
+  float Scalar(const uint8_t* row, size_t j) const { return reinterpret_cast<const float*>(row)[j]; }
+};
+
+struct HalfRows {
+  const RowSource& src;
+  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  VF Load(const uint8_t* row, size_t j) const {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + j));
+  }
+  float Scalar(const uint8_t* row, size_t j) const {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * j, 2);
+    return half_to_float(h);
+  }
+};
+
+struct Int8Rows {
+  const RowSource& src;
+  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  VF Load(const uint8_t* row, size_t j) const {
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<int8_t, DF> di8;
+    return hn::ConvertTo(DF(), hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(row) + j)));
+  }
+  float Scalar(const uint8_t* row, size_t j) const { return static_cast<float>(static_cast<int8_t>(row[j])); }
+};
+
+struct SignRows {
+  const RowSource& src;
+  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  VF Load(const uint8_t* row, size_t j) const {
+    const DF df;
+    return hn::IfThenElse(hn::LoadMaskBits(df, row + j / 8), hn::Set(df, 1.0f), hn::Set(df, -1.0f));
+  }
+  float Scalar(const uint8_t* row, size_t j) const { return ((row[j >> 3] >> (j & 7)) & 1) ? 1.0f : -1.0f; }
+  static bool Usable() { return hn::Lanes(DF()) % 8 == 0; }
+};
+
+#if HWY_TARGET != HWY_SCALAR
+// b-bit indices into a table of up to 2 * lanes floats. A vector's indices lie in the 16 bytes
+// loaded for it (repeated in every 128-bit block, as byte shuffles stay in blocks); each lane
+// picks the bytes holding its index, shifts and masks, then looks the float up in registers.
+template <int kBits>
+class IndexRows {
+ public:
+  IndexRows(const RowSource& src, size_t n) : src_(src) {
+    const DF df;
+    const hn::RebindToUnsigned<DF> du;
+    const hn::Repartition<uint8_t, decltype(du)> du8;
+    const size_t lanes = hn::Lanes(df);
+    HWY_ALIGN uint8_t picks[HWY_MAX_BYTES] = {};
+    HWY_ALIGN uint32_t shifts[HWY_MAX_BYTES / 4] = {};
+    for (size_t k = 0; k < lanes; ++k) {
+      for (size_t t = 0; t < 4; ++t) picks[4 * k + t] = static_cast<uint8_t>(std::min<size_t>(kBits * k / 8 + t, 15));
+      shifts[k] = static_cast<uint32_t>(kBits * k % 8);
+    }
+    pick_ = hn::Load(du8, picks);
+    shift_ = hn::Load(du, shifts);
+    HWY_ALIGN float padded[2 * HWY_MAX_BYTES / sizeof(float)] = {};
+    std::memcpy(padded, src.table, (size_t{1} << kBits) * sizeof(float));
+    low_ = hn::Load(df, padded);
+    high_ = hn::Load(df, padded + lanes);
+    step_bytes_ = lanes * kBits / 8;
+    row_bytes_ = packed_bytes(src.dim, kBits);
+    // The last 16-byte load of a row may run past its indices; where it would run past the row,
+    // the last row is read from a padded copy.
+    const size_t steps = src.dim / lanes;
+    if (n > 0 && steps > 0 && (steps - 1) * step_bytes_ + 16 > src.stride) {
+      last_ = n - 1;
+      std::memcpy(padded_row_, src.data + last_ * src.stride, row_bytes_);
+    }
+  }
+  static bool Usable(const RowSource& src) {
+    const size_t lanes = hn::Lanes(DF());
+    return lanes >= 4 && lanes <= 16 && (lanes * kBits) % 8 == 0 && (size_t{1} << kBits) <= 2 * lanes &&
+           packed_bytes(src.dim, kBits) <= sizeof(padded_row_) - 16;
+  }
+  const uint8_t* Row(size_t i) const { return i == last_ ? padded_row_ : src_.data + i * src_.stride; }
+  VF Load(const uint8_t* row, size_t j) const {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const hn::RebindToUnsigned<DF> du;
+    const hn::Repartition<uint8_t, decltype(du)> du8;
+    const size_t lanes = hn::Lanes(df);
+    const auto bytes = hn::LoadDup128(du8, row + j / lanes * step_bytes_);
+    const auto words = hn::BitCast(du, hn::TableLookupBytes(bytes, pick_));
+    const auto index = hn::BitCast(di, hn::And(hn::Shr(words, shift_), hn::Set(du, (1u << kBits) - 1u)));
+    const auto wrapped = hn::IndicesFromVec(df, hn::And(index, hn::Set(di, static_cast<int32_t>(lanes - 1))));
+    const auto in_low = hn::TableLookupLanes(low_, wrapped);
+    if ((size_t{1} << kBits) <= lanes) return in_low;
+    const auto in_first = hn::RebindMask(df, hn::Lt(index, hn::Set(di, static_cast<int32_t>(lanes))));
+    return hn::IfThenElse(in_first, in_low, hn::TableLookupLanes(high_, wrapped));
+  }
+  float Scalar(const uint8_t* row, size_t j) const {
+    const size_t bit = kBits * j;
+    unsigned word = row[bit / 8];
+    if (bit / 8 + 1 < row_bytes_) word |= static_cast<unsigned>(row[bit / 8 + 1]) << 8;
+    return src_.table[(word >> (bit % 8)) & ((1u << kBits) - 1u)];
+  }
+
+ private:
+  const RowSource& src_;
+  hn::Vec<hn::Repartition<uint8_t, hn::RebindToUnsigned<DF>>> pick_;
+  hn::Vec<hn::RebindToUnsigned<DF>> shift_;
+  VF low_, high_;
+  size_t step_bytes_ = 0, row_bytes_ = 0, last_ = static_cast<size_t>(-1);
+  uint8_t padded_row_[1024 + 16] = {};
+};
+#endif
+
+// Any b: indices unpacked one at a time (formats without a vector path).
+struct ScalarIndexRows {
+  const RowSource& src;
+  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  float Scalar(const uint8_t* row, size_t j) const {
+    const size_t bit = static_cast<size_t>(src.bits) * j, bytes = packed_bytes(src.dim, src.bits);
+    unsigned word = row[bit / 8];
+    if (bit / 8 + 1 < bytes) word |= static_cast<unsigned>(row[bit / 8 + 1]) << 8;
+    return src.table[(word >> (bit % 8)) & ((1u << src.bits) - 1u)];
+  }
+  VF Load(const uint8_t* row, size_t j) const {
+    HWY_ALIGN float values[HWY_MAX_BYTES / sizeof(float)];
+    for (size_t k = 0; k < hn::Lanes(DF()); ++k) values[k] = Scalar(row, j + k);
+    return hn::Load(DF(), values);
+  }
+};
+
+// Four accumulators (one per head) to their four sums: two interleave levels give each 128-bit
+// block [s0 s1 s2 s3] of partial sums, then the blocks are folded.
+#if HWY_TARGET != HWY_SCALAR
+template <class D>
+HWY_INLINE void StoreBlockSums(D d, hn::Vec<D> v, float* out4) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    StoreBlockSums(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out4);
+  } else {
+    hn::StoreU(v, d, out4);
+  }
+}
+#endif
+
+HWY_INLINE void SumFour(const VF* acc, float* out4) {
+  const DF df;
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(DF()) >= 4) {
+    const hn::Repartition<uint64_t, DF> d64;
+    const auto t01 = hn::Add(hn::InterleaveLower(df, acc[0], acc[1]), hn::InterleaveUpper(df, acc[0], acc[1]));
+    const auto t23 = hn::Add(hn::InterleaveLower(df, acc[2], acc[3]), hn::InterleaveUpper(df, acc[2], acc[3]));
+    const auto a = hn::BitCast(d64, t01), b = hn::BitCast(d64, t23);
+    const auto u =
+        hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, a, b)), hn::BitCast(df, hn::InterleaveUpper(d64, a, b)));
+    StoreBlockSums(df, u, out4);
+    return;
+  }
+#endif
+  for (int h = 0; h < 4; ++h) out4[h] = hn::GetLane(hn::SumOfLanes(df, acc[h]));
+}
+
+// One row's sums for up to four heads, plus the columns past the last whole vector.
+template <class Rows, int kHeads>
+HWY_INLINE void FinishScores(const Rows& rows, const VF* acc, const uint8_t* row, size_t i, size_t full, size_t d,
+                             const float* queries, float scale, float* out, size_t out_stride) {
+  HWY_ALIGN float sums[4];
+  SumFour(acc, sums);
+  for (int h = 0; h < kHeads; ++h) {
+    float sum = sums[h];
+    for (size_t j = full; j < d; ++j) sum += queries[h * d + j] * rows.Scalar(row, j);
+    out[h * out_stride + i] = sum * scale;
+  }
+}
+
+// Up to four heads; kRows rows at a time share the query loads.
+template <class Rows, int kHeads, int kRows>
+HWY_INLINE void ScoreRows(const Rows& rows, size_t i, size_t full, size_t d, const float* queries, float scale,
+                          float* out, size_t out_stride) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  const uint8_t* r[kRows];
+  VF acc[kRows][4];
+  for (int k = 0; k < kRows; ++k) {
+    r[k] = rows.Row(i + k);
+    for (int h = 0; h < 4; ++h) acc[k][h] = hn::Zero(df);
+  }
+  for (size_t j = 0; j < full; j += lanes) {
+    VF v[kRows];
+    for (int k = 0; k < kRows; ++k) v[k] = rows.Load(r[k], j);
+    for (int h = 0; h < kHeads; ++h) {
+      const VF q = hn::LoadU(df, queries + h * d + j);
+      for (int k = 0; k < kRows; ++k) acc[k][h] = hn::MulAdd(q, v[k], acc[k][h]);
+    }
+  }
+  for (int k = 0; k < kRows; ++k)
+    FinishScores<Rows, kHeads>(rows, acc[k], r[k], i + k, full, d, queries, scale, out, out_stride);
+}
+
+// Rows per pass: accumulators for four heads of kRows rows fill the register file.
+constexpr int kScoreRows = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+
+template <class Rows, int kHeads>
+void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float scale, float* out,
+               size_t out_stride) {
+  const size_t full = d / hn::Lanes(DF()) * hn::Lanes(DF());
+  size_t i = 0;
+  for (; i + kScoreRows <= n; i += kScoreRows)
+    ScoreRows<Rows, kHeads, kScoreRows>(rows, i, full, d, queries, scale, out, out_stride);
+  for (; i < n; ++i) ScoreRows<Rows, kHeads, 1>(rows, i, full, d, queries, scale, out, out_stride);
+}
+
+// Rows in blocks that stay in L1; within a block kSteps vectors of the output per head are held
+// in registers while the rows stream past them.
+template <class Rows, int kHeads, int kSteps>
+void WeightedSumFor(const Rows& rows, size_t n, size_t d, const float* weights, size_t weight_stride, float* acc,
+                    size_t acc_stride) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df), full = d / lanes * lanes;
+  constexpr size_t kBlock = 64;
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = std::min(n, start + kBlock);
+    size_t j = 0;
+    for (; j + kSteps * lanes <= full; j += kSteps * lanes) {
+      VF sum[kHeads][kSteps];
+      for (int h = 0; h < kHeads; ++h)
+        for (int s = 0; s < kSteps; ++s) sum[h][s] = hn::LoadU(df, acc + h * acc_stride + j + s * lanes);
+      for (size_t i = start; i < end; ++i) {
+        const uint8_t* row = rows.Row(i);
+        VF w[kHeads];
+        for (int h = 0; h < kHeads; ++h) w[h] = hn::Set(df, weights[h * weight_stride + i]);
+        for (int s = 0; s < kSteps; ++s) {
+          const VF v = rows.Load(row, j + s * lanes);
+          for (int h = 0; h < kHeads; ++h) sum[h][s] = hn::MulAdd(w[h], v, sum[h][s]);
+        }
+      }
+      for (int h = 0; h < kHeads; ++h)
+        for (int s = 0; s < kSteps; ++s) hn::StoreU(sum[h][s], df, acc + h * acc_stride + j + s * lanes);
+    }
+    for (; j < full; j += lanes) {
+      VF sum[kHeads];
+      for (int h = 0; h < kHeads; ++h) sum[h] = hn::LoadU(df, acc + h * acc_stride + j);
+      for (size_t i = start; i < end; ++i) {
+        const VF v = rows.Load(rows.Row(i), j);
+        for (int h = 0; h < kHeads; ++h) sum[h] = hn::MulAdd(hn::Set(df, weights[h * weight_stride + i]), v, sum[h]);
+      }
+      for (int h = 0; h < kHeads; ++h) hn::StoreU(sum[h], df, acc + h * acc_stride + j);
+    }
+    for (size_t jj = full; jj < d; ++jj)
+      for (size_t i = start; i < end; ++i) {
+        const float v = rows.Scalar(rows.Row(i), jj);
+        for (int h = 0; h < kHeads; ++h) acc[h * acc_stride + jj] += weights[h * weight_stride + i] * v;
+      }
+  }
+}
+
+// Output vectors held per head: as many as the registers allow.
+constexpr int kWeightedSumSteps = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+
+template <class Rows>
+void ScoresAllHeads(const Rows& rows, size_t n, size_t d, const float* queries, size_t heads, float scale, float* out,
+                    size_t out_stride) {
+  size_t h = 0;
+  for (; h + 4 <= heads; h += 4) ScoresFor<Rows, 4>(rows, n, d, queries + h * d, scale, out + h * out_stride, out_stride);
+  const size_t rest = heads - h;
+  const float* q = queries + h * d;
+  float* o = out + h * out_stride;
+  if (rest == 3) ScoresFor<Rows, 3>(rows, n, d, q, scale, o, out_stride);
+  if (rest == 2) ScoresFor<Rows, 2>(rows, n, d, q, scale, o, out_stride);
+  if (rest == 1) ScoresFor<Rows, 1>(rows, n, d, q, scale, o, out_stride);
+}
+
+template <class Rows>
+void WeightedSumAllHeads(const Rows& rows, size_t n, size_t d, const float* weights, size_t heads,
+                         size_t weight_stride, float* acc, size_t acc_stride) {
+  size_t h = 0;
+  for (; h + 4 <= heads; h += 4)
+    WeightedSumFor<Rows, 4, kWeightedSumSteps>(rows, n, d, weights + h * weight_stride, weight_stride,
+                                               acc + h * acc_stride, acc_stride);
+  for (; h < heads; ++h)
+    WeightedSumFor<Rows, 1, kWeightedSumSteps>(rows, n, d, weights + h * weight_stride, weight_stride,
+                                               acc + h * acc_stride, acc_stride);
+}
+
+// Calls `run` with the rows class of the source's format.
+template <class Run>
+void WithRows(const RowSource& src, size_t n, const Run& run) {
+  switch (src.format) {
+    case RowFormat::kFloat: return run(FloatRows{src});
+    case RowFormat::kHalf: return run(HalfRows{src});
+    case RowFormat::kInt8: return run(Int8Rows{src});
+    case RowFormat::kSign:
+      if (SignRows::Usable()) return run(SignRows{src});
+      break;
+    case RowFormat::kIndex:
+#if HWY_TARGET != HWY_SCALAR
+      switch (src.bits) {
+        case 1: if (IndexRows<1>::Usable(src)) return run(IndexRows<1>(src, n)); break;
+        case 2: if (IndexRows<2>::Usable(src)) return run(IndexRows<2>(src, n)); break;
+        case 3: if (IndexRows<3>::Usable(src)) return run(IndexRows<3>(src, n)); break;
+        case 4: if (IndexRows<4>::Usable(src)) return run(IndexRows<4>(src, n)); break;
+        default: break;
+      }
+#endif
+      return run(ScalarIndexRows{src});
+  }
+  // Sign bits where a vector is not a whole number of bytes: as indices into {-1, +1}.
+  static const float kSigns[2] = {-1.0f, 1.0f};
+  RowSource as_index = src;
+  as_index.format = RowFormat::kIndex;
+  as_index.bits = 1;
+  as_index.table = kSigns;
+  run(ScalarIndexRows{as_index});
+}
+
+void RowScoresImpl(const RowSource& src, size_t n, const float* queries, size_t heads, float scale, float* out,
+                   size_t out_stride) {
+  WithRows(src, n, [&](const auto& rows) { ScoresAllHeads(rows, n, src.dim, queries, heads, scale, out, out_stride); });
+}
+
+void RowWeightedSumImpl(const RowSource& src, size_t n, const float* weights, size_t heads, size_t weight_stride,
+                        float* acc, size_t acc_stride) {
+  WithRows(src, n, [&](const auto& rows) {
+    WeightedSumAllHeads(rows, n, src.dim, weights, heads, weight_stride, acc, acc_stride);
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvsketch::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvsketch::simd {
+
+HWY_EXPORT(RowScoresImpl);
+HWY_EXPORT(RowWeightedSumImpl);
+
+void row_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                size_t out_stride) {
+  if (n == 0 || heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(RowScoresImpl)(rows, n, queries, heads, scale, out, out_stride);
+}
+
+void row_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
+                      float* acc, size_t acc_stride) {
+  if (n == 0 || heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(RowWeightedSumImpl)(rows, n, weights, heads, weight_stride, acc, acc_stride);
+}
+
+}  // namespace kvsketch::simd
+#endif

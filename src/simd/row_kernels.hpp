@@ -1,0 +1,37 @@
+// The two kernels of decode attention, over rows of any stored format: scores of several query
+// heads against every row, and the weighted sum of rows for several heads. A row is decoded in
+// registers a vector at a time and used by every head before the next (one pass over memory for
+// a whole GQA group; no decoded copy of the history). Query-time only: sums may differ between
+// instruction sets in the last bits.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace kvsketch::simd {
+
+enum class RowFormat {
+  kFloat,  // dim floats
+  kHalf,   // dim fp16 values
+  kInt8,   // dim signed bytes
+  kIndex,  // dim b-bit indices (bitpack.hpp layout, b = 1..8) into `table`
+  kSign,   // dim sign bits, LSB-first: +1 or -1
+};
+
+struct RowSource {
+  RowFormat format = RowFormat::kFloat;
+  const uint8_t* data = nullptr;  // row i starts at data + i * stride
+  size_t stride = 0;              // bytes from one row to the next
+  size_t dim = 0;                 // values per row
+  int bits = 0;                   // kIndex
+  const float* table = nullptr;   // kIndex: 2^bits values
+};
+
+// out[h * out_stride + i] = scale * <queries[h], row i> for h < heads, i < n (queries: heads x dim).
+void row_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                size_t out_stride);
+
+// acc[h * acc_stride + j] += sum_i weights[h * weight_stride + i] * row i [j] for h < heads, j < dim.
+void row_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
+                      float* acc, size_t acc_stride);
+
+}  // namespace kvsketch::simd
