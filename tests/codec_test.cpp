@@ -23,7 +23,10 @@ std::vector<std::string> all_specs() {
                                     "tq_mse:b=3,rotation=haar",
                                     "tq_prod:b=3,sketch=gaussian",
                                     "tq_prod:b=2,sketch=orthogonal",
-                                    "tq_mse:b=4,norm=fp32"};
+                                    "tq_mse:b=4,norm=fp32",
+                                    "kivi_v:b=2,group=32",
+                                    "kivi_v:b=4,group=16",
+                                    "q4_0"};
   for (int b = 1; b <= 8; ++b) {
     specs.push_back("tq_mse:b=" + std::to_string(b));
     specs.push_back("tq_prod:b=" + std::to_string(b));

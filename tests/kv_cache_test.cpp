@@ -66,10 +66,12 @@ TEST(KVPolicy, BadSpecsNameTheProblem) {
 }
 
 TEST(KVCache, StreamingEqualsOneBlock) {
+  for (const char* spec : {"tq_prod:b=3|tq_mse:b=3|window=100|block=16", "kivi:b=2,group=16|window=100|block=16"}) {
+  SCOPED_TRACE(spec);
   const size_t heads = 2, dim = 80, total = 700;
   const auto keys = testutil::gaussian_matrix(heads * total, dim, 1);
   const auto values = testutil::gaussian_matrix(heads * total, dim, 2);
-  const KVPolicy policy = KVPolicy::parse("tq_prod:b=3|tq_mse:b=3|window=100|block=16");
+  const KVPolicy policy = KVPolicy::parse(spec);
   KVCache batch(1, heads, dim, policy, 5), streamed(1, heads, dim, policy, 5), chunked(1, heads, dim, policy, 5);
   batch.append(0, keys.data(), values.data(), total);
   for (size_t t = 0; t < total; ++t)
@@ -87,6 +89,17 @@ TEST(KVCache, StreamingEqualsOneBlock) {
   EXPECT_LT(head.window_count, 116u);
   EXPECT_EQ(head.tokens(), total);
   EXPECT_EQ(head.body_count() % 16, 0u);
+  }
+}
+
+TEST(KVPolicy, KiviNamesItsKeyAndValueCodecs) {
+  const KVPolicy p = KVPolicy::parse("kivi:b=2,group=32|layer1=kivi:b=4/fp16");
+  EXPECT_EQ(p.codecs.key, "kivi_k:b=2,group=32");
+  EXPECT_EQ(p.codecs.value, "kivi_v:b=2,group=32");
+  EXPECT_EQ(p.codecs_for(1).key, "kivi_k:b=4");
+  EXPECT_EQ(p.codecs_for(1).value, "fp16");
+  // KIVI keys share scales over a group of tokens: the block that leaves the window must hold whole groups.
+  EXPECT_THROW(KVCache(1, 1, 64, KVPolicy::parse("kivi:b=2,group=32|block=16")), Error);
 }
 
 TEST(KVCache, BytesAreWhatIsHeld) {

@@ -60,6 +60,11 @@ class VectorCodec {
   // Whether <q, x~> is an unbiased estimate of <q, x> (TurboQuant_prod, QJL).
   virtual bool unbiased_inner_products() const { return false; }
 
+  // Rows are encoded and read in whole groups of this many (KIVI keys share per-channel scales
+  // over a group of tokens); 1 for codecs whose rows stand alone. encode() takes, and every
+  // row range must be, a multiple of it.
+  virtual size_t row_group() const { return 1; }
+
   // Data-dependent setup (QJL outlier channels); a no-op for data-oblivious codecs.
   virtual void calibrate(const float* x, size_t n);
 

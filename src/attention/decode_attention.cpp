@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <numeric>
 
 #include "kvsketch/attention.hpp"
 #include "kvsketch/error.hpp"
@@ -94,7 +95,9 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
   const VectorCodec& value_codec = cache.value_codec(layer, kv_head);
   const size_t body = head.body_count();
-  const size_t per_task = std::max<size_t>(options.tokens_per_task, 1);
+  // Ranges start on whole row groups of both codecs (KIVI keys share scales over a group).
+  const size_t group = std::lcm(key_codec.row_group(), value_codec.row_group());
+  const size_t per_task = (std::max<size_t>(options.tokens_per_task, 1) + group - 1) / group * group;
   const size_t tasks = (body + per_task - 1) / per_task;
   std::vector<std::vector<Partial>> task_parts(tasks);
   if (tasks > 0) {

@@ -56,6 +56,10 @@ KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy
       // Every layer and head gets its own rotation and sketch, derived from the cache seed.
       key_codecs_.push_back(make_codec(pair.key, head_dim, derive_seed(seed, {layer, h, 0})));
       value_codecs_.push_back(make_codec(pair.value, head_dim, derive_seed(seed, {layer, h, 1})));
+      for (const VectorCodec* codec : {key_codecs_.back().get(), value_codecs_.back().get()})
+        require(policy.block % codec->row_group() == 0,
+                "KVCache: codec {} encodes groups of {} tokens; the policy's block ({}) must be a multiple of it",
+                codec->spec(), codec->row_group(), policy.block);
       HeadCache& head = heads_[index(layer, h)];
       head.body_keys = key_codecs_.back()->make_buffer();
       head.body_values = value_codecs_.back()->make_buffer();

@@ -41,10 +41,20 @@ std::string checked_codec(const std::string& policy, const std::string& codec) {
   return codec;
 }
 
+// "kivi:..." names KIVI's pair: per-channel keys (kivi_k), per-token values (kivi_v).
+std::string for_role(const std::string& codec, bool key) {
+  if (codec.rfind("kivi:", 0) != 0 && codec != "kivi") return codec;
+  return (key ? "kivi_k" : "kivi_v") + codec.substr(4);
+}
+
+KVCodecPair checked_pair(const std::string& policy, const std::string& key, const std::string& value) {
+  return {checked_codec(policy, for_role(key, true)), checked_codec(policy, for_role(value, false))};
+}
+
 KVCodecPair parse_pair(const std::string& policy, const std::string& text) {
   const auto parts = split(text, '/');
   require(parts.size() <= 2, "policy '{}': expected KEYCODEC/VALUECODEC, got '{}'", policy, text);
-  return {checked_codec(policy, parts[0]), checked_codec(policy, parts.back())};
+  return checked_pair(policy, parts[0], parts.back());
 }
 
 }  // namespace
@@ -55,8 +65,11 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
   for (const std::string& field : split(spec, '|')) {
     const size_t equals = field.find('=');
     const std::string key = field.substr(0, equals);
-    const bool option = equals != std::string::npos && field.find(':') == std::string::npos &&
-                        (key == "sinks" || key == "window" || key == "block" || key.rfind("layer", 0) == 0);
+    // Codec specs have a ':' before any '=', so their "key" is never one of these.
+    const bool layer_key = key.size() > 5 && key.rfind("layer", 0) == 0 &&
+                           key.find_first_not_of("0123456789", 5) == std::string::npos;
+    const bool option =
+        equals != std::string::npos && (key == "sinks" || key == "window" || key == "block" || layer_key);
     if (!option) {
       codecs.push_back(field);
       continue;
@@ -78,7 +91,7 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
           "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, layerN= fields "
           "(codecs: {})",
           spec, codec_spec_help());
-  policy.codecs = {checked_codec(spec, codecs[0]), checked_codec(spec, codecs.back())};
+  policy.codecs = checked_pair(spec, codecs[0], codecs.back());
   return policy;
 }
 

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "codec/baseline_codecs.hpp"
+#include "codec/group_quantizers.hpp"
 #include "codec/qjl.hpp"
 #include "codec/spec_parser.hpp"
 #include "codec/turboquant.hpp"
@@ -60,6 +61,10 @@ std::string codec_spec_help() {
          "  tq_mse:b=B                TurboQuant_mse, B = 1..8 bits per coordinate\n"
          "  tq_prod:b=B               TurboQuant_prod (unbiased), B = 1..8 (B=1: pure QJL on the rotated vector)\n"
          "  qjl:m=M                   QJL sign sketch with M = 1..65536 rows (default M = dim)\n"
+         "  kivi_k:b=B,group=G        KIVI keys: per channel over groups of G tokens (default 32), min/step fp16\n"
+         "  kivi_v:b=B,group=G        KIVI values: per token in groups of G channels (default 32)\n"
+         "  q4_0                      llama.cpp q4_0: 32-channel groups, fp16 scale, 4-bit values\n"
+         "  (in a KV policy, kivi:b=B,group=G means kivi_k for keys and kivi_v for values)\n"
          "options: tq_*: rotation=hadamard|haar, rounds=1..16 (default 2), codebook=beta|gaussian,\n"
          "         norm=fp16|fp32, seed=N; tq_prod: sketch=hadamard|gaussian|orthogonal (default hadamard)\n"
          "         qjl: sketch=orthogonal|gaussian|hadamard (default orthogonal), outliers=K (< dim),\n"
@@ -72,6 +77,19 @@ std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uin
   if (parsed.name == "tq_mse") return make_turboquant(parsed, dim, seed, false);
   if (parsed.name == "tq_prod") return make_turboquant(parsed, dim, seed, true);
   if (parsed.name == "qjl") return make_qjl(parsed, dim, seed);
+  if (parsed.name == "kivi_k" || parsed.name == "kivi_v") {
+    const SpecParameters p(parsed.name, parsed.values, {"b", "group"});
+    require(p.has("b"), "codec '{}': parameter b (bits, 1..8) is required, e.g. {}:b=2,group=32", parsed.name,
+            parsed.name);
+    return std::make_unique<GroupQuantizer>(dim, parsed.name == "kivi_k" ? GroupScheme::kKiviKeys
+                                                                         : GroupScheme::kKiviValues,
+                                            static_cast<int>(p.integer("b", 2, 1, 8)),
+                                            static_cast<size_t>(p.integer("group", 32, 1, 1024)));
+  }
+  if (parsed.name == "q4_0") {
+    const SpecParameters p(parsed.name, parsed.values, {});
+    return std::make_unique<GroupQuantizer>(dim, GroupScheme::kQ4_0, 4, 32);
+  }
   if (parsed.name == "fp16" || parsed.name == "int8") {
     const SpecParameters p(parsed.name, parsed.values, {});
     if (parsed.name == "fp16") return std::make_unique<Fp16Codec>(dim);

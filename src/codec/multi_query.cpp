@@ -9,8 +9,11 @@
 namespace kvsketch {
 namespace {
 
-// Rows decoded per block: small enough that the floats stay in L1 while every head reads them.
-constexpr size_t kBlockRows = 32;
+// Rows decoded per block: small enough that the floats stay in L1 while every head reads them,
+// and whole row groups.
+size_t block_rows(const VectorCodec& codec) {
+  return (32 + codec.row_group() - 1) / codec.row_group() * codec.row_group();
+}
 
 }  // namespace
 
@@ -37,16 +40,16 @@ void VectorCodec::accumulate_partial_multi(const float* weights, size_t heads, s
 
 void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                    float* out, size_t stride) const {
-  const size_t width = accumulator_size();
-  std::vector<float> rows(kBlockRows * width), row_scale(kBlockRows);
+  const size_t width = accumulator_size(), block = block_rows(*this);
+  std::vector<float> rows(block * width), row_scale(block);
   if (!decode_domain_rows(codes, 0, rows.data(), row_scale.data())) {
     for (size_t h = 0; h < heads; ++h) score_rows(*queries[h], codes, n, out + h * stride);
     return;
   }
   std::vector<float> stacked(heads * width);
   for (size_t h = 0; h < heads; ++h) std::copy_n(domain_query(*queries[h]), width, stacked.data() + h * width);
-  for (size_t start = 0; start < n; start += kBlockRows) {
-    const size_t count = std::min(kBlockRows, n - start);
+  for (size_t start = 0; start < n; start += block) {
+    const size_t count = std::min(block, n - start);
     decode_domain_rows(codes + start * code_bytes(), count, rows.data(), row_scale.data());
     simd::float_row_scores(stacked.data(), heads, rows.data(), count, width, 1.0f, out + start, stride);
     for (size_t h = 0; h < heads; ++h)
@@ -56,19 +59,19 @@ void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t h
 
 void VectorCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                         size_t n, float* accumulators) const {
-  const size_t width = accumulator_size();
-  std::vector<float> rows(kBlockRows * width), row_scale(kBlockRows);
+  const size_t width = accumulator_size(), block = block_rows(*this);
+  std::vector<float> rows(block * width), row_scale(block);
   if (!decode_domain_rows(codes, 0, rows.data(), row_scale.data())) {
     for (size_t h = 0; h < heads; ++h) accumulate_rows(weights + h * stride, codes, n, accumulators + h * width);
     return;
   }
-  std::vector<float> scaled(heads * kBlockRows);
-  for (size_t start = 0; start < n; start += kBlockRows) {
-    const size_t count = std::min(kBlockRows, n - start);
+  std::vector<float> scaled(heads * block);
+  for (size_t start = 0; start < n; start += block) {
+    const size_t count = std::min(block, n - start);
     decode_domain_rows(codes + start * code_bytes(), count, rows.data(), row_scale.data());
     for (size_t h = 0; h < heads; ++h)
-      for (size_t i = 0; i < count; ++i) scaled[h * kBlockRows + i] = weights[h * stride + start + i] * row_scale[i];
-    simd::float_row_weighted_sum(scaled.data(), heads, kBlockRows, rows.data(), count, width, accumulators);
+      for (size_t i = 0; i < count; ++i) scaled[h * block + i] = weights[h * stride + start + i] * row_scale[i];
+    simd::float_row_weighted_sum(scaled.data(), heads, block, rows.data(), count, width, accumulators);
   }
 }
 

@@ -48,6 +48,9 @@ void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, c
           operation, codes.code_bytes(), spec(), code_bytes());
   require(first <= codes.size() && n <= codes.size() - first,
           "{}: rows [{}, {}) out of range; the buffer holds {} rows", operation, first, first + n, codes.size());
+  require(first % row_group() == 0 && n % row_group() == 0,
+          "{}: rows [{}, {}) do not start and end on a group of {} rows, as codec {} needs", operation, first,
+          first + n, row_group(), spec());
 }
 
 void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out) const {
@@ -55,10 +58,12 @@ void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out) const {
           out.code_bytes(), spec(), code_bytes());
   if (n == 0) return;
   require(x != nullptr, "encode: input pointer is null for {} rows", n);
+  require(n % row_group() == 0 && out.size() % row_group() == 0,
+          "encode: codec {} encodes whole groups of {} rows; got {} rows after {}", spec(), row_group(), n, out.size());
   const size_t start = out.size();
   out.resize(start + n);
   uint8_t* codes = out.row(start);
-  const size_t block = 64;
+  const size_t block = (64 + row_group() - 1) / row_group() * row_group();
   const long blocks = static_cast<long>((n + block - 1) / block);
   // Rows are independent and each is encoded by the same code path: the bytes do not depend on
   // the number of threads. An exception (a NaN, a norm beyond fp16) may not leave a parallel
