@@ -3,7 +3,7 @@
 # packages are present it does nothing (no network needed).
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libeigen3-dev libhwy-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev)
+          libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <cmath>
 
 #include "kvsketch/error.hpp"
+#include "kvsketch/attention.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "test_util.hpp"
 
@@ -156,6 +160,62 @@ TEST(KVCache, RefusedAppendNamesThePlaceAndChangesNothing) {
   EXPECT_THROW(narrow.append(0, big.data(), big.data(), 16), Error);
   EXPECT_EQ(narrow.tokens(0), 0u);
   EXPECT_EQ(narrow.bytes(), 0u);
+}
+
+TEST(KVCacheFile, RoundTripIsBitExactAndCorruptFilesAreRefused) {
+  const size_t heads = 2, dim = 64, total = 300;
+  const auto keys = testutil::gaussian_matrix(heads * total, dim, 1);
+  const auto values = testutil::gaussian_matrix(heads * total, dim, 2);
+  KVCache cache(2, heads, dim, KVPolicy::parse("tq_prod:b=3|kivi:b=2|window=64|block=32|layer1=q4_0/int8"), 9);
+  cache.append(0, keys.data(), values.data(), total);
+  cache.append(1, keys.data(), values.data(), total - 7);
+  const std::string path = testing::TempDir() + "kvsketch_cache_roundtrip.kvc";
+  cache.save(path);
+  const KVCache loaded = KVCache::load(path);
+  EXPECT_EQ(loaded.policy().spec(), cache.policy().spec());
+  EXPECT_EQ(loaded.seed(), cache.seed());
+  EXPECT_EQ(loaded.bytes(), cache.bytes());
+  expect_same_contents(cache, loaded);
+  // The codecs are rebuilt identically: attention over the loaded cache is the same to the bit.
+  const auto queries = testutil::gaussian_matrix(2 * heads, dim, 3);
+  for (size_t layer = 0; layer < 2; ++layer) {
+    const auto a = decode_attention_layer(cache, layer, queries.data(), 2 * heads);
+    const auto b = decode_attention_layer(loaded, layer, queries.data(), 2 * heads);
+    EXPECT_EQ(a.output, b.output);
+    EXPECT_EQ(a.lse, b.lse);
+  }
+  // And it keeps streaming the same way.
+  KVCache continued = KVCache::load(path);
+  cache.append(1, keys.data(), values.data(), 1);
+  continued.append(1, keys.data(), values.data(), 1);
+  expect_same_contents(cache, continued);
+
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto write = [&](const std::string& name, const std::string& content) {
+    const std::string p = testing::TempDir() + name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  };
+  for (size_t keep : {size_t{0}, size_t{10}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
+    SCOPED_TRACE(keep);
+    EXPECT_THROW(KVCache::load(write("kvsketch_truncated.kvc", bytes.substr(0, keep))), Error);
+  }
+  for (size_t at : {size_t{3}, size_t{40}, bytes.size() / 3, bytes.size() - 20}) {
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+    try {
+      KVCache::load(write("kvsketch_flipped.kvc", flipped));
+      ADD_FAILURE() << "a flipped byte at " << at << " was accepted";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_TRUE(message.find("corrupted") != std::string::npos || message.find("magic") != std::string::npos)
+          << message;
+    }
+  }
+  EXPECT_THROW(KVCache::load(write("kvsketch_extra.kvc", bytes + "x")), Error);
+  EXPECT_THROW(KVCache::load(testing::TempDir() + "kvsketch_no_such_file.kvc"), Error);
+  EXPECT_THROW(cache.save("/nonexistent-directory/cache.kvc"), Error);
 }
 
 }  // namespace
