@@ -15,7 +15,8 @@ namespace kvsketch::tools {
 namespace {
 
 std::vector<std::string> default_bench_policies() {
-  return {"fp16", "int8", "tq_mse:b=4", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=3", "tq_mse:b=2"};
+  return {"fp16",       "int8",       "q4_0",       "kivi:b=2,group=32", "tq_mse:b=4", "tq_prod:b=3|tq_mse:b=3",
+          "tq_mse:b=3", "tq_mse:b=2"};
 }
 
 struct BenchArguments {

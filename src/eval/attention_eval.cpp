@@ -33,8 +33,18 @@ double log_sum_exp(const double* x, size_t n) {
 }  // namespace
 
 std::vector<std::string> standard_policies() {
-  return {"fp16",          "int8",          "tq_mse:b=4",    "tq_prod:b=4|tq_mse:b=4", "tq_prod:b=3|tq_mse:b=3",
-          "tq_mse:b=3",    "tq_mse:b=2",    "tq_prod:b=2|tq_mse:b=2", "qjl:m=256|tq_mse:b=3"};
+  return {"fp16",
+          "int8",
+          "kivi:b=4,group=32",
+          "q4_0",
+          "tq_mse:b=4",
+          "tq_prod:b=4|tq_mse:b=4",
+          "kivi:b=2,group=32",
+          "tq_mse:b=3",
+          "tq_prod:b=3|tq_mse:b=3",
+          "tq_mse:b=2",
+          "tq_prod:b=2|tq_mse:b=2",
+          "qjl:m=256|tq_mse:b=3"};
 }
 
 AttentionEvalRow evaluate_policy(const std::string& policy_spec, const AttentionCase& data, uint64_t seed,
