@@ -1,4 +1,5 @@
 #include "codec/baseline_codecs.hpp"
+#include "codec/plain_query.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,20 +10,6 @@
 #include "simd/code_kernels.hpp"
 
 namespace kvsketch {
-namespace {
-
-struct PlainQuery : PreparedQuery {
-  std::vector<float> values;
-};
-
-std::unique_ptr<PreparedQuery> plain_query(const float* q, size_t dim) {
-  auto prepared = std::make_unique<PlainQuery>();
-  prepared->values.assign(q, q + dim);
-  return prepared;
-}
-
-}  // namespace
-
 void Fp16Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
   require_finite(x, n, dim(), "encode", first_row);
   for (size_t i = 0; i < n * dim(); ++i) {

@@ -1,4 +1,5 @@
 #include "codec/group_quantizers.hpp"
+#include "codec/plain_query.hpp"
 
 #include <fmt/format.h>
 
@@ -14,10 +15,6 @@
 
 namespace kvsketch {
 namespace {
-
-struct PlainQuery : PreparedQuery {
-  std::vector<float> values;
-};
 
 // fp16 store of a scale or minimum; the codes are computed from the rounded value.
 float store_half(float value, uint8_t* destination, size_t row) {
@@ -153,9 +150,7 @@ void GroupQuantizer::decode_rows(const uint8_t* codes, size_t n, float* out) con
 }
 
 std::unique_ptr<PreparedQuery> GroupQuantizer::prepare_query(const float* q) const {
-  auto prepared = std::make_unique<PlainQuery>();
-  prepared->values.assign(q, q + dim());
-  return prepared;
+  return plain_query(q, dim());
 }
 
 void GroupQuantizer::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {

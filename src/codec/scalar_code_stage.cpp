@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "kvsketch/bitpack.hpp"
-#include "simd/code_kernels.hpp"
 #include "simd/kernels.hpp"
 #include "simd/table_sums.hpp"
 
@@ -35,15 +34,6 @@ void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* resid
 void ScalarCodeStage::decode(const uint8_t* packed, float* out) const {
   std::fill(out, out + dim_, 0.0f);
   decode_add(packed, 1.0f, out);
-}
-
-void ScalarCodeStage::decode_rows(const uint8_t* codes, size_t stride, size_t n, float* out, size_t out_stride) const {
-  if (bits_ == 0) {
-    for (size_t i = 0; i < n; ++i) std::fill(out + i * out_stride, out + i * out_stride + dim_, 0.0f);
-    return;
-  }
-  simd::decode_index_rows(codes, stride, n, dim_, bits_, codebook_->centroids.data(), codebook_->centroids.size(), out,
-                          out_stride);
 }
 
 void ScalarCodeStage::decode_add(const uint8_t* packed, float weight, float* accumulator) const {

@@ -20,8 +20,6 @@ class ScalarCodeStage {
   void encode(const float* rotated, uint8_t* packed, float* residual, uint8_t* scratch) const;
   // out[j] = centroid of index j.
   void decode(const uint8_t* packed, float* out) const;
-  // n rows of codes (row i at codes + i * stride) to centroids, row i at out + i * out_stride.
-  void decode_rows(const uint8_t* codes, size_t stride, size_t n, float* out, size_t out_stride) const;
   // accumulator[j] += weight * centroid of index j.
   void decode_add(const uint8_t* packed, float weight, float* accumulator) const;
 

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "simd/code_kernels.hpp"
 #include "simd/kernels.hpp"
 #include "simd/table_sums.hpp"
 
@@ -18,10 +17,6 @@ void SignCodeStage::encode(const float* x, uint8_t* packed, float* projection) c
 void SignCodeStage::signs_add(const uint8_t* packed, float weight, float* accumulator) const {
   const size_t m = rows();
   for (size_t t = 0; t < m; ++t) accumulator[t] += ((packed[t >> 3] >> (t & 7)) & 1) ? weight : -weight;
-}
-
-void SignCodeStage::signs_into(const uint8_t* packed, float plus, float* out) const {
-  simd::signs_to_floats(packed, rows(), plus, out);
 }
 
 void SignCodeStage::build_tables(const float* query, std::vector<float>& tables) const {

@@ -20,8 +20,6 @@ class SignCodeStage {
   void encode(const float* x, uint8_t* packed, float* projection) const;
   // accumulator (rows() floats) += weight * (+-1 per sign bit)
   void signs_add(const uint8_t* packed, float weight, float* accumulator) const;
-  // out[t] = plus or -plus by sign bit t (rows() floats).
-  void signs_into(const uint8_t* packed, float plus, float* out) const;
   // out (dim floats) += S^T accumulator
   void finish(const float* accumulator, float* out) const { sketch_.project_transpose_add(accumulator, out); }
 

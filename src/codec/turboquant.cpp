@@ -162,21 +162,6 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
     simd::row_weighted_sum(sign_rows(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width);
 }
 
-bool TurboQuant::decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const {
-  const size_t width = accumulator_size();
-  scalar_.decode_rows(codes, code_bytes_, n, rows, width);
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* code = codes + i * code_bytes_;
-    row_scale[i] = norm_of(code);
-    if (signs_) signs_->signs_into(code + sign_offset_, sign_scale_ * gamma_of(code), rows + i * width + dim());
-  }
-  return true;
-}
-
-const float* TurboQuant::domain_query(const PreparedQuery& q) const {
-  return static_cast<const TurboQuantQuery&>(q).domain.data();
-}
-
 void TurboQuant::finish_accumulator(const float* accumulator, float* out) const {
   const size_t d = dim();
   std::vector<float> rotated(accumulator, accumulator + d);

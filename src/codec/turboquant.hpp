@@ -50,9 +50,6 @@ class TurboQuant final : public VectorCodec {
                         size_t stride) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators) const override;
-  // Domain rows: [centroids (dim) | prod: sign_scale * gamma * (+-1) (m)], row scale = norm.
-  bool decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const override;
-  const float* domain_query(const PreparedQuery& q) const override;
 
  private:
   simd::RowSource index_rows(const uint8_t* codes) const;
