@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "codec/channel_split.hpp"
 #include "codec/qjl.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
@@ -26,7 +27,11 @@ std::vector<std::string> all_specs() {
                                     "tq_mse:b=4,norm=fp32",
                                     "kivi_v:b=2,group=32",
                                     "kivi_v:b=4,group=16",
-                                    "q4_0"};
+                                    "q4_0",
+                                    "tq_mse:b=2.5",
+                                    "tq_prod:b=3.5",
+                                    "tq_mse:b=3,rescale=1",
+                                    "split:tq_prod:b=3@32+tq_mse:b=2,rescale=1"};
   for (int b = 1; b <= 8; ++b) {
     specs.push_back("tq_mse:b=" + std::to_string(b));
     specs.push_back("tq_prod:b=" + std::to_string(b));
@@ -148,6 +153,12 @@ TEST(Codec, CodeBytesAreExact) {
   EXPECT_EQ(make_codec("qjl:m=256,outliers=8,m_out=256", d)->code_bytes(),
             32u + 32 + 2 + 2);
   EXPECT_EQ(make_codec("tq_mse:b=5", 100)->code_bytes(), 63u + 2);
+  // The paper's split, 32 channels at b + 0.5 and 96 at b - 0.5, each part with its fp16 norm:
+  // exactly 2.5 and 3.5 stored bits per value at d = 128.
+  EXPECT_EQ(make_codec("tq_mse:b=2.5", d)->code_bytes() * 8, 2.5 * 128);
+  EXPECT_EQ(make_codec("tq_mse:b=3.5", d)->code_bytes() * 8, 3.5 * 128);
+  EXPECT_EQ(make_codec("tq_prod:b=2.5", d)->code_bytes(), (8u + 4 + 4) + (12u + 12 + 4));
+  EXPECT_EQ(make_codec("tq_mse:b=3,rescale=1", d)->code_bytes(), 48u + 2);
 }
 
 TEST(Codec, MseReconstructionErrorMatchesDmseForAnyNorm) {
@@ -335,6 +346,18 @@ TEST(Codec, BadSpecsGetClearErrors) {
             std::string::npos);
   EXPECT_NE(message("qjl:m=64,outliers=128").find("out of range"),
             std::string::npos);
+  EXPECT_NE(message("tq_mse:b=2.7").find("integer 1..8 or a half 1.5..7.5"), std::string::npos);
+  EXPECT_NE(message("tq_mse:b=8.5").find("integer 1..8 or a half 1.5..7.5"), std::string::npos);
+  EXPECT_NE(message("tq_prod:b=3,rescale=1").find("unknown parameter 'rescale'"), std::string::npos);
+  EXPECT_NE(message("split:tq_mse:b=3@32").find("at least two parts"), std::string::npos);
+  EXPECT_NE(message("split:fp16@32+tq_mse:b=2").find("must be tq_mse or tq_prod"), std::string::npos);
+  EXPECT_NE(message("split:tq_mse:b=3@200+tq_mse:b=2").find("leaving none for the last"), std::string::npos);
+  EXPECT_NE(message("split:tq_mse:b=3+tq_mse:b=2").find("only the last part may leave out"), std::string::npos);
+  EXPECT_NE(message("split:tq_mse:b=3@1+tq_mse:b=2").find("needs at least 2"), std::string::npos);
+  EXPECT_NE(message("split:tq_mse:b=3@32+tq_mse:b=2@32").find("64 channels in all, the dimension is 128"),
+            std::string::npos);
+  EXPECT_NE(message("split:tq_mse:b=3@x%+tq_mse:b=2").find("is not N or P%"), std::string::npos);
+  EXPECT_NE(message("split:tq_mse:b=2.5@64+tq_mse:b=2").find("nest no splits"), std::string::npos);
 }
 
 TEST(Codec, MisuseAcrossCodecsAndRangesIsRefused) {
@@ -362,4 +385,47 @@ TEST(Qjl, CalibrationPicksTheLoudChannels) {
   Qjl codec(d, QjlOptions{.rows = 128, .outliers = 2});
   codec.calibrate(x.data(), n);
   EXPECT_EQ(codec.outlier_channels(), (std::vector<size_t>{7, 40}));
+}
+
+TEST(ChannelSplit, CalibrationGivesTheLoudChannelsTheMoreBits) {
+  // Keys with a few loud channels (as LLM keys have): the split that gives them 3 bits beats
+  // plain 2-bit TurboQuant by a wide margin, and is refused no state it saved itself.
+  const size_t d = 128, n = 400;
+  auto x = testutil::gaussian_matrix(n, d, 5);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t c : {3, 17, 60, 61, 99}) x[i * d + c] *= 12.0f;
+  auto split = make_codec("tq_mse:b=2.5", d, 9);
+  ASSERT_TRUE(split->calibrated_by_data());
+  split->calibrate(x.data(), n);
+  const auto& channels = dynamic_cast<const ChannelSplit&>(*split).part_channels();
+  ASSERT_EQ(channels[0].size(), 32u);
+  for (size_t c : {3, 17, 60, 61, 99})
+    EXPECT_TRUE(std::binary_search(channels[0].begin(), channels[0].end(), c)) << c;
+  auto relative_error = [&](const VectorCodec& codec) {
+    auto codes = codec.make_buffer();
+    codec.encode(x.data(), n, codes);
+    std::vector<float> decoded(n * d);
+    codec.decode(codes, 0, n, decoded.data());
+    double error = 0, total = 0;
+    for (size_t i = 0; i < n * d; ++i) {
+      error += (decoded[i] - x[i]) * (decoded[i] - x[i]);
+      total += x[i] * x[i];
+    }
+    return error / total;
+  };
+  const double split_error = relative_error(*split);
+  EXPECT_LT(split_error, 0.6 * relative_error(*make_codec("tq_mse:b=2", d, 9)));
+  auto uncalibrated = make_codec("tq_mse:b=2.5", d, 9);
+  EXPECT_GT(relative_error(*uncalibrated), 1.5 * split_error);
+
+  // The state restores the choice; bad states are refused.
+  const auto state = split->calibration();
+  EXPECT_EQ(state.size(), 64u);
+  uncalibrated->set_calibration(state);
+  EXPECT_EQ(relative_error(*uncalibrated), split_error);
+  EXPECT_THROW(uncalibrated->set_calibration(std::vector<uint8_t>(10)), Error);
+  auto duplicated = state;
+  duplicated[2] = duplicated[0], duplicated[3] = duplicated[1];
+  EXPECT_THROW(uncalibrated->set_calibration(duplicated), Error);
+  EXPECT_THROW(make_codec("tq_mse:b=3", d)->set_calibration(state), Error);
 }

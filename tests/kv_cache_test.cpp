@@ -33,6 +33,8 @@ void expect_same_contents(const KVCache& a, const KVCache& b) {
       EXPECT_EQ(x.window_values, y.window_values);
       EXPECT_EQ(x.body_keys.data(), y.body_keys.data());
       EXPECT_EQ(x.body_values.data(), y.body_values.data());
+      EXPECT_EQ(a.key_codec(l, h).calibration(), b.key_codec(l, h).calibration());
+      EXPECT_EQ(a.value_codec(l, h).calibration(), b.value_codec(l, h).calibration());
     }
 }
 
@@ -70,11 +72,15 @@ TEST(KVPolicy, BadSpecsNameTheProblem) {
 }
 
 TEST(KVCache, StreamingEqualsOneBlock) {
-  for (const char* spec : {"tq_prod:b=3|tq_mse:b=3|window=100|block=16", "kivi:b=2,group=16|window=100|block=16"}) {
+  // Codecs with outlier channels pick them from the same first tokens however the tokens come.
+  for (const char* spec : {"tq_prod:b=3|tq_mse:b=3|window=100|block=16", "kivi:b=2,group=16|window=100|block=16",
+                           "tq_mse:b=2.5|tq_prod:b=3.5|window=100|block=16",
+                           "qjl:m=128,outliers=8|tq_mse:b=3,rescale=1|window=100|block=16"}) {
   SCOPED_TRACE(spec);
   const size_t heads = 2, dim = 80, total = 700;
-  const auto keys = testutil::gaussian_matrix(heads * total, dim, 1);
+  auto keys = testutil::gaussian_matrix(heads * total, dim, 1);
   const auto values = testutil::gaussian_matrix(heads * total, dim, 2);
+  for (size_t i = 0; i < heads * total; ++i) keys[i * dim + 11] *= 8.0f;  // an outlier channel
   const KVPolicy policy = KVPolicy::parse(spec);
   KVCache batch(1, heads, dim, policy, 5), streamed(1, heads, dim, policy, 5), chunked(1, heads, dim, policy, 5);
   batch.append(0, keys.data(), values.data(), total);
@@ -130,6 +136,15 @@ TEST(KVCache, BytesAreWhatIsHeld) {
   // tq_prod:b=3 keys at d=128: 32 + 16 bytes of codes + two fp16 norms; tq_mse:b=3 values: 48 + 2.
   EXPECT_EQ(tq.key_codec(1, 0).code_bytes(), 52u);
   EXPECT_EQ(tq.value_codec(1, 0).code_bytes(), 50u);
+
+  // An outlier split also holds its channel lists: 32 u16 per codec and head.
+  KVCache split(1, heads, dim, KVPolicy::parse("tq_mse:b=2.5|tq_mse:b=3.5"), 1);
+  split.append(0, keys.data(), keys.data(), total);
+  split.shrink_to_fit();
+  const HeadCache& s = split.head(0, 1);
+  EXPECT_EQ(split.calibration_bytes(0, 1), 2u * 32 * 2);
+  EXPECT_EQ(split.bytes(0, 1), 2 * 2 * dim * (s.sink_count + s.window_count) + s.body_count() * (40 + 56) + 128);
+  EXPECT_EQ(split.allocated_bytes(), split.bytes());
 }
 
 TEST(KVCache, RefusedAppendNamesThePlaceAndChangesNothing) {
@@ -160,13 +175,23 @@ TEST(KVCache, RefusedAppendNamesThePlaceAndChangesNothing) {
   EXPECT_THROW(narrow.append(0, big.data(), big.data(), 16), Error);
   EXPECT_EQ(narrow.tokens(0), 0u);
   EXPECT_EQ(narrow.bytes(), 0u);
+  // The same for a codec that calibrates on its first encode: the choice is undone too.
+  const KVPolicy split_policy = KVPolicy::parse("tq_mse:b=2.5|window=4|block=4|sinks=0");
+  KVCache split(1, 1, 256, split_policy, 1);
+  const auto initial = split.key_codec(0, 0).calibration();
+  for (size_t i = 0; i < 16; ++i) big[i * 256 + 5] = 1.0f;  // channel 5 quiet: calibration would move it
+  EXPECT_THROW(split.append(0, big.data(), big.data(), 16), Error);
+  EXPECT_EQ(split.key_codec(0, 0).calibration(), initial);
+  EXPECT_EQ(split.bytes(), KVCache(1, 1, 256, split_policy, 1).bytes());
 }
 
 TEST(KVCacheFile, RoundTripIsBitExactAndCorruptFilesAreRefused) {
   const size_t heads = 2, dim = 64, total = 300;
-  const auto keys = testutil::gaussian_matrix(heads * total, dim, 1);
+  auto keys = testutil::gaussian_matrix(heads * total, dim, 1);
   const auto values = testutil::gaussian_matrix(heads * total, dim, 2);
-  KVCache cache(2, heads, dim, KVPolicy::parse("tq_prod:b=3|kivi:b=2|window=64|block=32|layer1=q4_0/int8"), 9);
+  for (size_t i = 0; i < heads * total; ++i) keys[i * dim + 50] *= 8.0f;  // calibration moves channel 50
+  KVCache cache(2, heads, dim, KVPolicy::parse("tq_prod:b=2.5|kivi:b=2|window=64|block=32|layer1=q4_0/tq_mse:b=3.5"),
+                9);
   cache.append(0, keys.data(), values.data(), total);
   cache.append(1, keys.data(), values.data(), total - 7);
   const std::string path = testing::TempDir() + "kvsketch_cache_roundtrip.kvc";

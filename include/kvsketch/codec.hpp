@@ -8,8 +8,8 @@
 //   codec->scores(*query, codes, 0, n, logits);        // <q, x~_i> for every row
 //   codec->accumulate(weights, codes, 0, n, output);   // output += sum_i w_i x~_i
 //
-// Spec strings (see make_codec): fp16 | int8 | tq_mse:b=B | tq_prod:b=B | qjl:m=M, each with
-// optional parameters. code_bytes() is the exact size of one encoded vector, norms included.
+// Spec strings (see make_codec): fp16 | int8 | tq_mse:b=B | tq_prod:b=B | qjl:m=M |
+// split:SPEC@N+SPEC@N | kivi_k, kivi_v, q4_0, each with optional parameters. code_bytes() is the exact size of one encoded vector, norms included.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -65,8 +65,14 @@ class VectorCodec {
   // row range must be, a multiple of it.
   virtual size_t row_group() const { return 1; }
 
-  // Data-dependent setup (QJL outlier channels); a no-op for data-oblivious codecs.
+  // Data-dependent setup (outlier channels of QJL and of a channel split); a no-op for
+  // data-oblivious codecs. A KVCache calibrates such codecs on the first tokens of a sequence.
   virtual void calibrate(const float* x, size_t n);
+  virtual bool calibrated_by_data() const { return false; }
+  // What calibrate() chose, as bytes (counted by a cache's bytes(), saved with it), and its
+  // restoration; set_calibration refuses a state of the wrong size or with invalid contents.
+  virtual std::vector<uint8_t> calibration() const { return {}; }
+  virtual void set_calibration(const std::vector<uint8_t>& state);
 
   // Appends n rows (row-major n x dim). Throws Error naming row and column for NaN or Inf.
   void encode(const float* x, size_t n, CodeBuffer& out) const;

@@ -1,7 +1,8 @@
 // KVCache: the key/value cache of a transformer, layers x kv_heads x head_dim, stored as a
 // KVPolicy says. Per layer and KV head, in token order:
 //   sinks   the first `sinks` tokens, fp16
-//   body    compressed by the layer's key and value codecs (CodeBuffer rows)
+//   body    compressed by the layer's key and value codecs (CodeBuffer rows); codecs with outlier
+//           channels choose them from the first sinks + window + block tokens (the prefill)
 //   window  the most recent tokens, fp16
 // Tokens enter as fp16 (what a model's cache holds); the body codes are computed from those fp16
 // values, block by block as tokens leave the window, so appending token by token gives the same
@@ -50,9 +51,11 @@ class KVCache {
   const VectorCodec& key_codec(size_t layer, size_t kv_head) const;
   const VectorCodec& value_codec(size_t layer, size_t kv_head) const;
 
-  // Bytes held: fp16 sinks and window, body codes (norms and all metadata inside), per head,
-  // per layer, in total. allocated_bytes() counts the capacity behind them (>= bytes()).
+  // Bytes held: fp16 sinks and window, body codes (norms and all metadata inside), the codecs'
+  // calibration (outlier channel lists), per head, per layer, in total. allocated_bytes() counts
+  // the capacity behind them (>= bytes()).
   size_t bytes(size_t layer, size_t kv_head) const;
+  size_t calibration_bytes(size_t layer, size_t kv_head) const;
   size_t bytes(size_t layer) const;
   size_t bytes() const;
   size_t allocated_bytes() const;
@@ -67,6 +70,9 @@ class KVCache {
  private:
   size_t index(size_t layer, size_t kv_head) const { return layer * kv_heads_ + kv_head; }
   void check_layer(size_t layer, const char* operation) const;
+  // Codecs with data-dependent setup (outlier channels) are calibrated on the first sinks + window
+  // + block tokens, when the head first encodes.
+  void calibrate_codecs(const HeadCache& head, size_t layer, size_t kv_head);
   // Appends the oldest `tokens` window tokens, encoded, to the body (the window keeps them).
   void encode_oldest_window_tokens(HeadCache& head, size_t layer, size_t kv_head, size_t tokens);
 

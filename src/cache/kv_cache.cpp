@@ -94,6 +94,23 @@ const VectorCodec& KVCache::value_codec(size_t layer, size_t kv_head) const {
   return *value_codecs_[index(layer, kv_head)];
 }
 
+void KVCache::calibrate_codecs(const HeadCache& head, size_t layer, size_t kv_head) {
+  // The first sinks + window + block tokens of the sequence: exactly what the cache holds when it
+  // first encodes, whether the tokens came in one block or one at a time.
+  const size_t window_rows = std::min(head.window_count, policy_.window + policy_.block);
+  const size_t rows = head.sink_count + window_rows;
+  std::vector<float> x(rows * head_dim_);
+  for (const bool keys : {true, false}) {
+    VectorCodec& codec = keys ? *key_codecs_[index(layer, kv_head)] : *value_codecs_[index(layer, kv_head)];
+    if (!codec.calibrated_by_data()) continue;
+    const auto& sinks = keys ? head.sink_keys : head.sink_values;
+    const auto& window = keys ? head.window_keys : head.window_values;
+    simd::half_to_float_row(sinks.data(), head.sink_count * head_dim_, x.data());
+    simd::half_to_float_row(window.data(), window_rows * head_dim_, x.data() + head.sink_count * head_dim_);
+    codec.calibrate(x.data(), rows);
+  }
+}
+
 void KVCache::encode_oldest_window_tokens(HeadCache& head, size_t layer, size_t kv_head, size_t tokens) {
   std::vector<float> rows(tokens * head_dim_);
   simd::half_to_float_row(head.window_keys.data(), rows.size(), rows.data());
@@ -116,9 +133,12 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
     size_t sink_count, window_count, body_rows, moved;
   };
   std::vector<Sizes> before;
+  std::vector<std::vector<uint8_t>> calibrations;  // key and value codec states, per head
   for (size_t h = 0; h < kv_heads_; ++h) {
     const HeadCache& head = heads_[index(layer, h)];
     before.push_back({head.sink_count, head.window_count, head.body_count(), 0});
+    calibrations.push_back(key_codecs_[index(layer, h)]->calibration());
+    calibrations.push_back(value_codecs_[index(layer, h)]->calibration());
   }
   try {
     for (size_t h = 0; h < kv_heads_; ++h) {
@@ -136,6 +156,7 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
       head.window_count += tokens - to_sinks;
       if (head.window_count >= policy_.window + policy_.block) {
         before[h].moved = (head.window_count - policy_.window) / policy_.block * policy_.block;
+        if (head.body_count() == 0) calibrate_codecs(head, layer, h);
         encode_oldest_window_tokens(head, layer, h, before[h].moved);
       }
     }
@@ -150,6 +171,8 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
       head.window_values.resize(head.window_count * head_dim_);
       head.body_keys.resize(before[h].body_rows);
       head.body_values.resize(before[h].body_rows);
+      key_codecs_[index(layer, h)]->set_calibration(calibrations[2 * h]);
+      value_codecs_[index(layer, h)]->set_calibration(calibrations[2 * h + 1]);
     }
     throw;
   }
@@ -165,7 +188,11 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
 size_t KVCache::bytes(size_t layer, size_t kv_head) const {
   const HeadCache& h = head(layer, kv_head);
   return 2 * (h.sink_keys.size() + h.sink_values.size() + h.window_keys.size() + h.window_values.size()) +
-         h.body_keys.bytes() + h.body_values.bytes();
+         h.body_keys.bytes() + h.body_values.bytes() + calibration_bytes(layer, kv_head);
+}
+
+size_t KVCache::calibration_bytes(size_t layer, size_t kv_head) const {
+  return key_codec(layer, kv_head).calibration().size() + value_codec(layer, kv_head).calibration().size();
 }
 
 size_t KVCache::bytes(size_t layer) const {
@@ -182,10 +209,13 @@ size_t KVCache::bytes() const {
 
 size_t KVCache::allocated_bytes() const {
   size_t total = 0;
-  for (const HeadCache& h : heads_)
+  for (size_t i = 0; i < heads_.size(); ++i) {
+    const HeadCache& h = heads_[i];
     total += 2 * (h.sink_keys.capacity() + h.sink_values.capacity() + h.window_keys.capacity() +
                   h.window_values.capacity()) +
-             h.body_keys.allocated_bytes() + h.body_values.allocated_bytes();
+             h.body_keys.allocated_bytes() + h.body_values.allocated_bytes() +
+             calibration_bytes(i / kv_heads_, i % kv_heads_);
+  }
   return total;
 }
 

@@ -3,7 +3,8 @@
 //   u32 version (1), u32 reserved
 //   u64 layers, kv_heads, head_dim, seed; u64 policy length, policy spec bytes
 //   per layer, per kv head: u64 sink_count, window_count, body_rows; then the fp16 sink keys,
-//     sink values, window keys, window values, and the body's key and value codes
+//     sink values, window keys, window values, and the body's key and value codes; then (version
+//     2) the key and value codecs' calibration states, each as u64 length and bytes
 //   u64 payload bytes (everything above), u32 CRC-32 of it (zlib), u32 reserved
 // The codecs are rebuilt from the policy and the seed, exactly as the cache made them.
 #include <zlib.h>
@@ -20,7 +21,7 @@ namespace kvsketch {
 namespace {
 
 constexpr char kMagic[16] = {'K', 'V', 'S', 'K', 'E', 'T', 'C', 'H', 'C', 'A', 'C', 'H', 'E', 0, 0, 0};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2 added calibration states; 1 is still read
 constexpr size_t kTrailerBytes = 16;
 
 class Writer {
@@ -106,6 +107,12 @@ void KVCache::save(const std::string& path) const {
     out.raw(h.body_keys.data().data(), h.body_keys.bytes());
     out.raw(h.body_values.data().data(), h.body_values.bytes());
   }
+  for (size_t i = 0; i < heads_.size(); ++i)
+    for (const auto* codec : {key_codecs_[i].get(), value_codecs_[i].get()}) {
+      const std::vector<uint8_t> state = codec->calibration();
+      out.u64(state.size());
+      out.raw(state.data(), state.size());
+    }
   const uint64_t payload = out.bytes().size();
   const uint32_t crc = crc32_of(out.bytes().data(), payload);
   out.u64(payload);
@@ -145,7 +152,8 @@ KVCache KVCache::load(const std::string& path) {
   Reader in(bytes, end, path);
   in.take(sizeof(kMagic), "magic");
   const uint32_t version = in.u32("version");
-  require(version == kVersion, "load: {} has format version {}; this build reads version {}", path, version, kVersion);
+  require(version == 1 || version == kVersion, "load: {} has format version {}; this build reads versions 1..{}",
+          path, version, kVersion);
   in.u32("reserved");
   const uint64_t layers = in.u64("layers"), kv_heads = in.u64("kv_heads"), head_dim = in.u64("head_dim");
   const uint64_t seed = in.u64("seed"), policy_bytes = in.u64("policy length");
@@ -174,6 +182,17 @@ KVCache KVCache::load(const std::string& path) {
       if (body) std::memcpy(codes->data().data(), in.take(body * code_bytes, "body codes"), body * code_bytes);
     }
   }
+  if (version >= 2)
+    for (size_t i = 0; i < cache.heads_.size(); ++i)
+      for (auto* codec : {cache.key_codecs_[i].get(), cache.value_codecs_[i].get()}) {
+        const uint64_t length = in.u64("calibration length");
+        const uint8_t* state = in.take(length, "calibration state");
+        try {
+          codec->set_calibration(std::vector<uint8_t>(state, state + length));
+        } catch (const Error& e) {
+          throw Error(fmt::format("load: {} is inconsistent: head {}: {}", path, i, e.what()));
+        }
+      }
   require(in.position() == end, "load: {} has {} unexpected bytes after the last head", path, end - in.position());
   // Every layer holds as many tokens in every head.
   for (size_t layer = 0; layer < layers; ++layer)

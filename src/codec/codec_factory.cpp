@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "codec/baseline_codecs.hpp"
+#include "codec/channel_split.hpp"
 #include "codec/group_quantizers.hpp"
 #include "codec/qjl.hpp"
 #include "codec/spec_parser.hpp"
@@ -17,9 +18,14 @@ NormPrecision parse_norm(const SpecParameters& p) {
   return p.choice("norm", "fp16", {"fp16", "fp32"}) == "fp16" ? NormPrecision::kFp16 : NormPrecision::kFp32;
 }
 
-std::unique_ptr<VectorCodec> make_turboquant(const ParsedSpec& parsed, size_t dim, uint64_t seed, bool prod) {
+std::unique_ptr<VectorCodec> make_turboquant(const std::string& spec, const ParsedSpec& parsed, size_t dim,
+                                             uint64_t seed, bool prod) {
+  // b = k + 0.5: the outlier-channel split (codec/channel_split.hpp).
+  if (parsed.values.count("b") && parsed.values.at("b").find('.') != std::string::npos)
+    return make_channel_split(spec, dim, seed);
   std::vector<std::string> keys = {"b", "rotation", "rounds", "codebook", "norm", "seed"};
   if (prod) keys.push_back("sketch");
+  else keys.push_back("rescale");
   const SpecParameters p(parsed.name, parsed.values, keys);
   require(p.has("b"), "codec '{}': parameter b (bits per coordinate, 1..8) is required, e.g. {}:b=4", parsed.name,
           parsed.name);
@@ -33,6 +39,7 @@ std::unique_ptr<VectorCodec> make_turboquant(const ParsedSpec& parsed, size_t di
                                                                               : CoordinateLaw::kGaussian;
   options.norm = parse_norm(p);
   options.seed = static_cast<uint64_t>(p.integer("seed", static_cast<int64_t>(seed), 0, INT64_MAX));
+  if (!prod) options.rescale = p.integer("rescale", 0, 0, 1) == 1;
   if (prod) options.sketch = parse_sketch_kind(p.choice("sketch", "hadamard", {"hadamard", "gaussian", "orthogonal"}));
   require(dim >= 2, "codec '{}': dimension must be >= 2, got {}", parsed.name, dim);
   return std::make_unique<TurboQuant>(dim, options);
@@ -60,22 +67,27 @@ std::string codec_spec_help() {
          "  int8                      1 byte per value + fp32 scale per vector\n"
          "  tq_mse:b=B                TurboQuant_mse, B = 1..8 bits per coordinate\n"
          "  tq_prod:b=B               TurboQuant_prod (unbiased), B = 1..8 (B=1: pure QJL on the rotated vector)\n"
+         "  tq_mse:b=2.5, tq_prod:b=3.5 ...  outlier split: the loudest quarter of the channels at B+0.5 bits,\n"
+         "                            the rest at B-0.5, each part rotated on its own (channels from calibration)\n"
+         "  split:SPEC@N+SPEC@N       explicit split into tq_mse/tq_prod parts of N channels (or P%; last: the rest)\n"
          "  qjl:m=M                   QJL sign sketch with M = 1..65536 rows (default M = dim)\n"
          "  kivi_k:b=B,group=G        KIVI keys: per channel over groups of G tokens (default 32), min/step fp16\n"
          "  kivi_v:b=B,group=G        KIVI values: per token in groups of G channels (default 32)\n"
          "  q4_0                      llama.cpp q4_0: 32-channel groups, fp16 scale, 4-bit values\n"
          "  (in a KV policy, kivi:b=B,group=G means kivi_k for keys and kivi_v for values)\n"
          "options: tq_*: rotation=hadamard|haar, rounds=1..16 (default 2), codebook=beta|gaussian,\n"
-         "         norm=fp16|fp32, seed=N; tq_prod: sketch=hadamard|gaussian|orthogonal (default hadamard)\n"
+         "         norm=fp16|fp32, seed=N; tq_mse: rescale=1 (store ||x|| / <u, u~>: unbiased, same bytes);\n"
+         "         tq_prod: sketch=hadamard|gaussian|orthogonal (default hadamard)\n"
          "         qjl: sketch=orthogonal|gaussian|hadamard (default orthogonal), outliers=K (< dim),\n"
          "         m_out=M (default 32 K), norm=fp16|fp32, seed=N";
 }
 
 std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uint64_t seed) {
   require(dim >= 1 && dim <= kMaxDim, "codec '{}': dimension must be in 1..{}, got {}", spec, kMaxDim, dim);
+  if (spec.rfind("split:", 0) == 0) return make_channel_split(spec, dim, seed);
   const ParsedSpec parsed = parse_spec(spec);
-  if (parsed.name == "tq_mse") return make_turboquant(parsed, dim, seed, false);
-  if (parsed.name == "tq_prod") return make_turboquant(parsed, dim, seed, true);
+  if (parsed.name == "tq_mse") return make_turboquant(spec, parsed, dim, seed, false);
+  if (parsed.name == "tq_prod") return make_turboquant(spec, parsed, dim, seed, true);
   if (parsed.name == "qjl") return make_qjl(parsed, dim, seed);
   if (parsed.name == "kivi_k" || parsed.name == "kivi_v") {
     const SpecParameters p(parsed.name, parsed.values, {"b", "group"});

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <numeric>
 
+#include "codec/channel_list.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
@@ -68,13 +69,14 @@ void Qjl::set_outlier_channels(const std::vector<size_t>& channels) {
 void Qjl::calibrate(const float* x, size_t n) {
   if (options_.outliers == 0 || n == 0) return;
   require_finite(x, n, dim(), "calibrate");
-  std::vector<double> energy(dim(), 0.0);
-  for (size_t i = 0; i < n; ++i)
-    for (size_t c = 0; c < dim(); ++c) energy[c] += static_cast<double>(x[i * dim() + c]) * x[i * dim() + c];
-  std::vector<size_t> order(dim());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return energy[a] > energy[b]; });
+  const std::vector<size_t> order = channels_by_energy(x, n, dim());
   set_outlier_channels(std::vector<size_t>(order.begin(), order.begin() + options_.outliers));
+}
+
+std::vector<uint8_t> Qjl::calibration() const { return channel_list_bytes(outlier_channels_); }
+
+void Qjl::set_calibration(const std::vector<uint8_t>& state) {
+  set_outlier_channels(channel_list_from_bytes(state, options_.outliers, spec()));
 }
 
 std::string Qjl::spec() const {

@@ -7,7 +7,7 @@
 //
 // Row layout: [inlier signs: ceil(m / 8)][outlier signs: ceil(m_out / 8)][inlier norm][outlier norm]
 // (the outlier parts only when outliers > 0). The channel list belongs to the codec (per layer and
-// head in a cache) and is not part of code_bytes().
+// head in a cache): its calibration state, counted by the cache, not by code_bytes().
 #pragma once
 #include <memory>
 
@@ -34,6 +34,9 @@ class Qjl final : public VectorCodec {
   size_t code_bytes() const override { return code_bytes_; }
   bool unbiased_inner_products() const override { return true; }
   void calibrate(const float* x, size_t n) override;
+  bool calibrated_by_data() const override { return options_.outliers > 0; }
+  std::vector<uint8_t> calibration() const override;
+  void set_calibration(const std::vector<uint8_t>& state) override;
   void set_outlier_channels(const std::vector<size_t>& channels);
   const std::vector<size_t>& outlier_channels() const { return outlier_channels_; }
   size_t accumulator_size() const override;

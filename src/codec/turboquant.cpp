@@ -33,6 +33,12 @@ TurboQuant::TurboQuant(size_t dim, const TurboQuantOptions& options)
   sign_offset_ = scalar_.bytes();
   norm_offset_ = sign_offset_ + (signs_ ? signs_->bytes() : 0);
   code_bytes_ = norm_offset_ + norm_bytes(options.norm) * (signs_ ? 2 : 1);
+  row_stride_ = code_bytes_;
+}
+
+void TurboQuant::set_row_stride(size_t stride) {
+  require(stride >= code_bytes_, "TurboQuant: row stride {} is smaller than the code ({} bytes)", stride, code_bytes_);
+  row_stride_ = stride;
 }
 
 std::string TurboQuant::spec() const {
@@ -41,16 +47,18 @@ std::string TurboQuant::spec() const {
                                  options_.rotation == RotationKind::kHaar ? "haar" : "hadamard", options_.rounds,
                                  coordinate_law_name(options_.law), norm_precision_name(options_.norm));
   if (options_.residual_signs) text += ",sketch=" + sketch_kind_name(options_.sketch);
+  if (options_.rescale) text += ",rescale=1";
   return text + fmt::format(",seed={}", options_.seed);
 }
 
 void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
   const size_t d = dim();
-  std::vector<float> unit(d), residual(d), projection(signs_ ? signs_->rows() : 0);
+  std::vector<float> unit(d), residual(d), projection(signs_ ? signs_->rows() : 0),
+      decoded(options_.rescale ? d : 0);
   std::vector<uint8_t> scratch(d);
   for (size_t i = 0; i < n; ++i) {
     const float* row = x + i * d;
-    uint8_t* code = codes + i * code_bytes_;
+    uint8_t* code = codes + i * row_stride_;
     std::memset(code, 0, code_bytes_);
     const float norm = finite_norm(row, first_row + i);
     if (norm == 0.0f) continue;  // zero vector: norm 0 decodes to exactly zero
@@ -58,7 +66,13 @@ void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t fi
     simd::scale(unit.data(), 1.0f / norm, d);
     rotation_->apply(unit.data(), unit.data());
     scalar_.encode(unit.data(), code, signs_ ? residual.data() : nullptr, scratch.data());
-    store_norm(options_.norm, norm, code + norm_offset_);
+    float stored = norm;
+    if (options_.rescale) {
+      // Every centroid has the sign of the coordinates it stands for, so <u, u~> > 0.
+      scalar_.decode(code, decoded.data());
+      stored = norm / simd::dot(unit.data(), decoded.data(), d);
+    }
+    store_norm(options_.norm, stored, code + norm_offset_);
     if (!signs_) continue;
     // The residual lives in the rotated domain, where the sketch acts.
     const float gamma = std::sqrt(simd::sum_of_squares(residual.data(), d));
@@ -87,20 +101,20 @@ void TurboQuant::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t
   float sign_sums[kChunk];
   for (size_t start = 0; start < n; start += kChunk) {
     const size_t count = std::min(kChunk, n - start);
-    const uint8_t* chunk = codes + start * code_bytes_;
-    scalar_.scores(query.scalar_tables.data(), chunk, code_bytes_, count, out + start);
+    const uint8_t* chunk = codes + start * row_stride_;
+    scalar_.scores(query.scalar_tables.data(), chunk, row_stride_, count, out + start);
     if (signs_) {
-      signs_->scores(query.sign_tables.data(), chunk + sign_offset_, code_bytes_, count, sign_sums);
+      signs_->scores(query.sign_tables.data(), chunk + sign_offset_, row_stride_, count, sign_sums);
       for (size_t i = 0; i < count; ++i)
-        out[start + i] += sign_scale_ * gamma_of(chunk + i * code_bytes_) * sign_sums[i];
+        out[start + i] += sign_scale_ * gamma_of(chunk + i * row_stride_) * sign_sums[i];
     }
-    for (size_t i = 0; i < count; ++i) out[start + i] *= norm_of(chunk + i * code_bytes_);
+    for (size_t i = 0; i < count; ++i) out[start + i] *= norm_of(chunk + i * row_stride_);
   }
 }
 
 void TurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
   for (size_t i = 0; i < n; ++i) {
-    const uint8_t* code = codes + i * code_bytes_;
+    const uint8_t* code = codes + i * row_stride_;
     const float weight = weights[i] * norm_of(code);
     if (weight == 0.0f) continue;
     scalar_.decode_add(code, weight, accumulator);
@@ -110,11 +124,11 @@ void TurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, siz
 
 simd::RowSource TurboQuant::index_rows(const uint8_t* codes) const {
   const auto& centroids = scalar_.codebook().centroids;
-  return {simd::RowFormat::kIndex, codes, code_bytes_, dim(), scalar_.bits(), centroids.data()};
+  return {simd::RowFormat::kIndex, codes, row_stride_, dim(), scalar_.bits(), centroids.data()};
 }
 
 simd::RowSource TurboQuant::sign_rows(const uint8_t* codes) const {
-  return {simd::RowFormat::kSign, codes + sign_offset_, code_bytes_, signs_->rows()};
+  return {simd::RowFormat::kSign, codes + sign_offset_, row_stride_, signs_->rows()};
 }
 
 void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
@@ -132,10 +146,10 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
     for (size_t h = 0; h < heads; ++h) std::fill(out + h * stride, out + h * stride + n, 0.0f);
   }
   std::vector<float> norms(n), sign_weights(signs_ ? n : 0), sign_sums(signs_ ? heads * n : 0);
-  load_norms(options_.norm, codes + norm_offset_, code_bytes_, n, norms.data());
+  load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.data());
   if (signs_) {
     simd::row_scores(sign_rows(codes), n, projected.data(), heads, 1.0f, sign_sums.data(), n);
-    load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), code_bytes_, n, sign_weights.data());
+    load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), row_stride_, n, sign_weights.data());
   }
   for (size_t h = 0; h < heads; ++h) {
     float* row = out + h * stride;
@@ -149,8 +163,8 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
                                        size_t n, float* accumulators) const {
   const size_t width = accumulator_size();
   std::vector<float> norms(n), gammas(signs_ ? n : 0), scaled(heads * n), sign_scaled(signs_ ? heads * n : 0);
-  load_norms(options_.norm, codes + norm_offset_, code_bytes_, n, norms.data());
-  if (signs_) load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), code_bytes_, n, gammas.data());
+  load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.data());
+  if (signs_) load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), row_stride_, n, gammas.data());
   for (size_t h = 0; h < heads; ++h) {
     const float* w = weights + h * stride;
     for (size_t i = 0; i < n; ++i) scaled[h * n + i] = w[i] * norms[i];

@@ -25,6 +25,10 @@ struct TurboQuantOptions {
   int rounds = 2;               // Hadamard rounds (rotation and sketch)
   CoordinateLaw law = CoordinateLaw::kBeta;
   NormPrecision norm = NormPrecision::kFp16;
+  // mse only: store ||x|| / <u, u~> in place of ||x|| (u = x / ||x||, u~ its decoded codeword), so
+  // that <x, x~> = ||x||^2 exactly and, over the random rotation, E[x~] = x: inner products and
+  // weighted sums of values lose the mse codebook's shrinkage bias (<u, u~> ~= 1 - D_mse). Same bytes.
+  bool rescale = false;
   SketchKind sketch = SketchKind::kHadamard;
   uint64_t seed = 0;
 };
@@ -38,6 +42,9 @@ class TurboQuant final : public VectorCodec {
   size_t accumulator_size() const override { return dim() + (signs_ ? signs_->rows() : 0); }
   void finish_accumulator(const float* accumulator, float* out) const override;
   const ScalarCodeStage& scalar_stage() const { return scalar_; }
+  // Distance between consecutive rows as this codec reads and writes them (default code_bytes()):
+  // a ChannelSplit part reads its bytes inside the split's wider rows.
+  void set_row_stride(size_t stride);
   float sign_scale() const { return sign_scale_; }
 
  protected:
@@ -63,7 +70,9 @@ class TurboQuant final : public VectorCodec {
   std::unique_ptr<Sketch> sketch_;
   std::unique_ptr<SignCodeStage> signs_;
   float sign_scale_ = 0.0f;  // sqrt(pi/2) / (m * bias_factor)
-  size_t sign_offset_, norm_offset_, code_bytes_;
+  size_t sign_offset_, norm_offset_, code_bytes_, row_stride_;
+
+  friend class ChannelSplit;  // calls the row functions of its parts
 };
 
 }  // namespace kvsketch

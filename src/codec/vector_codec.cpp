@@ -43,6 +43,10 @@ float VectorCodec::finite_norm(const float* row, size_t row_index) const {
 
 void VectorCodec::calibrate(const float*, size_t) {}
 
+void VectorCodec::set_calibration(const std::vector<uint8_t>& state) {
+  require(state.empty(), "codec {}: has no calibration, got a state of {} bytes", spec(), state.size());
+}
+
 void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const {
   require(codes.code_bytes() == code_bytes(), "{}: buffer holds codes of {} bytes but codec {} writes {} bytes",
           operation, codes.code_bytes(), spec(), code_bytes());
