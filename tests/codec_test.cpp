@@ -31,7 +31,9 @@ std::vector<std::string> all_specs() {
                                     "tq_mse:b=2.5",
                                     "tq_prod:b=3.5",
                                     "tq_mse:b=3,rescale=1",
-                                    "split:tq_prod:b=3@32+tq_mse:b=2,rescale=1"};
+                                    "split:tq_prod:b=3@32+tq_mse:b=2,rescale=1",
+                                    "center:tq_mse:b=2.5",
+                                    "center:int8"};
   for (int b = 1; b <= 8; ++b) {
     specs.push_back("tq_mse:b=" + std::to_string(b));
     specs.push_back("tq_prod:b=" + std::to_string(b));

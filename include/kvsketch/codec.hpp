@@ -9,7 +9,7 @@
 //   codec->accumulate(weights, codes, 0, n, output);   // output += sum_i w_i x~_i
 //
 // Spec strings (see make_codec): fp16 | int8 | tq_mse:b=B | tq_prod:b=B | qjl:m=M |
-// split:SPEC@N+SPEC@N | kivi_k, kivi_v, q4_0, each with optional parameters. code_bytes() is the exact size of one encoded vector, norms included.
+// split:SPEC@N+SPEC@N | center:SPEC | kivi_k, kivi_v, q4_0, each with optional parameters. code_bytes() is the exact size of one encoded vector, norms included.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -132,6 +132,8 @@ class VectorCodec {
  private:
   void check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const;
   size_t dim_;
+
+  friend class CenteredCodec;  // wraps any codec and calls its row functions
 };
 
 // Builds a codec from a spec string for vectors of `dim` floats. Unknown names or parameters, and

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "codec/accumulator_slices.hpp"
 #include "codec/channel_list.hpp"
 #include "codec/spec_parser.hpp"
 #include "kvsketch/error.hpp"
@@ -155,16 +156,12 @@ void ChannelSplit::score_rows_multi(const PreparedQuery* const* queries, size_t 
 
 void ChannelSplit::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                          size_t n, float* accumulators) const {
-  // Each part adds into its slice of every head's accumulator (accumulator_size() apart).
-  for (size_t p = 0; p < parts_.size(); ++p) {
-    const size_t width = parts_[p]->accumulator_size();
-    std::vector<float> slices(heads * width);
-    for (size_t h = 0; h < heads; ++h)
-      std::copy_n(accumulators + h * accumulator_size_ + accumulator_offsets_[p], width, slices.data() + h * width);
-    parts_[p]->accumulate_rows_multi(weights, heads, stride, codes + code_offsets_[p], n, slices.data());
-    for (size_t h = 0; h < heads; ++h)
-      std::copy_n(slices.data() + h * width, width, accumulators + h * accumulator_size_ + accumulator_offsets_[p]);
-  }
+  for (size_t p = 0; p < parts_.size(); ++p)
+    with_accumulator_slices(accumulators, heads, accumulator_size_, accumulator_offsets_[p],
+                            parts_[p]->accumulator_size(), [&](float* slices) {
+                              parts_[p]->accumulate_rows_multi(weights, heads, stride, codes + code_offsets_[p], n,
+                                                               slices);
+                            });
 }
 
 void ChannelSplit::finish_accumulator(const float* accumulator, float* out) const {

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "codec/baseline_codecs.hpp"
+#include "codec/centered_codec.hpp"
 #include "codec/channel_split.hpp"
 #include "codec/group_quantizers.hpp"
 #include "codec/qjl.hpp"
@@ -69,6 +70,7 @@ std::string codec_spec_help() {
          "  tq_prod:b=B               TurboQuant_prod (unbiased), B = 1..8 (B=1: pure QJL on the rotated vector)\n"
          "  tq_mse:b=2.5, tq_prod:b=3.5 ...  outlier split: the loudest quarter of the channels at B+0.5 bits,\n"
          "                            the rest at B-0.5, each part rotated on its own (channels from calibration)\n"
+         "  center:SPEC               SPEC applied to x - mean (per-channel mean from calibration, fp16)\n"
          "  split:SPEC@N+SPEC@N       explicit split into tq_mse/tq_prod parts of N channels (or P%; last: the rest)\n"
          "  qjl:m=M                   QJL sign sketch with M = 1..65536 rows (default M = dim)\n"
          "  kivi_k:b=B,group=G        KIVI keys: per channel over groups of G tokens (default 32), min/step fp16\n"
@@ -85,6 +87,10 @@ std::string codec_spec_help() {
 std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uint64_t seed) {
   require(dim >= 1 && dim <= kMaxDim, "codec '{}': dimension must be in 1..{}, got {}", spec, kMaxDim, dim);
   if (spec.rfind("split:", 0) == 0) return make_channel_split(spec, dim, seed);
+  if (spec.rfind("center:", 0) == 0) {
+    require(spec.size() > 7, "codec 'center': expected center:SPEC, e.g. center:tq_mse:b=3");
+    return std::make_unique<CenteredCodec>(make_codec(spec.substr(7), dim, seed));
+  }
   const ParsedSpec parsed = parse_spec(spec);
   if (parsed.name == "tq_mse") return make_turboquant(spec, parsed, dim, seed, false);
   if (parsed.name == "tq_prod") return make_turboquant(spec, parsed, dim, seed, true);

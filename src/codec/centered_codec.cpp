@@ -1,0 +1,121 @@
+#include "codec/centered_codec.hpp"
+
+#include <cstring>
+
+#include "codec/accumulator_slices.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/half.hpp"
+#include "simd/kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+struct CenteredQuery : PreparedQuery {
+  std::unique_ptr<PreparedQuery> inner;
+  float shift = 0.0f;  // <q, mu>
+};
+
+}  // namespace
+
+CenteredCodec::CenteredCodec(std::unique_ptr<VectorCodec> inner)
+    : VectorCodec(inner->dim()), inner_(std::move(inner)), mean_(inner_->dim(), 0.0f) {}
+
+void CenteredCodec::calibrate(const float* x, size_t n) {
+  if (n == 0) return;
+  require_finite(x, n, dim(), "calibrate");
+  const size_t d = dim();
+  std::vector<double> sum(d, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < d; ++j) sum[j] += x[i * d + j];
+  for (size_t j = 0; j < d; ++j) mean_[j] = half_to_float(float_to_half(static_cast<float>(sum[j] / n)));
+  std::vector<float> centred(x, x + n * d);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < d; ++j) centred[i * d + j] -= mean_[j];
+  inner_->calibrate(centred.data(), n);
+}
+
+std::vector<uint8_t> CenteredCodec::calibration() const {
+  std::vector<uint8_t> state(2 * dim());
+  for (size_t j = 0; j < dim(); ++j) {
+    const uint16_t half = float_to_half(mean_[j]);
+    std::memcpy(state.data() + 2 * j, &half, 2);
+  }
+  const std::vector<uint8_t> inner = inner_->calibration();
+  state.insert(state.end(), inner.begin(), inner.end());
+  return state;
+}
+
+void CenteredCodec::set_calibration(const std::vector<uint8_t>& state) {
+  require(state.size() >= 2 * dim(), "codec {}: calibration state of {} bytes is shorter than the mean ({} bytes)",
+          spec(), state.size(), 2 * dim());
+  std::vector<float> mean(dim());
+  for (size_t j = 0; j < dim(); ++j) {
+    uint16_t half;
+    std::memcpy(&half, state.data() + 2 * j, 2);
+    mean[j] = half_to_float(half);
+    require(std::isfinite(mean[j]), "codec {}: calibration state has a non-finite mean in channel {}", spec(), j);
+  }
+  inner_->set_calibration(std::vector<uint8_t>(state.begin() + static_cast<std::ptrdiff_t>(2 * dim()), state.end()));
+  mean_ = mean;
+}
+
+void CenteredCodec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
+  require_finite(x, n, dim(), "encode", first_row);
+  std::vector<float> centred(x, x + n * dim());
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < dim(); ++j) centred[i * dim() + j] -= mean_[j];
+  inner_->encode_rows(centred.data(), n, codes, first_row);
+}
+
+std::unique_ptr<PreparedQuery> CenteredCodec::prepare_query(const float* q) const {
+  auto prepared = std::make_unique<CenteredQuery>();
+  prepared->inner = inner_->prepare_query(q);
+  prepared->inner->owner = inner_.get();
+  prepared->shift = simd::dot(q, mean_.data(), dim());
+  return prepared;
+}
+
+void CenteredCodec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
+  const auto& query = static_cast<const CenteredQuery&>(q);
+  inner_->score_rows(*query.inner, codes, n, out);
+  for (size_t i = 0; i < n; ++i) out[i] += query.shift;
+}
+
+void CenteredCodec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
+  inner_->accumulate_rows(weights, codes, n, accumulator);
+  float total = 0.0f;
+  for (size_t i = 0; i < n; ++i) total += weights[i];
+  accumulator[inner_->accumulator_size()] += total;
+}
+
+void CenteredCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+                                     float* out, size_t stride) const {
+  std::vector<const PreparedQuery*> inner(heads);
+  for (size_t h = 0; h < heads; ++h) inner[h] = static_cast<const CenteredQuery&>(*queries[h]).inner.get();
+  inner_->score_rows_multi(inner.data(), heads, codes, n, out, stride);
+  for (size_t h = 0; h < heads; ++h) {
+    const float shift = static_cast<const CenteredQuery&>(*queries[h]).shift;
+    for (size_t i = 0; i < n; ++i) out[h * stride + i] += shift;
+  }
+}
+
+void CenteredCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
+                                          size_t n, float* accumulators) const {
+  const size_t width = inner_->accumulator_size();
+  with_accumulator_slices(accumulators, heads, width + 1, 0, width, [&](float* slices) {
+    inner_->accumulate_rows_multi(weights, heads, stride, codes, n, slices);
+  });
+  for (size_t h = 0; h < heads; ++h) {
+    float total = 0.0f;
+    for (size_t i = 0; i < n; ++i) total += weights[h * stride + i];
+    accumulators[h * (width + 1) + width] += total;
+  }
+}
+
+void CenteredCodec::finish_accumulator(const float* accumulator, float* out) const {
+  inner_->finish_accumulator(accumulator, out);
+  const float total = accumulator[inner_->accumulator_size()];
+  for (size_t j = 0; j < dim(); ++j) out[j] += total * mean_[j];
+}
+
+}  // namespace kvsketch

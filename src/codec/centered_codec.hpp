@@ -1,0 +1,49 @@
+// CenteredCodec ("center:SPEC"): any codec applied to x - mu, with mu the per-channel mean of the
+// calibration rows (stored in fp16; the rounded value is the one used). LLM keys share a large
+// common offset that carries no information for attention, since q.(k - mu) differs from q.k by the
+// same q.mu for every token; without it the norm, and so a rotation codec's error, is much smaller.
+//   scores:       <q, x~> = <q, mu> + <q, (x - mu)~>       (exact shift, so log-sum-exp merges hold)
+//   weighted sum: sum w_i x~_i = mu * sum w_i + sum w_i (x_i - mu)~
+// Calibration also calibrates the inner codec, on the centred rows. The state is the fp16 mean
+// (2 * dim bytes) followed by the inner codec's state; a cache counts it per head.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+
+namespace kvsketch {
+
+class CenteredCodec final : public VectorCodec {
+ public:
+  explicit CenteredCodec(std::unique_ptr<VectorCodec> inner);
+  std::string spec() const override { return "center:" + inner_->spec(); }
+  size_t code_bytes() const override { return inner_->code_bytes(); }
+  size_t row_group() const override { return inner_->row_group(); }
+  bool unbiased_inner_products() const override { return inner_->unbiased_inner_products(); }
+  // The inner accumulator, then the sum of the weights.
+  size_t accumulator_size() const override { return inner_->accumulator_size() + 1; }
+  void finish_accumulator(const float* accumulator, float* out) const override;
+
+  void calibrate(const float* x, size_t n) override;
+  bool calibrated_by_data() const override { return true; }
+  std::vector<uint8_t> calibration() const override;
+  void set_calibration(const std::vector<uint8_t>& state) override;
+  const std::vector<float>& mean() const { return mean_; }
+
+ protected:
+  void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
+  std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
+  void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+  void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
+                        size_t stride) const override;
+  void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                             float* accumulators) const override;
+
+ private:
+  std::unique_ptr<VectorCodec> inner_;
+  std::vector<float> mean_;  // fp16-representable
+};
+
+}  // namespace kvsketch
