@@ -33,18 +33,14 @@ double log_sum_exp(const double* x, size_t n) {
 }  // namespace
 
 std::vector<std::string> standard_policies() {
-  return {"fp16",
-          "int8",
-          "kivi:b=4,group=32",
-          "q4_0",
-          "tq_mse:b=4",
-          "tq_prod:b=4|tq_mse:b=4",
-          "kivi:b=2,group=32",
-          "tq_mse:b=3",
-          "tq_prod:b=3|tq_mse:b=3",
-          "tq_mse:b=2",
-          "tq_prod:b=2|tq_mse:b=2",
-          "qjl:m=256|tq_mse:b=3"};
+  // TurboQuant keys as the paper stores them (mse or prod, the outlier split at k.5 bits); values
+  // centred and rescaled (unbiased), which attention's averaging needs.
+  std::vector<std::string> policies = {"fp16", "int8", "q4_0", "kivi:b=4,group=32", "kivi:b=2,group=32"};
+  for (const char* bits : {"4", "3.5", "3", "2.5"})
+    for (const char* keys : {"tq_mse", "tq_prod"})
+      policies.push_back(fmt::format("{}:b={}|center:tq_mse:b={},rescale=1", keys, bits, bits));
+  policies.push_back("qjl:m=256|center:tq_mse:b=3,rescale=1");
+  return policies;
 }
 
 AttentionEvalRow evaluate_policy(const std::string& policy_spec, const AttentionCase& data, uint64_t seed,
