@@ -175,6 +175,18 @@ TEST(KVCache, RefusedAppendNamesThePlaceAndChangesNothing) {
   EXPECT_THROW(narrow.append(0, big.data(), big.data(), 16), Error);
   EXPECT_EQ(narrow.tokens(0), 0u);
   EXPECT_EQ(narrow.bytes(), 0u);
+  // Head 0 encodes (its window loses its front), then head 1 fails: both heads are as before.
+  KVCache two(1, 2, 256, KVPolicy::parse("tq_mse:b=2|window=4|block=4|sinks=0"), 1);
+  const auto small = testutil::gaussian_matrix(2 * 6, 256, 7);
+  two.append(0, small.data(), small.data(), 6);
+  const HeadCache first = two.head(0, 0);
+  auto mixed = testutil::gaussian_matrix(2 * 16, 256, 8);
+  std::fill(mixed.begin() + 16 * 256, mixed.end(), 60000.0f);
+  EXPECT_THROW(two.append(0, mixed.data(), mixed.data(), 16), Error);
+  EXPECT_EQ(two.head(0, 0).window_keys, first.window_keys);
+  EXPECT_EQ(two.head(0, 0).window_values, first.window_values);
+  EXPECT_EQ(two.head(0, 0).body_count(), 0u);
+  EXPECT_EQ(two.tokens(0), 6u);
   // The same for a codec that calibrates on its first encode: the choice is undone too.
   const KVPolicy split_policy = KVPolicy::parse("tq_mse:b=2.5|window=4|block=4|sinks=0");
   KVCache split(1, 1, 256, split_policy, 1);

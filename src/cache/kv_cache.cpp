@@ -34,6 +34,9 @@ void check_values(const float* x, size_t layer, size_t kv_heads, size_t tokens, 
       }
 }
 
+// Tokens converted and moved through the window at a time by a long append.
+constexpr size_t kAppendChunk = 2048;
+
 void append_halves(std::vector<uint16_t>& out, const float* rows, size_t count) {
   const size_t start = out.size();
   out.resize(start + count);
@@ -126,19 +129,24 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
   const size_t position = this->tokens(layer);
   check_values(keys, layer, kv_heads_, tokens, position, head_dim_, "keys");
   check_values(values, layer, kv_heads_, tokens, position, head_dim_, "values");
-  // Encoding can still fail (a norm beyond what the codec stores). Until every head has encoded,
-  // the cache only grows at the ends, so sizes are enough to undo; the moved tokens leave the
-  // window only after that.
-  struct Sizes {
-    size_t sink_count, window_count, body_rows, moved;
+  // Encoding can still fail (a norm beyond what the codec stores): every head's state before the
+  // append is kept to undo it. Sinks and body only grow at their ends, so sizes undo them; the
+  // window loses its front once a head encodes, so its old tokens are copied first (they are at
+  // most window + block - 1, and copied only by appends that encode).
+  struct Before {
+    size_t sink_count, window_count, body_rows;
+    std::vector<uint8_t> key_calibration, value_calibration;
+    bool window_saved = false;
+    std::vector<uint16_t> window_keys, window_values;
   };
-  std::vector<Sizes> before;
-  std::vector<std::vector<uint8_t>> calibrations;  // key and value codec states, per head
+  std::vector<Before> before(kv_heads_);
   for (size_t h = 0; h < kv_heads_; ++h) {
     const HeadCache& head = heads_[index(layer, h)];
-    before.push_back({head.sink_count, head.window_count, head.body_count(), 0});
-    calibrations.push_back(key_codecs_[index(layer, h)]->calibration());
-    calibrations.push_back(value_codecs_[index(layer, h)]->calibration());
+    before[h].sink_count = head.sink_count;
+    before[h].window_count = head.window_count;
+    before[h].body_rows = head.body_count();
+    before[h].key_calibration = key_codecs_[index(layer, h)]->calibration();
+    before[h].value_calibration = value_codecs_[index(layer, h)]->calibration();
   }
   try {
     for (size_t h = 0; h < kv_heads_; ++h) {
@@ -151,13 +159,28 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
       append_halves(head.sink_keys, head_keys, to_sinks * head_dim_);
       append_halves(head.sink_values, head_values, to_sinks * head_dim_);
       head.sink_count += to_sinks;
-      append_halves(head.window_keys, head_keys + to_sinks * head_dim_, (tokens - to_sinks) * head_dim_);
-      append_halves(head.window_values, head_values + to_sinks * head_dim_, (tokens - to_sinks) * head_dim_);
-      head.window_count += tokens - to_sinks;
-      if (head.window_count >= policy_.window + policy_.block) {
-        before[h].moved = (head.window_count - policy_.window) / policy_.block * policy_.block;
+      // A long prefill passes through the window in chunks, as if streamed (which gives the same
+      // codes), so the window and the float copy encoding reads stay small.
+      for (size_t done = to_sinks; done < tokens;) {
+        const size_t chunk = std::min(tokens - done, kAppendChunk);
+        append_halves(head.window_keys, head_keys + done * head_dim_, chunk * head_dim_);
+        append_halves(head.window_values, head_values + done * head_dim_, chunk * head_dim_);
+        head.window_count += chunk;
+        done += chunk;
+        if (head.window_count < policy_.window + policy_.block) continue;
+        if (!before[h].window_saved) {
+          const auto old = static_cast<std::ptrdiff_t>(before[h].window_count * head_dim_);
+          before[h].window_keys.assign(head.window_keys.begin(), head.window_keys.begin() + old);
+          before[h].window_values.assign(head.window_values.begin(), head.window_values.begin() + old);
+          before[h].window_saved = true;
+        }
+        const size_t moved = (head.window_count - policy_.window) / policy_.block * policy_.block;
         if (head.body_count() == 0) calibrate_codecs(head, layer, h);
-        encode_oldest_window_tokens(head, layer, h, before[h].moved);
+        encode_oldest_window_tokens(head, layer, h, moved);
+        const auto erase = static_cast<std::ptrdiff_t>(moved * head_dim_);
+        head.window_keys.erase(head.window_keys.begin(), head.window_keys.begin() + erase);
+        head.window_values.erase(head.window_values.begin(), head.window_values.begin() + erase);
+        head.window_count -= moved;
       }
     }
   } catch (...) {
@@ -167,21 +190,18 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
       head.window_count = before[h].window_count;
       head.sink_keys.resize(head.sink_count * head_dim_);
       head.sink_values.resize(head.sink_count * head_dim_);
+      if (before[h].window_saved) {
+        head.window_keys = std::move(before[h].window_keys);
+        head.window_values = std::move(before[h].window_values);
+      }
       head.window_keys.resize(head.window_count * head_dim_);
       head.window_values.resize(head.window_count * head_dim_);
       head.body_keys.resize(before[h].body_rows);
       head.body_values.resize(before[h].body_rows);
-      key_codecs_[index(layer, h)]->set_calibration(calibrations[2 * h]);
-      value_codecs_[index(layer, h)]->set_calibration(calibrations[2 * h + 1]);
+      key_codecs_[index(layer, h)]->set_calibration(before[h].key_calibration);
+      value_codecs_[index(layer, h)]->set_calibration(before[h].value_calibration);
     }
     throw;
-  }
-  for (size_t h = 0; h < kv_heads_; ++h) {
-    HeadCache& head = heads_[index(layer, h)];
-    const auto erase = static_cast<std::ptrdiff_t>(before[h].moved * head_dim_);
-    head.window_keys.erase(head.window_keys.begin(), head.window_keys.begin() + erase);
-    head.window_values.erase(head.window_values.begin(), head.window_values.begin() + erase);
-    head.window_count -= before[h].moved;
   }
 }
 
