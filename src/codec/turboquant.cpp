@@ -124,11 +124,12 @@ void TurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, siz
 
 simd::RowSource TurboQuant::index_rows(const uint8_t* codes) const {
   const auto& centroids = scalar_.codebook().centroids;
-  return {simd::RowFormat::kIndex, codes, row_stride_, dim(), scalar_.bits(), centroids.data()};
+  return {simd::RowFormat::kIndex, codes, row_stride_, dim(), scalar_.bits(), centroids.data(), code_bytes_};
 }
 
 simd::RowSource TurboQuant::sign_rows(const uint8_t* codes) const {
-  return {simd::RowFormat::kSign, codes + sign_offset_, row_stride_, signs_->rows()};
+  return {simd::RowFormat::kSign, codes + sign_offset_, row_stride_, signs_->rows(), 0, nullptr,
+          code_bytes_ - sign_offset_};
 }
 
 void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,

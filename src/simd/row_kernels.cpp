@@ -93,7 +93,8 @@ class IndexRows {
     // The last 16-byte load of a row may run past its indices; where it would run past the row,
     // the last row is read from a padded copy.
     const size_t steps = src.dim / lanes;
-    if (n > 0 && steps > 0 && (steps - 1) * step_bytes_ + 16 > src.stride) {
+    const size_t readable = src.readable ? src.readable : src.stride;
+    if (n > 0 && steps > 0 && (steps - 1) * step_bytes_ + 16 > readable) {
       last_ = n - 1;
       std::memcpy(padded_row_, src.data + last_ * src.stride, row_bytes_);
     }
@@ -325,6 +326,8 @@ void WithRows(const RowSource& src, size_t n, const Run& run) {
         case 4: if (IndexRows<4>::Usable(src)) return run(IndexRows<4>(src, n)); break;
         default: break;
       }
+#else
+      (void)n;  // only the vector index rows pad their last row
 #endif
       return run(ScalarIndexRows{src});
   }

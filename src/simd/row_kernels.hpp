@@ -24,6 +24,9 @@ struct RowSource {
   size_t dim = 0;                 // values per row
   int bits = 0;                   // kIndex
   const float* table = nullptr;   // kIndex: 2^bits values
+  // Bytes that may be read from the start of each row (0: stride). Wide loads past them read the
+  // last row from a padded copy; a part of a wider row (ChannelSplit) gives its own bytes.
+  size_t readable = 0;
 };
 
 // out[h * out_stride + i] = scale * <queries[h], row i> for h < heads, i < n (queries: heads x dim).
