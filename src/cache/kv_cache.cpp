@@ -131,13 +131,14 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
   check_values(values, layer, kv_heads_, tokens, position, head_dim_, "values");
   // Encoding can still fail (a norm beyond what the codec stores): every head's state before the
   // append is kept to undo it. Sinks and body only grow at their ends, so sizes undo them; the
-  // window loses its front once a head encodes, so its old tokens are copied first (they are at
-  // most window + block - 1, and copied only by appends that encode).
+  // window loses its front once a head encodes, and a head's first encode calibrates its codecs,
+  // so those are copied first, and only by the appends that encode (the window holds at most
+  // window + block - 1 old tokens).
   struct Before {
     size_t sink_count, window_count, body_rows;
-    std::vector<uint8_t> key_calibration, value_calibration;
-    bool window_saved = false;
+    bool window_saved = false, calibration_saved = false;
     std::vector<uint16_t> window_keys, window_values;
+    std::vector<uint8_t> key_calibration, value_calibration;
   };
   std::vector<Before> before(kv_heads_);
   for (size_t h = 0; h < kv_heads_; ++h) {
@@ -145,8 +146,6 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
     before[h].sink_count = head.sink_count;
     before[h].window_count = head.window_count;
     before[h].body_rows = head.body_count();
-    before[h].key_calibration = key_codecs_[index(layer, h)]->calibration();
-    before[h].value_calibration = value_codecs_[index(layer, h)]->calibration();
   }
   try {
     for (size_t h = 0; h < kv_heads_; ++h) {
@@ -175,7 +174,12 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
           before[h].window_saved = true;
         }
         const size_t moved = (head.window_count - policy_.window) / policy_.block * policy_.block;
-        if (head.body_count() == 0) calibrate_codecs(head, layer, h);
+        if (head.body_count() == 0) {  // the first encode calibrates: keep what it replaces
+          before[h].key_calibration = key_codecs_[index(layer, h)]->calibration();
+          before[h].value_calibration = value_codecs_[index(layer, h)]->calibration();
+          before[h].calibration_saved = true;
+          calibrate_codecs(head, layer, h);
+        }
         encode_oldest_window_tokens(head, layer, h, moved);
         const auto erase = static_cast<std::ptrdiff_t>(moved * head_dim_);
         head.window_keys.erase(head.window_keys.begin(), head.window_keys.begin() + erase);
@@ -198,8 +202,10 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
       head.window_values.resize(head.window_count * head_dim_);
       head.body_keys.resize(before[h].body_rows);
       head.body_values.resize(before[h].body_rows);
-      key_codecs_[index(layer, h)]->set_calibration(before[h].key_calibration);
-      value_codecs_[index(layer, h)]->set_calibration(before[h].value_calibration);
+      if (before[h].calibration_saved) {
+        key_codecs_[index(layer, h)]->set_calibration(before[h].key_calibration);
+        value_codecs_[index(layer, h)]->set_calibration(before[h].value_calibration);
+      }
     }
     throw;
   }
