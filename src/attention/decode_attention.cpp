@@ -71,6 +71,18 @@ std::vector<Partial> body_attention(const VectorCodec& key_codec, const VectorCo
   return parts;
 }
 
+// Each query head prepared once for the codec (rotated, sketched, tables built).
+struct PreparedQueries {
+  std::vector<std::unique_ptr<PreparedQuery>> owned;
+  std::vector<const PreparedQuery*> pointers;
+  PreparedQueries(const VectorCodec& codec, const float* queries, size_t heads) {
+    for (size_t h = 0; h < heads; ++h) {
+      owned.push_back(codec.prepare(queries + h * codec.dim()));
+      pointers.push_back(owned.back().get());
+    }
+  }
+};
+
 void check_queries(const KVCache& cache, size_t layer, const float* queries, size_t heads) {
   require(queries != nullptr, "attention: null queries");
   require(heads >= 1, "attention: at least one query head is needed");
@@ -101,17 +113,12 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   const size_t tasks = (body + per_task - 1) / per_task;
   std::vector<std::vector<Partial>> task_parts(tasks);
   if (tasks > 0) {
-    std::vector<std::unique_ptr<PreparedQuery>> owned;
-    std::vector<const PreparedQuery*> prepared;
-    for (size_t h = 0; h < heads; ++h) {
-      owned.push_back(key_codec.prepare(queries + h * dim));
-      prepared.push_back(owned.back().get());
-    }
+    const PreparedQueries prepared(key_codec, queries, heads);
     const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (tasks > 1)
     for (long t = 0; t < static_cast<long>(tasks); ++t) {
       const size_t first = static_cast<size_t>(t) * per_task;
-      task_parts[t] = body_attention(key_codec, value_codec, prepared, head, first, std::min(per_task, body - first),
+      task_parts[t] = body_attention(key_codec, value_codec, prepared.pointers, head, first, std::min(per_task, body - first),
                                      scale);
     }
   }
@@ -173,13 +180,8 @@ std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_h
                         logits.data() + head.sink_count + body, n);
   const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
   if (body == 0) return logits;
-  std::vector<std::unique_ptr<PreparedQuery>> owned;
-  std::vector<const PreparedQuery*> prepared;
-  for (size_t h = 0; h < heads; ++h) {
-    owned.push_back(key_codec.prepare(queries + h * dim));
-    prepared.push_back(owned.back().get());
-  }
-  key_codec.scores_multi(prepared.data(), heads, head.body_keys, 0, body, logits.data() + head.sink_count, n);
+  const PreparedQueries prepared(key_codec, queries, heads);
+  key_codec.scores_multi(prepared.pointers.data(), heads, head.body_keys, 0, body, logits.data() + head.sink_count, n);
   for (size_t h = 0; h < heads; ++h)
     for (size_t i = 0; i < body; ++i) logits[h * n + head.sink_count + i] *= scale;
   return logits;

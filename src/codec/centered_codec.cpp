@@ -17,6 +17,13 @@ struct CenteredQuery : PreparedQuery {
 
 }  // namespace
 
+std::vector<float> CenteredCodec::centred(const float* x, size_t n) const {
+  std::vector<float> rows(x, x + n * dim());
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < dim(); ++j) rows[i * dim() + j] -= mean_[j];
+  return rows;
+}
+
 CenteredCodec::CenteredCodec(std::unique_ptr<VectorCodec> inner)
     : VectorCodec(inner->dim()), inner_(std::move(inner)), mean_(inner_->dim(), 0.0f) {}
 
@@ -28,10 +35,7 @@ void CenteredCodec::calibrate(const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < d; ++j) sum[j] += x[i * d + j];
   for (size_t j = 0; j < d; ++j) mean_[j] = half_to_float(float_to_half(static_cast<float>(sum[j] / n)));
-  std::vector<float> centred(x, x + n * d);
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < d; ++j) centred[i * d + j] -= mean_[j];
-  inner_->calibrate(centred.data(), n);
+  inner_->calibrate(centred(x, n).data(), n);
 }
 
 std::vector<uint8_t> CenteredCodec::calibration() const {
@@ -61,10 +65,7 @@ void CenteredCodec::set_calibration(const std::vector<uint8_t>& state) {
 
 void CenteredCodec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
   require_finite(x, n, dim(), "encode", first_row);
-  std::vector<float> centred(x, x + n * dim());
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < dim(); ++j) centred[i * dim() + j] -= mean_[j];
-  inner_->encode_rows(centred.data(), n, codes, first_row);
+  inner_->encode_rows(centred(x, n).data(), n, codes, first_row);
 }
 
 std::unique_ptr<PreparedQuery> CenteredCodec::prepare_query(const float* q) const {

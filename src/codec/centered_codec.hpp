@@ -42,6 +42,9 @@ class CenteredCodec final : public VectorCodec {
                              float* accumulators) const override;
 
  private:
+  // Rows x (n x dim) minus the mean.
+  std::vector<float> centred(const float* x, size_t n) const;
+
   std::unique_ptr<VectorCodec> inner_;
   std::vector<float> mean_;  // fp16-representable
 };

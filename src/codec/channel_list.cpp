@@ -25,6 +25,16 @@ std::vector<size_t> channel_list_from_bytes(const std::vector<uint8_t>& bytes, s
   return channels;
 }
 
+std::vector<bool> channel_membership(const std::vector<size_t>& channels, size_t dim, const std::string& codec) {
+  std::vector<bool> listed(dim, false);
+  for (size_t c : channels) {
+    require(c < dim, "codec {}: channel {} out of range for dimension {}", codec, c, dim);
+    require(!listed[c], "codec {}: channel {} listed twice", codec, c);
+    listed[c] = true;
+  }
+  return listed;
+}
+
 std::vector<size_t> channels_by_energy(const float* x, size_t n, size_t dim) {
   std::vector<double> energy(dim, 0.0);
   for (size_t i = 0; i < n; ++i)

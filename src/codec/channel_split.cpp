@@ -93,12 +93,7 @@ std::vector<uint8_t> ChannelSplit::calibration() const {
 void ChannelSplit::set_calibration(const std::vector<uint8_t>& state) {
   const size_t listed = dim() - parts_.back()->dim();
   std::vector<size_t> order = channel_list_from_bytes(state, listed, spec());
-  std::vector<bool> seen(dim(), false);
-  for (size_t c : order) {
-    require(c < dim() && !seen[c], "codec {}: calibration state lists channel {} {}", spec(), c,
-            c < dim() ? "twice" : "beyond the dimension");
-    seen[c] = true;
-  }
+  const std::vector<bool> seen = channel_membership(order, dim(), spec());
   for (size_t c = 0; c < dim(); ++c)
     if (!seen[c]) order.push_back(c);
   assign_channels(order);

@@ -37,12 +37,7 @@ Qjl::Qjl(size_t dim, const QjlOptions& options) : VectorCodec(dim), options_(opt
 void Qjl::set_outlier_channels(const std::vector<size_t>& channels) {
   require(channels.size() == options_.outliers, "qjl: expected {} outlier channels, got {}", options_.outliers,
           channels.size());
-  std::vector<bool> is_outlier(dim(), false);
-  for (size_t c : channels) {
-    require(c < dim(), "qjl: outlier channel {} out of range for dimension {}", c, dim());
-    require(!is_outlier[c], "qjl: outlier channel {} listed twice", c);
-    is_outlier[c] = true;
-  }
+  const std::vector<bool> is_outlier = channel_membership(channels, dim(), "qjl (outlier channels)");
   outlier_channels_ = channels;
   std::sort(outlier_channels_.begin(), outlier_channels_.end());
   inlier_channels_.clear();
