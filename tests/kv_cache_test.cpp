@@ -69,6 +69,18 @@ TEST(KVPolicy, BadSpecsNameTheProblem) {
   EXPECT_NE(message("fp16|block=0").find("block must be >= 1"), std::string::npos);
   EXPECT_NE(message("tq_mse:b=9").find("b"), std::string::npos);
   EXPECT_THROW(KVCache(2, 1, 64, KVPolicy::parse("fp16|layer5=int8")), Error);
+  // A split in absolute channel counts parses, and is checked against the cache's head_dim.
+  const KVPolicy explicit_split = KVPolicy::parse("split:tq_mse:b=3@32+tq_mse:b=2@96|center:split:tq_mse:b=3@32+tq_mse:b=2@96");
+  EXPECT_EQ(KVCache(1, 1, 128, explicit_split).key_codec(0, 0).code_bytes(),
+            KVCache(1, 1, 128, KVPolicy::parse("tq_mse:b=2.5")).key_codec(0, 0).code_bytes());
+  try {
+    KVCache(1, 1, 64, explicit_split);
+    FAIL() << "a 128-channel split accepted at head_dim 64";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the parts have 128 channels in all, the dimension is 64"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NE(message("split:tq_mse:b=3@32+tq_mse:b=9@96").find("b"), std::string::npos);
 }
 
 TEST(KVCache, StreamingEqualsOneBlock) {

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <vector>
 
+#include "codec/channel_split.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 
@@ -34,7 +35,11 @@ size_t parse_count(const std::string& spec, const std::string& key, const std::s
 std::string checked_codec(const std::string& policy, const std::string& codec) {
   require(!codec.empty(), "policy '{}': empty codec field", policy);
   try {
-    make_codec(codec, 256);  // syntax and ranges; the cache builds the real ones per head_dim
+    // Syntax and ranges; the cache builds the real ones per head_dim and checks a split's total there.
+    std::string inner = codec;
+    while (inner.rfind("center:", 0) == 0) inner = inner.substr(7);
+    const size_t fixed = split_fixed_dim(inner);
+    make_codec(codec, fixed != 0 ? fixed : 256);
   } catch (const Error& e) {
     throw Error(fmt::format("policy '{}': {}", policy, e.what()));
   }

@@ -37,7 +37,41 @@ size_t part_count(const std::string& spec, const std::string& text, size_t dim, 
                  : value;
 }
 
+// "split:A@N+B@M+C" -> ({A, B, C}, {"N", "M", ""}).
+struct SplitItems {
+  std::vector<std::string> specs, counts;
+};
+
+SplitItems parse_split_items(const std::string& spec) {
+  SplitItems items;
+  const std::string body = spec.substr(spec.find(':') + 1);
+  size_t start = 0;
+  while (true) {
+    const size_t plus = body.find('+', start);
+    const std::string item = body.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    const size_t at = item.rfind('@');
+    items.specs.push_back(item.substr(0, at));
+    items.counts.push_back(at == std::string::npos ? "" : item.substr(at + 1));
+    require(!items.specs.back().empty() && (at != std::string::npos || plus == std::string::npos),
+            "codec '{}': expected split:SPEC@N+SPEC@N... (only the last part may leave out @N), got '{}'", spec, item);
+    if (plus == std::string::npos) return items;
+    start = plus + 1;
+  }
+}
+
 }  // namespace
+
+size_t split_fixed_dim(const std::string& spec) {
+  if (spec.rfind("split:", 0) != 0) return 0;
+  size_t total = 0;
+  for (const std::string& count : parse_split_items(spec).counts) {
+    if (count.empty() || count.back() == '%' || count.find_first_not_of("0123456789") != std::string::npos ||
+        count.size() > 6)
+      return 0;
+    total += std::stoul(count);
+  }
+  return total;
+}
 
 ChannelSplit::ChannelSplit(size_t dim, std::vector<std::unique_ptr<TurboQuant>> parts)
     : VectorCodec(dim), parts_(std::move(parts)) {
@@ -171,20 +205,9 @@ void ChannelSplit::finish_accumulator(const float* accumulator, float* out) cons
 std::unique_ptr<VectorCodec> make_channel_split(const std::string& spec, size_t dim, uint64_t seed) {
   std::vector<std::string> part_specs, counts;
   if (spec.rfind("split:", 0) == 0) {
-    const std::string body = spec.substr(spec.find(':') + 1);
-    size_t start = 0;
-    while (true) {
-      const size_t plus = body.find('+', start);
-      const std::string item = body.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
-      const size_t at = item.rfind('@');
-      part_specs.push_back(item.substr(0, at));
-      counts.push_back(at == std::string::npos ? "" : item.substr(at + 1));
-      require(!part_specs.back().empty() && (at != std::string::npos || plus == std::string::npos),
-              "codec '{}': expected split:SPEC@N+SPEC@N... (only the last part may leave out @N), got '{}'", spec,
-              item);
-      if (plus == std::string::npos) break;
-      start = plus + 1;
-    }
+    SplitItems items = parse_split_items(spec);
+    part_specs = std::move(items.specs);
+    counts = std::move(items.counts);
   } else {
     const ParsedSpec shorthand = parse_spec(spec);
     // tq_mse:b=2.5 -> a quarter of the channels at 3 bits, the rest at 2; other parameters to both.

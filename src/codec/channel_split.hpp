@@ -62,4 +62,8 @@ class ChannelSplit final : public VectorCodec {
 // Builds split:... specs and the tq_*:b=k.5 shorthand (see above); seed derives the parts' seeds.
 std::unique_ptr<VectorCodec> make_channel_split(const std::string& spec, size_t dim, uint64_t seed);
 
+// The dimension a "split:" spec fixes when every part gives an absolute channel count
+// ("split:tq_mse:b=3@32+tq_mse:b=2@96" -> 128); 0 when it fits any dimension.
+size_t split_fixed_dim(const std::string& spec);
+
 }  // namespace kvsketch
