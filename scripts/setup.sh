@@ -3,7 +3,8 @@
 # packages are present it does nothing (no network needed).
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libeigen3-dev libhwy-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev)
+          libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libhdf5-dev
+          libfaiss-dev dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

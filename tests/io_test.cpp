@@ -2,6 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <algorithm>
+
+#include <hdf5.h>
+#include <zlib.h>
 
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
@@ -64,4 +68,115 @@ TEST(Io, RejectsMalformedText) {
   EXPECT_THROW(read_matrix(temp_path("g.tsv")), Error);
   EXPECT_THROW(read_matrix(temp_path("missing.tsv")), Error);
   EXPECT_THROW(read_matrix(temp_path("h.bin")), Error);
+}
+
+TEST(Io, ReadsIvecsAndBvecs) {
+  std::string ivecs, bvecs;
+  for (int r = 0; r < 3; ++r) {
+    int32_t dim = 2;
+    ivecs.append(reinterpret_cast<char*>(&dim), 4);
+    bvecs.append(reinterpret_cast<char*>(&dim), 4);
+    for (int c = 0; c < 2; ++c) {
+      int32_t v = -100 * r + c;
+      ivecs.append(reinterpret_cast<char*>(&v), 4);
+      bvecs += static_cast<char>(200 + r + c);
+    }
+  }
+  write(temp_path("a.ivecs"), ivecs);
+  write(temp_path("a.bvecs"), bvecs);
+  const Matrix i = read_matrix(temp_path("a.ivecs"));
+  const Matrix b = read_matrix(temp_path("a.bvecs"));
+  EXPECT_EQ(i.rows, 3u);
+  EXPECT_EQ(i.values[5], -199.0f);
+  EXPECT_EQ(b.cols, 2u);
+  EXPECT_EQ(b.values[5], 203.0f);
+  write(temp_path("b.bvecs"), bvecs.substr(0, bvecs.size() - 1));
+  EXPECT_THROW(read_matrix(temp_path("b.bvecs")), Error);
+}
+
+TEST(Io, ReadsGzippedIdx) {
+  // 2 images of 2 x 3 bytes.
+  std::string idx = std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x03", 16);
+  for (int i = 0; i < 12; ++i) idx += static_cast<char>(i * 20);
+  const std::string path = temp_path("images-idx3-ubyte.gz");
+  gzFile file = gzopen(path.c_str(), "wb");
+  gzwrite(file, idx.data(), static_cast<unsigned>(idx.size()));
+  gzclose(file);
+  const Matrix m = read_matrix(path);
+  EXPECT_EQ(m.rows, 2u);
+  EXPECT_EQ(m.cols, 6u);
+  EXPECT_EQ(m.values[7], 140.0f);
+  write(temp_path("short-idx3-ubyte"), idx.substr(0, 20));
+  EXPECT_THROW(read_matrix(temp_path("short-idx3-ubyte")), Error);
+}
+
+TEST(Io, ReadsFashionMnistFromTheDebianPackage) {
+  const Matrix m = read_matrix("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
+  EXPECT_EQ(m.rows, 10000u);
+  EXPECT_EQ(m.cols, 784u);
+  EXPECT_EQ(*std::max_element(m.values.begin(), m.values.end()), 255.0f);
+}
+
+TEST(Io, ReadsSafetensorsInEveryFloatType) {
+  // keys: F16 [2, 2]; values: BF16 [1, 2, 2] (rows = 2); queries: F32 [1, 2].
+  const uint16_t f16[4] = {0x3c00, 0x4000, 0xc000, 0x3800};  // 1, 2, -2, 0.5
+  const uint16_t bf16[4] = {0x3f80, 0x4040, 0xbf80, 0x4100};  // 1, 3, -1, 8
+  const float f32[2] = {0.25f, -4.0f};
+  const std::string header =
+      R"({"keys":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]},)"
+      R"("values":{"dtype":"BF16","shape":[1,2,2],"data_offsets":[8,16]},)"
+      R"("queries":{"dtype":"F32","shape":[1,2],"data_offsets":[16,24]},"__metadata__":{"model":"x"}})";
+  std::string file;
+  const uint64_t length = header.size();
+  file.append(reinterpret_cast<const char*>(&length), 8);
+  file += header;
+  file.append(reinterpret_cast<const char*>(f16), 8);
+  file.append(reinterpret_cast<const char*>(bf16), 8);
+  file.append(reinterpret_cast<const char*>(f32), 8);
+  const std::string path = temp_path("cache.safetensors");
+  write(path, file);
+  EXPECT_EQ(read_matrix(path + ":keys").values, (std::vector<float>{1, 2, -2, 0.5f}));
+  const Matrix v = read_matrix(path + ":values");
+  EXPECT_EQ(v.rows, 2u);
+  EXPECT_EQ(v.values, (std::vector<float>{1, 3, -1, 8}));
+  EXPECT_EQ(read_matrix(path + ":queries").values, (std::vector<float>{0.25f, -4.0f}));
+  auto message = [](const std::string& p) {
+    try {
+      read_matrix(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message(path).find("holds 3 tensors"), std::string::npos);
+  EXPECT_NE(message(path + ":nope").find("no tensor 'nope'"), std::string::npos);
+  write(temp_path("short.safetensors"), file.substr(0, file.size() - 4));
+  EXPECT_NE(message(temp_path("short.safetensors") + ":queries").find("truncated"), std::string::npos);
+  write(temp_path("bad.safetensors"), file.substr(0, 20));
+  EXPECT_NE(message(temp_path("bad.safetensors")).find("header"), std::string::npos);
+}
+
+TEST(Io, ReadsAnnBenchmarksHdf5) {
+  const std::string path = temp_path("ann.hdf5");
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[2] = {3, 2};
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const float train[6] = {1, 2, 3, 4, 5, 6};
+  const int32_t neighbors[6] = {2, 1, 0, 2, 1, 0};
+  hid_t set = H5Dcreate2(file, "train", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, train);
+  H5Dclose(set);
+  set = H5Dcreate2(file, "neighbors", H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(set, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, neighbors);
+  H5Dclose(set);
+  H5Sclose(space);
+  H5Fclose(file);
+  const Matrix t = read_matrix(path + ":train");
+  EXPECT_EQ(t.rows, 3u);
+  EXPECT_EQ(t.values[5], 6.0f);
+  EXPECT_EQ(read_matrix(path + ":neighbors").values[3], 2.0f);
+  EXPECT_THROW(read_matrix(path + ":test"), Error);
+  EXPECT_THROW(read_matrix(path), Error);
+  write(temp_path("not.hdf5"), "garbage");
+  EXPECT_THROW(read_matrix(temp_path("not.hdf5") + ":train"), Error);
 }

@@ -95,7 +95,7 @@ std::function<void()> add_attention_command(CLI::App& app) {
                       "Policies separated by ';' (KEYCODEC|VALUECODEC|sinks=N|window=N|layerL=K/V); "
                       "default: the standard comparison");
   command->add_option("--synthetic", args->synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
-  command->add_option("--keys", args->keys, "Captured keys, [tokens, head_dim] (.npy, .fvecs, .tsv)");
+  command->add_option("--keys", args->keys, "Captured keys, [tokens, head_dim] (.npy, .safetensors[:NAME], .fvecs, .tsv)");
   command->add_option("--values", args->values, "Captured values, [tokens, head_dim]");
   command->add_option("--queries", args->queries, "Captured queries, [queries, head_dim]");
   command->add_option("--tokens", args->tokens, "Tokens in the cache (captured: the first N)")->check(CLI::Range(10, 1 << 24));

@@ -1,6 +1,9 @@
 // Reading vectors: .tsv/.csv (one vector per line; a last column of consecutive integer ids, as in
-// the bundled SIFT sample, is dropped), .fvecs, and .npy (float32/float64, C order, 1-D or 2-D).
-// Truncated or malformed files throw Error naming the file and the problem.
+// the bundled SIFT sample, is dropped), .fvecs/.ivecs/.bvecs, .npy (float32/float64, C order, 1-D
+// or 2-D), IDX (MNIST-style, optionally gzipped), .safetensors (F32/F64/F16/BF16; [..., cols] is
+// read as rows x cols) and HDF5 datasets (ann-benchmarks files). read_matrix picks the reader by
+// file name; a tensor or dataset inside a file is named after a colon: "x.safetensors:keys",
+// "glove.hdf5:train". Truncated or malformed files throw Error naming the file and the problem.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -18,6 +21,14 @@ struct Matrix {
 Matrix read_matrix(const std::string& path);
 Matrix read_tsv(const std::string& path);
 Matrix read_fvecs(const std::string& path);
+Matrix read_ivecs(const std::string& path);
+Matrix read_bvecs(const std::string& path);
 Matrix read_npy(const std::string& path);
+Matrix read_idx(const std::string& path);
+// name may be empty when the file holds a single tensor.
+Matrix read_safetensors(const std::string& path, const std::string& name);
+Matrix read_hdf5(const std::string& path, const std::string& name);
+// The whole file; throws Error naming it when it cannot be opened.
+std::string read_file_bytes(const std::string& path);
 
 }  // namespace kvsketch

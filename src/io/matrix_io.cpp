@@ -12,7 +12,9 @@ bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string read_all(const std::string& path) {
+}  // namespace
+
+std::string read_file_bytes(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   require(file.good(), "cannot open '{}'", path);
   std::ostringstream content;
@@ -20,13 +22,24 @@ std::string read_all(const std::string& path) {
   return content.str();
 }
 
-}  // namespace
-
 Matrix read_matrix(const std::string& path) {
   if (ends_with(path, ".tsv") || ends_with(path, ".csv") || ends_with(path, ".txt")) return read_tsv(path);
   if (ends_with(path, ".fvecs")) return read_fvecs(path);
+  if (ends_with(path, ".ivecs")) return read_ivecs(path);
+  if (ends_with(path, ".bvecs")) return read_bvecs(path);
   if (ends_with(path, ".npy")) return read_npy(path);
-  throw Error("'" + path + "': unknown file type; expected .tsv, .csv, .txt, .fvecs or .npy");
+  if (ends_with(path, "-ubyte") || ends_with(path, "-ubyte.gz")) return read_idx(path);
+  const size_t colon = path.rfind(':');
+  const std::string file = path.substr(0, colon);
+  const std::string name = colon == std::string::npos ? "" : path.substr(colon + 1);
+  if (ends_with(file, ".safetensors")) return read_safetensors(file, name);
+  if (ends_with(file, ".hdf5") || ends_with(file, ".h5")) {
+    require(!name.empty(), "'{}': name the dataset, as FILE.hdf5:NAME (e.g. :train)", path);
+    return read_hdf5(file, name);
+  }
+  throw Error("'" + path +
+              "': unknown file type; expected .tsv, .csv, .txt, .fvecs, .ivecs, .bvecs, .npy, "
+              "IDX (-ubyte[.gz]), .safetensors[:NAME] or .hdf5:NAME");
 }
 
 Matrix read_tsv(const std::string& path) {
@@ -68,31 +81,8 @@ Matrix read_tsv(const std::string& path) {
   return m;
 }
 
-Matrix read_fvecs(const std::string& path) {
-  const std::string bytes = read_all(path);
-  Matrix m;
-  size_t offset = 0;
-  while (offset < bytes.size()) {
-    require(offset + 4 <= bytes.size(), "'{}': truncated at byte {} (row {} has no dimension)", path, offset, m.rows);
-    int32_t dim;
-    std::memcpy(&dim, bytes.data() + offset, 4);
-    require(dim > 0 && dim <= 1 << 20, "'{}': row {} has invalid dimension {}", path, m.rows, dim);
-    require(m.rows == 0 || static_cast<size_t>(dim) == m.cols, "'{}': row {} has dimension {}, expected {}", path,
-            m.rows, dim, m.cols);
-    require(offset + 4 + 4 * static_cast<size_t>(dim) <= bytes.size(), "'{}': truncated in row {}", path, m.rows);
-    m.cols = static_cast<size_t>(dim);
-    const size_t start = m.values.size();
-    m.values.resize(start + m.cols);
-    std::memcpy(m.values.data() + start, bytes.data() + offset + 4, 4 * m.cols);
-    offset += 4 + 4 * m.cols;
-    ++m.rows;
-  }
-  require(m.rows > 0, "'{}': no vectors found", path);
-  return m;
-}
-
 Matrix read_npy(const std::string& path) {
-  const std::string bytes = read_all(path);
+  const std::string bytes = read_file_bytes(path);
   require(bytes.size() >= 10 && bytes.compare(0, 6, "\x93NUMPY") == 0, "'{}': not a .npy file (bad magic)", path);
   const int major = static_cast<unsigned char>(bytes[6]);
   size_t header_length, header_start;

@@ -1,0 +1,55 @@
+// ann-benchmarks HDF5 files: 2-D datasets "train", "test" (float32) and "neighbors" (int32),
+// "distances" (float32). Any numeric 2-D (or 1-D) dataset is read, converted to float by HDF5.
+#include <hdf5.h>
+
+#include "kvsketch/error.hpp"
+#include "kvsketch/io.hpp"
+
+namespace kvsketch {
+namespace {
+
+// Closes an HDF5 handle on scope exit.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+}  // namespace
+
+Matrix read_hdf5(const std::string& path, const std::string& name) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as return codes, reported by us
+  require(H5Fis_hdf5(path.c_str()) > 0, "'{}': cannot open as HDF5 (missing or not an HDF5 file)", path);
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  require(file.get() >= 0, "'{}': cannot open as HDF5", path);
+  require(H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) > 0, "'{}' has no dataset '{}'", path, name);
+  Handle dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  require(dataset.get() >= 0, "'{}': '{}' is not a dataset", path, name);
+  Handle type(H5Dget_type(dataset.get()), H5Tclose);
+  const H5T_class_t type_class = H5Tget_class(type.get());
+  require(type_class == H5T_FLOAT || type_class == H5T_INTEGER, "'{}': dataset '{}' is not numeric", path, name);
+  Handle space(H5Dget_space(dataset.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  require(rank == 1 || rank == 2, "'{}': dataset '{}' has {} dimensions; expected 1 or 2", path, name, rank);
+  hsize_t dims[2] = {1, 1};
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  Matrix m;
+  m.rows = rank == 2 ? dims[0] : 1;
+  m.cols = rank == 2 ? dims[1] : dims[0];
+  require(m.rows > 0 && m.cols > 0, "'{}': dataset '{}' is empty", path, name);
+  m.values.resize(m.rows * m.cols);
+  require(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.values.data()) >= 0,
+          "'{}': cannot read dataset '{}' (truncated or corrupt file)", path, name);
+  return m;
+}
+
+}  // namespace kvsketch
