@@ -1,0 +1,65 @@
+#include "io/checked_file.hpp"
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace kvsketch {
+namespace {
+constexpr size_t kTrailerBytes = 16;
+}  // namespace
+
+uint32_t crc32_of(const uint8_t* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (n > 0) {  // zlib takes uInt lengths
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, data, chunk);
+    data += chunk;
+    n -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+void save_checked_file(const std::string& path, BinaryWriter& out) {
+  const uint64_t payload = out.bytes().size();
+  const uint32_t crc = crc32_of(out.bytes().data(), payload);
+  out.u64(payload);
+  out.u32(crc);
+  out.u32(0);
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    require(file.good(), "save: cannot open {} for writing", temporary);
+    file.write(reinterpret_cast<const char*>(out.bytes().data()), static_cast<std::streamsize>(out.bytes().size()));
+    file.flush();
+    require(file.good(), "save: writing {} failed (disk full?)", temporary);
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  require(!error, "save: cannot move {} to {}: {}", temporary, path, error.message());
+}
+
+std::vector<uint8_t> load_checked_file(const std::string& path, const char (&magic)[16], const char* what_kind,
+                                       size_t& payload_end) {
+  std::ifstream file(path, std::ios::binary);
+  require(file.good(), "load: cannot open {}", path);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  require(bytes.size() >= sizeof(magic) + kTrailerBytes, "load: {} is too short ({} bytes) to be a {} file", path,
+          bytes.size(), what_kind);
+  require(std::memcmp(bytes.data(), magic, sizeof(magic)) == 0, "load: {} is not a {} file (bad magic)", path,
+          what_kind);
+  const size_t end = bytes.size() - kTrailerBytes;
+  uint64_t payload;
+  uint32_t crc;
+  std::memcpy(&payload, bytes.data() + end, 8);
+  std::memcpy(&crc, bytes.data() + end + 8, 4);
+  require(payload == end, "load: {} is truncated or has trailing bytes (payload says {} bytes, file holds {})", path,
+          payload, end);
+  require(crc32_of(bytes.data(), end) == crc, "load: {} is corrupted (CRC-32 mismatch)", path);
+  payload_end = end;
+  return bytes;
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,85 @@
+// Binary files with a 16-byte magic, a payload and a trailer (u64 payload bytes, u32 CRC-32 of
+// the payload, u32 reserved), written beside the target and renamed over it, so that a failed
+// save leaves any old file intact. Used by the cache and index files.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvsketch/error.hpp"
+
+namespace kvsketch {
+
+class BinaryWriter {
+ public:
+  void raw(const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    bytes_.insert(bytes_.end(), p, p + n);
+  }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void text(const std::string& s) {
+    u64(s.size());
+    raw(s.data(), s.size());
+  }
+  std::vector<uint8_t>& bytes() { return bytes_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// Reads the payload of a loaded file; every read names what it wanted when the file is short.
+class BinaryReader {
+ public:
+  BinaryReader(const std::vector<uint8_t>& bytes, size_t end, const std::string& path)
+      : bytes_(bytes), end_(end), path_(path) {}
+  const uint8_t* take(size_t n, const char* what) {
+    require(n <= end_ - position_, "load: {} is truncated or corrupted: {} needs {} bytes at offset {}, {} remain",
+            path_, what, n, position_, end_ - position_);
+    const uint8_t* p = bytes_.data() + position_;
+    position_ += n;
+    return p;
+  }
+  uint64_t u64(const char* what) {
+    uint64_t v;
+    std::memcpy(&v, take(8, what), 8);
+    return v;
+  }
+  uint32_t u32(const char* what) {
+    uint32_t v;
+    std::memcpy(&v, take(4, what), 4);
+    return v;
+  }
+  std::string text(const char* what) {
+    const uint64_t n = u64(what);
+    const uint8_t* p = take(n, what);
+    return std::string(reinterpret_cast<const char*>(p), n);
+  }
+  template <typename T>
+  void into(std::vector<T>& out, size_t count, const char* what) {
+    require(count <= (end_ - position_) / sizeof(T), "load: {} is truncated or corrupted: {} claims {} items", path_,
+            what, count);
+    out.resize(count);
+    if (count) std::memcpy(out.data(), take(count * sizeof(T), what), count * sizeof(T));
+  }
+  size_t position() const { return position_; }
+  size_t remaining() const { return end_ - position_; }
+
+ private:
+  const std::vector<uint8_t>& bytes_;
+  size_t end_, position_ = 0;
+  const std::string& path_;
+};
+
+uint32_t crc32_of(const uint8_t* data, size_t n);
+
+// Appends the trailer to payload (which starts with the magic) and writes it to path atomically.
+void save_checked_file(const std::string& path, BinaryWriter& payload);
+
+// Reads path, checks magic (16 bytes), length and CRC; returns the bytes and sets payload_end.
+// what_kind names the file type in errors ("kvsketch cache").
+std::vector<uint8_t> load_checked_file(const std::string& path, const char (&magic)[16], const char* what_kind,
+                                       size_t& payload_end);
+
+}  // namespace kvsketch
