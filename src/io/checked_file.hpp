@@ -14,8 +14,10 @@ namespace kvsketch {
 class BinaryWriter {
  public:
   void raw(const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    bytes_.insert(bytes_.end(), p, p + n);
+    if (n == 0) return;
+    const size_t at = bytes_.size();
+    bytes_.resize(at + n);
+    std::memcpy(bytes_.data() + at, data, n);
   }
   void u64(uint64_t v) { raw(&v, 8); }
   void u32(uint32_t v) { raw(&v, 4); }

@@ -1,0 +1,105 @@
+// FlatIndex: exhaustive nearest-neighbour search over the codes of any codec, with no training.
+// Every stored vector is one code row (its norms and scales inside), its id, and for the L2 metric
+// its fp16 norm; search scores each row straight from the codes with the query rotated once.
+//
+//   kvsketch::FlatIndex index(128, "tq_mse:b=4,rescale=1", kvsketch::Metric::kL2);
+//   index.add(base, n);                               // ids 0..n-1 (or pass ids)
+//   kvsketch::Neighbors hits = index.search(queries, nq, 10);
+//   hits.id(q, 0);                                    // best match of query q
+//
+// Scores: inner product and cosine return the estimated similarity (larger is better); L2 returns
+// the estimated squared distance (smaller is better). Results are ordered best first, ties by
+// lower id, and are the same bits for any thread count.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+
+namespace kvsketch {
+
+enum class Metric { kInnerProduct, kCosine, kL2 };
+// "ip", "cosine", "l2" (also "inner_product", "angular", "euclidean"); anything else throws Error.
+Metric parse_metric(const std::string& name);
+std::string metric_name(Metric metric);
+
+struct Neighbors {
+  size_t queries = 0, k = 0;
+  std::vector<int64_t> ids;   // queries x k
+  std::vector<float> scores;  // queries x k
+  int64_t id(size_t query, size_t rank) const { return ids[query * k + rank]; }
+  float score(size_t query, size_t rank) const { return scores[query * k + rank]; }
+};
+
+// Exact re-ranking: the best `candidates` rows by code score are re-scored against stored copies
+// of the vectors (fp16 or fp32, counted in bytes_per_vector()).
+enum class RerankStore { kNone, kFp16, kFp32 };
+
+struct FlatIndexOptions {
+  std::string codec = "tq_mse:b=4,rescale=1";
+  Metric metric = Metric::kInnerProduct;
+  uint64_t seed = 0;
+  RerankStore rerank_store = RerankStore::kNone;
+  size_t rerank_candidates = 0;  // per query; 0 = no re-ranking (needs a store when > 0)
+  int threads = 0;               // 0 = all (OpenMP default)
+};
+
+class FlatIndex {
+ public:
+  FlatIndex(size_t dim, const FlatIndexOptions& options);
+  FlatIndex(size_t dim, const std::string& codec, Metric metric, uint64_t seed = 0)
+      : FlatIndex(dim, FlatIndexOptions{codec, metric, seed}) {}
+
+  size_t dim() const { return dim_; }
+  size_t size() const { return ids_.size(); }
+  const FlatIndexOptions& options() const { return options_; }
+  const VectorCodec& codec() const { return *codec_; }
+
+  // Adds n rows (row-major n x dim). A data-dependent codec (center:SPEC: quantize x - mean)
+  // calibrates on the first batch added, so give the first add a representative batch. ids default to size(), size()+1, ...; an id already present,
+  // a duplicate within ids, a negative id, NaN/Inf, or (cosine) a zero vector is refused naming
+  // the row, and the index is unchanged.
+  void add(const float* x, size_t n, const int64_t* ids = nullptr);
+  // k best rows per query (row-major nq x dim). Refuses k = 0, k > size(), NaN/Inf queries.
+  Neighbors search(const float* queries, size_t nq, size_t k) const;
+  // Removes the rows with these ids; returns how many were present. Unknown ids are ignored.
+  size_t remove(const int64_t* ids, size_t n);
+  bool contains(int64_t id) const { return position_.count(id) != 0; }
+
+  // Everything stored per vector: code row (norms, scales inside), id (8), L2 norm (2), copy for
+  // re-ranking. bytes() = size() * bytes_per_vector(); code_bytes_per_vector() is the codec's part.
+  size_t bytes_per_vector() const;
+  size_t code_bytes_per_vector() const { return codec_->code_bytes(); }
+  // Plus the codec's calibration (center: keeps an fp16 mean), held once per index.
+  size_t calibration_bytes() const;
+  size_t bytes() const { return size() * bytes_per_vector() + calibration_bytes(); }
+
+  // Versioned file with a CRC-32; load refuses truncated, corrupted or inconsistent files.
+  void save(const std::string& path) const;
+  static FlatIndex load(const std::string& path);
+
+ private:
+  // Per query, the best `keep` rows by code score, as (similarity, position) best first.
+  void code_candidates(const float* queries, size_t nq, size_t keep, std::vector<float>& similarity,
+                       std::vector<uint32_t>& positions) const;
+  // The similarity of stored row `position` to q: code estimate, or the stored copy when exact.
+  float exact_similarity(const float* q, size_t position) const;
+  std::vector<float> prepared_queries(const float* queries, size_t nq) const;
+
+  size_t dim_;
+  FlatIndexOptions options_;
+  std::unique_ptr<VectorCodec> codec_;
+  CodeBuffer codes_;
+  std::vector<int64_t> ids_;
+  std::vector<uint16_t> norms_;   // L2 only: fp16 ||x|| per row
+  std::vector<uint16_t> copy16_;  // RerankStore::kFp16: rows x dim
+  std::vector<float> copy32_;     // RerankStore::kFp32: rows x dim
+  std::unordered_map<int64_t, size_t> position_;
+  bool calibrated_ = false;  // data-dependent codecs calibrate on the first add
+};
+
+}  // namespace kvsketch

@@ -1,0 +1,264 @@
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "ann/top_k.hpp"
+#include "kvsketch/ann.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/half.hpp"
+
+namespace kvsketch {
+namespace {
+
+constexpr size_t kQueryGroup = 8;     // queries scored together: each code row is read once for all
+constexpr size_t kChunkRows = 256;    // rows scored per kernel call; ranges are whole chunks
+constexpr size_t kMinRangeRows = 16384;  // below this a query's rows are not split across threads
+
+float dot(const float* a, const float* b, size_t n) {
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+}  // namespace
+
+FlatIndex::FlatIndex(size_t dim, const FlatIndexOptions& options) : dim_(dim), options_(options) {
+  require(dim >= 2 && dim <= (1u << 16), "index: dimension must be in 2..65536, got {}", dim);
+  codec_ = make_codec(options.codec, dim, options.seed);
+  codes_ = codec_->make_buffer();
+  require(codec_->row_group() == 1,
+          "index: codec '{}' encodes rows in groups of {}; an index needs codes that stand alone per vector",
+          codec_->spec(), codec_->row_group());
+  require(options.rerank_candidates == 0 || options.rerank_store != RerankStore::kNone,
+          "index: re-ranking {} candidates needs stored vectors (rerank_store fp16 or fp32)", options.rerank_candidates);
+  require(options.threads >= 0, "index: threads must be >= 0 (0 = all), got {}", options.threads);
+  options_.codec = codec_->spec();
+}
+
+size_t FlatIndex::calibration_bytes() const { return codec_->calibration().size(); }
+
+size_t FlatIndex::bytes_per_vector() const {
+  size_t bytes = codec_->code_bytes();
+  if (options_.metric == Metric::kL2) bytes += 2;
+  if (options_.rerank_store == RerankStore::kFp16) bytes += 2 * dim_;
+  if (options_.rerank_store == RerankStore::kFp32) bytes += 4 * dim_;
+  return bytes;
+}
+
+void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
+  if (n == 0) return;
+  require(size() + n <= UINT32_MAX, "index: at most {} vectors, got {} more on {}", UINT32_MAX, n, size());
+  require_finite(x, n, dim_, "vectors");
+  std::vector<int64_t> new_ids(n);
+  std::unordered_set<int64_t> seen;
+  for (size_t i = 0; i < n; ++i) {
+    new_ids[i] = ids ? ids[i] : static_cast<int64_t>(size() + i);
+    require(new_ids[i] >= 0, "add: row {} has negative id {}", i, new_ids[i]);
+    require(!contains(new_ids[i]) && seen.insert(new_ids[i]).second, "add: row {} has id {}, which is already taken",
+            i, new_ids[i]);
+  }
+  // Rows as stored: unit vectors for cosine.
+  std::vector<float> normalized;
+  const float* rows = x;
+  std::vector<uint16_t> norms;
+  if (options_.metric != Metric::kInnerProduct) {
+    if (options_.metric == Metric::kCosine) normalized.assign(x, x + n * dim_);
+    norms.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const float norm = std::sqrt(dot(x + i * dim_, x + i * dim_, dim_));
+      require(std::isfinite(norm), "add: row {} has a norm beyond the float range", i);
+      if (options_.metric == Metric::kCosine) {
+        require(norm > 0.0f, "add: row {} is the zero vector, which has no direction (metric cosine)", i);
+        for (size_t j = 0; j < dim_; ++j) normalized[i * dim_ + j] /= norm;
+      } else {
+        require(norm <= kHalfMax, "add: row {} has norm {}, beyond the fp16 range of the stored L2 norm", i, norm);
+        norms[i] = float_to_half(norm);
+      }
+    }
+    if (options_.metric == Metric::kCosine) rows = normalized.data();
+  }
+  if (options_.rerank_store == RerankStore::kFp16)
+    for (size_t i = 0; i < n * dim_; ++i)
+      require(std::fabs(rows[i]) <= kHalfMax, "add: row {} column {} is {}, beyond the fp16 range of the stored copy",
+              i / dim_, i % dim_, rows[i]);
+  // A data-dependent codec (center:, outlier split) calibrates on the first vectors added: one
+  // pass over them (a mean, channel energies), no iterations.
+  const std::vector<uint8_t> calibration_before = codec_->calibration();
+  const bool calibrate = codec_->calibrated_by_data() && !calibrated_;
+  CodeBuffer encoded = codec_->make_buffer();
+  try {
+    if (calibrate) codec_->calibrate(rows, n);
+    codec_->encode(rows, n, encoded);
+  } catch (...) {
+    if (calibrate) codec_->set_calibration(calibration_before);  // a refused add changes nothing
+    throw;
+  }
+  calibrated_ = calibrated_ || calibrate;
+  const size_t old = size();
+  codes_.data().insert(codes_.data().end(), encoded.data().begin(), encoded.data().end());
+  ids_.insert(ids_.end(), new_ids.begin(), new_ids.end());
+  if (options_.metric == Metric::kL2) norms_.insert(norms_.end(), norms.begin(), norms.end());
+  if (options_.rerank_store == RerankStore::kFp16)
+    for (size_t i = 0; i < n * dim_; ++i) copy16_.push_back(float_to_half(rows[i]));
+  if (options_.rerank_store == RerankStore::kFp32) copy32_.insert(copy32_.end(), rows, rows + n * dim_);
+  for (size_t i = 0; i < n; ++i) position_[new_ids[i]] = old + i;
+}
+
+size_t FlatIndex::remove(const int64_t* ids, size_t n) {
+  size_t removed = 0;
+  const size_t code = codec_->code_bytes();
+  for (size_t r = 0; r < n; ++r) {
+    const auto found = position_.find(ids[r]);
+    if (found == position_.end()) continue;
+    // The last row moves into the hole.
+    const size_t hole = found->second, last = size() - 1;
+    position_.erase(found);
+    if (hole != last) {
+      std::copy_n(codes_.row(last), code, codes_.row(hole));
+      ids_[hole] = ids_[last];
+      position_[ids_[hole]] = hole;
+      if (!norms_.empty()) norms_[hole] = norms_[last];
+      if (!copy16_.empty()) std::copy_n(copy16_.begin() + last * dim_, dim_, copy16_.begin() + hole * dim_);
+      if (!copy32_.empty()) std::copy_n(copy32_.begin() + last * dim_, dim_, copy32_.begin() + hole * dim_);
+    }
+    codes_.resize(last);
+    ids_.pop_back();
+    if (!norms_.empty()) norms_.pop_back();
+    if (!copy16_.empty()) copy16_.resize(last * dim_);
+    if (!copy32_.empty()) copy32_.resize(last * dim_);
+    ++removed;
+  }
+  return removed;
+}
+
+std::vector<float> FlatIndex::prepared_queries(const float* queries, size_t nq) const {
+  require_finite(queries, nq, dim_, "queries");
+  std::vector<float> out(queries, queries + nq * dim_);
+  if (options_.metric == Metric::kCosine)
+    for (size_t q = 0; q < nq; ++q) {
+      float* row = out.data() + q * dim_;
+      const float norm = std::sqrt(dot(row, row, dim_));
+      require(norm > 0.0f && std::isfinite(norm), "search: query {} has no direction (zero or huge norm)", q);
+      for (size_t j = 0; j < dim_; ++j) row[j] /= norm;
+    }
+  return out;
+}
+
+void FlatIndex::code_candidates(const float* queries, size_t nq, size_t keep, std::vector<float>& similarity,
+                                std::vector<uint32_t>& positions) const {
+  const size_t n = size();
+  std::vector<std::unique_ptr<PreparedQuery>> prepared(nq);
+  std::vector<const PreparedQuery*> pointers(nq);
+  for (size_t q = 0; q < nq; ++q) {
+    prepared[q] = codec_->prepare(queries + q * dim_);
+    pointers[q] = prepared[q].get();
+  }
+  const size_t groups = (nq + kQueryGroup - 1) / kQueryGroup;
+  const size_t chunks = (n + kChunkRows - 1) / kChunkRows;
+  const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
+  // Few queries: split the rows among threads too. Ranges are whole chunks, so every row is scored
+  // in the same place of the same kernel call whatever the split: the same bits for any threads.
+  size_t ranges = 1;
+  if (groups < static_cast<size_t>(threads))
+    ranges = std::clamp<size_t>((threads + groups - 1) / groups, 1, std::max<size_t>(1, n / kMinRangeRows));
+  ranges = std::min(ranges, chunks);
+  std::vector<std::vector<ScoredRow>> partial(groups * ranges * kQueryGroup);
+  const long tasks = static_cast<long>(groups * ranges);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (tasks > 1)
+  for (long task = 0; task < tasks; ++task) {
+    const size_t group = static_cast<size_t>(task) / ranges, range = static_cast<size_t>(task) % ranges;
+    const size_t first_query = group * kQueryGroup, heads = std::min(kQueryGroup, nq - first_query);
+    const size_t first_chunk = range * chunks / ranges, end_chunk = (range + 1) * chunks / ranges;
+    std::vector<TopK> tops(heads, TopK(keep));
+    std::vector<float> scores(heads * kChunkRows), half_norms(kChunkRows);
+    for (size_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
+      const size_t first = chunk * kChunkRows, count = std::min(kChunkRows, n - first);
+      codec_->scores_multi(pointers.data() + first_query, heads, codes_, first, count, scores.data(), kChunkRows);
+      if (options_.metric == Metric::kL2) {
+        // Ranking by ||q - x||^2 = ||q||^2 + ||x||^2 - 2 <q, x>: similarity <q, x> - ||x||^2 / 2.
+        for (size_t i = 0; i < count; ++i) {
+          const float norm = half_to_float(norms_[first + i]);
+          half_norms[i] = 0.5f * norm * norm;
+        }
+        for (size_t h = 0; h < heads; ++h)
+          for (size_t i = 0; i < count; ++i) scores[h * kChunkRows + i] -= half_norms[i];
+      }
+      for (size_t h = 0; h < heads; ++h) {
+        TopK& top = tops[h];
+        float threshold = top.threshold();
+        const float* row_scores = scores.data() + h * kChunkRows;
+        for (size_t i = 0; i < count; ++i)
+          if (row_scores[i] >= threshold) {
+            top.push({row_scores[i], static_cast<uint32_t>(first + i)});
+            threshold = top.threshold();
+          }
+      }
+    }
+    for (size_t h = 0; h < heads; ++h) partial[(group * ranges + range) * kQueryGroup + h] = tops[h].take_sorted();
+  }
+  similarity.assign(nq * keep, 0.0f);
+  positions.assign(nq * keep, 0);
+  for (size_t q = 0; q < nq; ++q) {
+    const size_t group = q / kQueryGroup, h = q % kQueryGroup;
+    TopK merged(keep);
+    for (size_t range = 0; range < ranges; ++range)
+      for (const ScoredRow& row : partial[(group * ranges + range) * kQueryGroup + h]) merged.push(row);
+    const std::vector<ScoredRow> best = merged.take_sorted();
+    for (size_t r = 0; r < keep; ++r) {
+      similarity[q * keep + r] = best[r].score;
+      positions[q * keep + r] = best[r].row;
+    }
+  }
+}
+
+float FlatIndex::exact_similarity(const float* q, size_t position) const {
+  float ip = 0.0f, square = 0.0f;
+  if (!copy32_.empty()) {
+    const float* x = copy32_.data() + position * dim_;
+    ip = dot(q, x, dim_);
+    square = dot(x, x, dim_);
+  } else {
+    const uint16_t* x = copy16_.data() + position * dim_;
+    for (size_t j = 0; j < dim_; ++j) {
+      const float value = half_to_float(x[j]);
+      ip += q[j] * value;
+      square += value * value;
+    }
+  }
+  return options_.metric == Metric::kL2 ? ip - 0.5f * square : ip;
+}
+
+Neighbors FlatIndex::search(const float* queries, size_t nq, size_t k) const {
+  require(size() > 0, "search: the index is empty");
+  require(k >= 1 && k <= size(), "search: k must be in 1..{} (the index size), got {}", size(), k);
+  const std::vector<float> q = prepared_queries(queries, nq);
+  const bool rerank = options_.rerank_candidates > 0;
+  const size_t keep = rerank ? std::clamp(options_.rerank_candidates, k, size()) : k;
+  std::vector<float> similarity;
+  std::vector<uint32_t> positions;
+  code_candidates(q.data(), nq, keep, similarity, positions);
+  Neighbors out;
+  out.queries = nq;
+  out.k = k;
+  out.ids.resize(nq * k);
+  out.scores.resize(nq * k);
+  for (size_t i = 0; i < nq; ++i) {
+    const float* query = q.data() + i * dim_;
+    std::vector<ScoredRow> best(keep);
+    for (size_t r = 0; r < keep; ++r) best[r] = {similarity[i * keep + r], positions[i * keep + r]};
+    if (rerank) {
+      for (ScoredRow& row : best) row.score = exact_similarity(query, row.row);
+      std::sort(best.begin(), best.end(), better);
+    }
+    const float query_square = options_.metric == Metric::kL2 ? dot(query, query, dim_) : 0.0f;
+    for (size_t r = 0; r < k; ++r) {
+      out.ids[i * k + r] = ids_[best[r].row];
+      out.scores[i * k + r] = options_.metric == Metric::kL2 ? query_square - 2.0f * best[r].score : best[r].score;
+    }
+  }
+  return out;
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,94 @@
+// FlatIndex::save and FlatIndex::load. File layout (little-endian), checked_file.hpp framing:
+//   "KVSKETCH" "INDEX\0\0\0"   magic, 16 bytes
+//   u32 version (1), u32 reserved
+//   u64 dim, seed, metric, rerank store, rerank candidates, rows; codec spec (u64 length, bytes)
+//   u64 calibrated flag, codec calibration state (u64 length, bytes)
+//   codes (rows x code_bytes), ids (rows x i64), L2 norms (rows x fp16, metric l2 only),
+//   stored copies (rows x dim fp16 or fp32, when kept)
+//   trailer: u64 payload bytes, u32 CRC-32, u32 reserved
+// The codec is rebuilt from its spec and the seed, exactly as the index made it.
+#include "io/checked_file.hpp"
+#include "kvsketch/ann.hpp"
+
+namespace kvsketch {
+namespace {
+
+constexpr char kMagic[16] = {'K', 'V', 'S', 'K', 'E', 'T', 'C', 'H', 'I', 'N', 'D', 'E', 'X', 0, 0, 0};
+constexpr uint32_t kVersion = 1;
+
+}  // namespace
+
+void FlatIndex::save(const std::string& path) const {
+  BinaryWriter out;
+  out.raw(kMagic, sizeof(kMagic));
+  out.u32(kVersion);
+  out.u32(0);
+  for (const uint64_t field : {uint64_t{dim_}, options_.seed, uint64_t(options_.metric), uint64_t(options_.rerank_store),
+                               uint64_t{options_.rerank_candidates}, uint64_t{size()}})
+    out.u64(field);
+  out.text(options_.codec);
+  const std::vector<uint8_t> calibration = codec_->calibration();
+  out.u64(calibrated_);
+  out.u64(calibration.size());
+  out.raw(calibration.data(), calibration.size());
+  out.raw(codes_.data().data(), codes_.bytes());
+  out.raw(ids_.data(), ids_.size() * sizeof(int64_t));
+  out.raw(norms_.data(), norms_.size() * 2);
+  out.raw(copy16_.data(), copy16_.size() * 2);
+  out.raw(copy32_.data(), copy32_.size() * 4);
+  save_checked_file(path, out);
+}
+
+FlatIndex FlatIndex::load(const std::string& path) {
+  size_t end = 0;
+  const std::vector<uint8_t> bytes = load_checked_file(path, kMagic, "kvsketch index", end);
+  BinaryReader in(bytes, end, path);
+  in.take(sizeof(kMagic), "magic");
+  const uint32_t version = in.u32("version");
+  require(version == kVersion, "load: {} has index format version {}; this build reads version {}", path, version,
+          kVersion);
+  in.u32("reserved");
+  FlatIndexOptions options;
+  const uint64_t dim = in.u64("dim");
+  options.seed = in.u64("seed");
+  const uint64_t metric = in.u64("metric"), store = in.u64("rerank store");
+  require(metric <= uint64_t(Metric::kL2) && store <= uint64_t(RerankStore::kFp32),
+          "load: {} is inconsistent: metric {} or rerank store {} unknown", path, metric, store);
+  options.metric = Metric(metric);
+  options.rerank_store = RerankStore(store);
+  options.rerank_candidates = in.u64("rerank candidates");
+  const uint64_t rows = in.u64("rows");
+  options.codec = in.text("codec spec");
+  FlatIndex index = [&] {
+    try {
+      return FlatIndex(dim, options);
+    } catch (const Error& e) {
+      throw Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
+    }
+  }();
+  index.calibrated_ = in.u64("calibrated flag") != 0;
+  const uint64_t calibration_length = in.u64("calibration length");
+  const uint8_t* calibration = in.take(calibration_length, "calibration state");
+  try {
+    index.codec_->set_calibration(std::vector<uint8_t>(calibration, calibration + calibration_length));
+  } catch (const Error& e) {
+    throw Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
+  }
+  const size_t code_bytes = index.codec_->code_bytes();
+  require(rows <= in.remaining() / std::max<size_t>(code_bytes, 1), "load: {} is truncated: {} rows claimed", path,
+          rows);
+  index.codes_.resize(rows);
+  if (rows) std::memcpy(index.codes_.data().data(), in.take(rows * code_bytes, "codes"), rows * code_bytes);
+  in.into(index.ids_, rows, "ids");
+  if (options.metric == Metric::kL2) in.into(index.norms_, rows, "L2 norms");
+  if (options.rerank_store == RerankStore::kFp16) in.into(index.copy16_, rows * dim, "fp16 copies");
+  if (options.rerank_store == RerankStore::kFp32) in.into(index.copy32_, rows * dim, "fp32 copies");
+  require(in.remaining() == 0, "load: {} has {} unexpected bytes after the stored vectors", path, in.remaining());
+  for (size_t i = 0; i < rows; ++i) {
+    require(index.ids_[i] >= 0 && index.position_.emplace(index.ids_[i], i).second,
+            "load: {} is inconsistent: row {} has id {}, negative or repeated", path, i, index.ids_[i]);
+  }
+  return index;
+}
+
+}  // namespace kvsketch

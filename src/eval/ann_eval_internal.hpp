@@ -1,0 +1,27 @@
+// Pieces of `kvsketch ann eval` shared by its own rows and the FAISS baselines.
+#pragma once
+#include <chrono>
+
+#include "kvsketch/ann_eval.hpp"
+
+namespace kvsketch {
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The rows scaled to unit norm (zero rows stay zero), for the cosine metric.
+Matrix unit_rows(const Matrix& m);
+
+// Sets the recall fields of row from found (ids = base rows) against truth.
+void fill_recalls(AnnEvalRow& row, const AnnDataset& data, const Neighbors& truth, const Neighbors& found,
+                  const std::vector<size_t>& ks);
+
+// FAISS IndexPQ (8-bit sub-quantizers), IndexPQFastScan (4-bit) and IndexScalarQuantizer at the
+// code bytes of `bits` per coordinate, measured like our rows. Throws Error when kvsketch was built
+// without FAISS.
+std::vector<AnnEvalRow> run_faiss_baselines(const AnnDataset& data, double bits, const AnnEvalConfig& config,
+                                            const Neighbors& truth, size_t k_max);
+bool faiss_available();
+
+}  // namespace kvsketch

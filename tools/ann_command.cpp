@@ -1,0 +1,181 @@
+// kvsketch ann eval | build | search: nearest-neighbour search over codec codes (FlatIndex),
+// evaluated against exact search and FAISS, or built and queried for real use.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <optional>
+
+#include "commands.hpp"
+#include "kvsketch/ann_eval.hpp"
+#include "kvsketch/error.hpp"
+#include "list_options.hpp"
+
+namespace kvsketch::tools {
+namespace {
+
+struct EvalArguments {
+  std::string data, codecs, ks = "1,10,100", baselines, metric;
+  size_t queries = 0, rerank = 0;
+  int threads = 0;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+struct BuildArguments {
+  std::string data, codec = "tq_mse:b=4,rescale=1", metric = "l2", out, rerank_store = "none";
+  size_t queries = 0, rerank = 0;
+  int threads = 0;
+  uint64_t seed = 0;
+};
+
+struct SearchArguments {
+  std::string index, queries;
+  size_t k = 10;
+  bool json = false;
+};
+
+nlohmann::json optional_number(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+std::string percent(const std::optional<double>& value) {
+  return value ? fmt::format("{:.3f}", *value) : std::string("-");
+}
+
+void run_eval(const EvalArguments& args) {
+  std::optional<Metric> metric;
+  if (!args.metric.empty()) metric = parse_metric(args.metric);
+  const AnnDataset data = load_ann_dataset(args.data, args.queries, metric);
+  AnnEvalConfig config;
+  config.codecs = split_list(args.codecs, ';');
+  config.ks = parse_sizes(args.ks, "--k");
+  require(args.baselines.empty() || args.baselines == "faiss", "--baselines: expected 'faiss', got '{}'",
+          args.baselines);
+  config.faiss = args.baselines == "faiss";
+  config.threads = args.threads;
+  config.seed = args.seed;
+  config.rerank = args.rerank;
+  const auto rows = run_ann_eval(data, config);
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows)
+      out.push_back({{"codec", r.codec}, {"dataset", data.name}, {"metric", metric_name(data.metric)},
+                     {"dim", data.base.cols}, {"base", data.base.rows}, {"queries", data.queries.rows},
+                     {"bits", r.bits}, {"bytes_per_vector", r.bytes_per_vector},
+                     {"recall_1_at_1", optional_number(r.recall_1_at_1)},
+                     {"recall_1_at_10", optional_number(r.recall_1_at_10)},
+                     {"recall_1_at_100", optional_number(r.recall_1_at_100)},
+                     {"recall_10_at_10", optional_number(r.recall_10_at_10)}, {"build_s", r.build_s},
+                     {"ms_per_query", r.ms_per_query}, {"ms_per_query_batch", r.ms_per_query_batch}});
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{}: {} base x {} dims, {} queries, metric {}\n", data.name, data.base.rows,
+                           data.base.cols, data.queries.rows, metric_name(data.metric));
+  std::cout << fmt::format("{:<32} {:>4} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>9}\n", "codec", "bits", "bytes",
+                           "1@1", "1@10", "1@100", "10@10", "build s", "ms/q", "ms/q bat");
+  for (const auto& r : rows)
+    std::cout << fmt::format("{:<32} {:>4} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9.3f} {:>9.3f} {:>9.3f}\n", r.codec, r.bits,
+                             r.bytes_per_vector, percent(r.recall_1_at_1), percent(r.recall_1_at_10),
+                             percent(r.recall_1_at_100), percent(r.recall_10_at_10), r.build_s, r.ms_per_query,
+                             r.ms_per_query_batch);
+}
+
+RerankStore parse_store(const std::string& name) {
+  if (name == "none") return RerankStore::kNone;
+  if (name == "fp16") return RerankStore::kFp16;
+  if (name == "fp32") return RerankStore::kFp32;
+  throw Error(fmt::format("--rerank-store: expected none, fp16 or fp32, got '{}'", name));
+}
+
+void run_build(const BuildArguments& args) {
+  const AnnDataset data = load_ann_dataset(args.data, args.queries, parse_metric(args.metric));
+  FlatIndexOptions options;
+  options.codec = args.codec;
+  options.metric = data.metric;
+  options.seed = args.seed;
+  options.threads = args.threads;
+  options.rerank_store = parse_store(args.rerank_store);
+  options.rerank_candidates = args.rerank;
+  if (options.rerank_candidates > 0 && options.rerank_store == RerankStore::kNone)
+    options.rerank_store = RerankStore::kFp16;
+  FlatIndex index(data.base.cols, options);
+  index.add(data.base.values.data(), data.base.rows);
+  index.save(args.out);
+  std::cout << fmt::format("{}: {} vectors x {} dims, codec {}, metric {}, {} bytes per vector ({} of codes)\n",
+                           args.out, index.size(), index.dim(), index.codec().spec(), metric_name(data.metric),
+                           index.bytes_per_vector(), index.code_bytes_per_vector());
+}
+
+void run_search(const SearchArguments& args) {
+  FlatIndex index = FlatIndex::load(args.index);
+  const Matrix queries = read_matrix(args.queries);
+  require(queries.cols == index.dim(), "search: queries in {} have dimension {}, the index {}", args.queries,
+          queries.cols, index.dim());
+  const Neighbors found = index.search(queries.values.data(), queries.rows, args.k);
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t q = 0; q < found.queries; ++q)
+      out.push_back({{"query", q},
+                     {"ids", std::vector<int64_t>(found.ids.begin() + q * found.k, found.ids.begin() + (q + 1) * found.k)},
+                     {"scores", std::vector<float>(found.scores.begin() + q * found.k,
+                                                   found.scores.begin() + (q + 1) * found.k)}});
+    std::cout << out.dump() << "\n";
+    return;
+  }
+  for (size_t q = 0; q < found.queries; ++q) {
+    std::cout << q;
+    for (size_t r = 0; r < found.k; ++r) std::cout << '\t' << found.id(q, r);
+    std::cout << '\n';
+  }
+}
+
+}  // namespace
+
+std::function<void()> add_ann_command(CLI::App& app) {
+  auto* ann = app.add_subcommand("ann", "Nearest-neighbour search over TurboQuant codes (and FAISS baselines)");
+  ann->require_subcommand(1);
+  auto eval_args = std::make_shared<EvalArguments>();
+  auto* eval = ann->add_subcommand("eval", "Recall, bytes and speed of codecs against exact search");
+  eval->add_option("--data", eval_args->data,
+                   "sift-5k | fashion-mnist | gaussian:d=D,n=N | FILE.hdf5 (ann-benchmarks) | a matrix file")
+      ->required();
+  eval->add_option("--codecs", eval_args->codecs, "Codec specs separated by ';' (default: tq_mse rescaled, tq_mse, "
+                                                  "tq_prod at 2 and 4 bits)");
+  eval->add_option("--k", eval_args->ks, "Depths of recall 1@k (1, 10, 100)");
+  eval->add_option("--queries", eval_args->queries, "Queries (one-file data: the last N rows; default 500)");
+  eval->add_option("--metric", eval_args->metric, "ip | cosine | l2 (default: the dataset's)");
+  eval->add_option("--baselines", eval_args->baselines, "faiss: FAISS PQ, PQ fast-scan and SQ at equal bytes");
+  eval->add_option("--rerank", eval_args->rerank, "Re-rank this many candidates from stored fp16 vectors");
+  eval->add_option("--threads", eval_args->threads, "Threads (0 = all)")->check(CLI::Range(0, 4096));
+  eval->add_option("--seed", eval_args->seed, "Seed of the codecs' rotations");
+  eval->add_flag("--json", eval_args->json, "JSON rows instead of a table");
+
+  auto build_args = std::make_shared<BuildArguments>();
+  auto* build = ann->add_subcommand("build", "Encode the base vectors of a dataset into an index file");
+  build->add_option("--data", build_args->data, "Dataset or matrix file, as in ann eval")->required();
+  build->add_option("--codec", build_args->codec, "Codec spec (default tq_mse:b=4,rescale=1)");
+  build->add_option("--metric", build_args->metric, "ip | cosine | l2");
+  build->add_option("--out", build_args->out, "Index file to write")->required();
+  build->add_option("--queries", build_args->queries, "Rows held out as queries (one-file data)");
+  build->add_option("--rerank", build_args->rerank, "Re-rank this many candidates from stored vectors");
+  build->add_option("--rerank-store", build_args->rerank_store, "none | fp16 | fp32 copies for re-ranking");
+  build->add_option("--threads", build_args->threads, "Threads (0 = all)")->check(CLI::Range(0, 4096));
+  build->add_option("--seed", build_args->seed, "Seed of the codec's rotation");
+
+  auto search_args = std::make_shared<SearchArguments>();
+  auto* search = ann->add_subcommand("search", "Query an index file: one line of ids per query");
+  search->add_option("--index", search_args->index, "Index file from ann build")->required();
+  search->add_option("--queries", search_args->queries, "Query vectors (any matrix file)")->required();
+  search->add_option("--k", search_args->k, "Neighbours per query");
+  search->add_flag("--json", search_args->json, "JSON: ids and scores per query");
+
+  return [=] {
+    if (eval->parsed()) run_eval(*eval_args);
+    if (build->parsed()) run_build(*build_args);
+    if (search->parsed()) run_search(*search_args);
+  };
+}
+
+}  // namespace kvsketch::tools
