@@ -7,6 +7,7 @@
 #include "kvsketch/ann.hpp"
 #include "kvsketch/ann_eval.hpp"
 #include "kvsketch/error.hpp"
+#include "simd/fast_scan_kernels.hpp"
 #include "test_util.hpp"
 
 using namespace kvsketch;
@@ -213,4 +214,73 @@ TEST(AnnEval, GroundTruthAndRecallDefinitions) {
   EXPECT_EQ(recall_k_at_k(truth, scores, found, 2, Metric::kL2), 1.0);
   found.ids = {2, 1};
   EXPECT_EQ(recall_k_at_k(truth, exact_scores(base, queries, found, Metric::kL2), found, 2, Metric::kL2), 0.5);
+}
+
+TEST(FastScan, KernelEqualsReference) {
+  // 3 blocks, 1100 groups: more than one flush of the u16 sums on every target.
+  for (const size_t groups : {size_t{4}, size_t{64}, size_t{1100}}) {
+    std::vector<uint8_t> codes(3 * groups * 16), tables(groups * 16);
+    uint64_t state = 12345;
+    auto next = [&] {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<uint8_t>(state >> 56);
+    };
+    for (auto& c : codes) c = next();
+    for (auto& t : tables) t = next();
+    std::vector<uint32_t> fast(96), slow(96);
+    simd::fast_scan_sums(codes.data(), groups, 3, tables.data(), fast.data());
+    simd::reference::fast_scan_sums(codes.data(), groups, 3, tables.data(), slow.data());
+    EXPECT_EQ(fast, slow) << groups << " groups";
+  }
+}
+
+// The fast scan ranks like the codec's own scores: the byte tables only pick a shortlist.
+TEST(FastScan, FindsWhatTheFloatScanFinds) {
+  const AnnDataset data = load_ann_dataset("sift-5k", 300);
+  for (const std::string codec : {"tq_mse:b=1", "tq_mse:b=2,rescale=1", "tq_mse:b=4,rescale=1"}) {
+    FlatIndexOptions options{codec, Metric::kL2, 3};
+    FlatIndex fast(128, options);
+    options.fast_scan = false;
+    FlatIndex plain(128, options);
+    ASSERT_TRUE(fast.fast_scan());
+    ASSERT_FALSE(plain.fast_scan());
+    EXPECT_EQ(fast.bytes_per_vector(), plain.bytes_per_vector());
+    fast.add(data.base.values.data(), data.base.rows);
+    plain.add(data.base.values.data(), data.base.rows);
+    const Neighbors a = fast.search(data.queries.values.data(), 300, 10);
+    const Neighbors b = plain.search(data.queries.values.data(), 300, 10);
+    size_t same = 0;
+    for (size_t i = 0; i < a.ids.size(); ++i) {
+      same += a.ids[i] == b.ids[i];
+      EXPECT_NEAR(a.scores[i], b.scores[i], 1e-3f * std::fabs(b.scores[i]) + 1.0f);
+    }
+    EXPECT_GE(static_cast<double>(same) / static_cast<double>(a.ids.size()), 0.99) << codec;
+  }
+}
+
+TEST(FastScan, RemoveSaveAndLoadKeepTheLayout) {
+  const AnnDataset data = load_ann_dataset("sift-5k", 40);
+  FlatIndex index(128, "tq_mse:b=4,rescale=1", Metric::kL2, 4);
+  index.add(data.base.values.data(), 1000);
+  std::vector<int64_t> gone;
+  for (int64_t id = 0; id < 1000; id += 7) gone.push_back(id);
+  EXPECT_EQ(index.remove(gone.data(), gone.size()), gone.size());
+  FlatIndex reference(128, FlatIndexOptions{"tq_mse:b=4,rescale=1", Metric::kL2, 4, RerankStore::kNone, 0, 0, false});
+  reference.add(data.base.values.data(), 1000);
+  reference.remove(gone.data(), gone.size());
+  const std::string path = temp_path("fast.kvi");
+  index.save(path);
+  const FlatIndex loaded = FlatIndex::load(path);
+  EXPECT_TRUE(loaded.fast_scan());
+  const Neighbors a = loaded.search(data.queries.values.data(), 40, 5);
+  const Neighbors b = index.search(data.queries.values.data(), 40, 5);
+  const Neighbors c = reference.search(data.queries.values.data(), 40, 5);
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_EQ(a.scores, b.scores);
+  size_t same = 0;
+  for (size_t i = 0; i < a.ids.size(); ++i) {
+    same += a.ids[i] == c.ids[i];
+    EXPECT_EQ(a.ids[i] % 7 == 0, false);
+  }
+  EXPECT_GE(same, a.ids.size() - 2);
 }

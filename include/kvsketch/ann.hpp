@@ -46,13 +46,24 @@ struct FlatIndexOptions {
   RerankStore rerank_store = RerankStore::kNone;
   size_t rerank_candidates = 0;  // per query; 0 = no re-ranking (needs a store when > 0)
   int threads = 0;               // 0 = all (OpenMP default)
+  // TurboQuant_mse at 1, 2 or 4 bits: scan 4-bit groups with byte tables in SIMD registers, then
+  // re-score the best candidates with float tables (same results, up to table rounding among the
+  // candidates kept). Ignored for other codecs.
+  bool fast_scan = true;
 };
+
+class FastScanStore;
+class TopK;
 
 class FlatIndex {
  public:
   FlatIndex(size_t dim, const FlatIndexOptions& options);
   FlatIndex(size_t dim, const std::string& codec, Metric metric, uint64_t seed = 0)
       : FlatIndex(dim, FlatIndexOptions{codec, metric, seed}) {}
+  FlatIndex(FlatIndex&&) noexcept;
+  ~FlatIndex();
+  // Whether search uses the fast-scan layout.
+  bool fast_scan() const { return fast_ != nullptr; }
 
   size_t dim() const { return dim_; }
   size_t size() const { return ids_.size(); }
@@ -73,7 +84,7 @@ class FlatIndex {
   // Everything stored per vector: code row (norms, scales inside), id (8), L2 norm (2), copy for
   // re-ranking. bytes() = size() * bytes_per_vector(); code_bytes_per_vector() is the codec's part.
   size_t bytes_per_vector() const;
-  size_t code_bytes_per_vector() const { return codec_->code_bytes(); }
+  size_t code_bytes_per_vector() const;
   // Plus the codec's calibration (center: keeps an fp16 mean), held once per index.
   size_t calibration_bytes() const;
   size_t bytes() const { return size() * bytes_per_vector() + calibration_bytes(); }
@@ -84,6 +95,11 @@ class FlatIndex {
 
  private:
   // Per query, the best `keep` rows by code score, as (similarity, position) best first.
+  void scan_rows(const PreparedQuery* const* queries, size_t heads, size_t first_chunk, size_t end_chunk,
+                 std::vector<TopK>& tops) const;
+  void scan_fast(const float* queries, size_t heads, size_t first_chunk, size_t end_chunk,
+                 std::vector<TopK>& tops) const;
+  void subtract_half_squares(size_t first, size_t count, float* scores, size_t heads, size_t stride) const;
   void code_candidates(const float* queries, size_t nq, size_t keep, std::vector<float>& similarity,
                        std::vector<uint32_t>& positions) const;
   // The similarity of stored row `position` to q: code estimate, or the stored copy when exact.
@@ -93,7 +109,8 @@ class FlatIndex {
   size_t dim_;
   FlatIndexOptions options_;
   std::unique_ptr<VectorCodec> codec_;
-  CodeBuffer codes_;
+  CodeBuffer codes_;                    // row layout, unless fast_ holds the codes
+  std::unique_ptr<FastScanStore> fast_;
   std::vector<int64_t> ids_;
   std::vector<uint16_t> norms_;   // L2 only: fp16 ||x|| per row
   std::vector<uint16_t> copy16_;  // RerankStore::kFp16: rows x dim

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "ann/fast_scan_store.hpp"
 #include "ann/top_k.hpp"
 #include "kvsketch/ann.hpp"
 #include "kvsketch/error.hpp"
@@ -15,6 +16,15 @@ namespace {
 constexpr size_t kQueryGroup = 8;     // queries scored together: each code row is read once for all
 constexpr size_t kChunkRows = 256;    // rows scored per kernel call; ranges are whole chunks
 constexpr size_t kMinRangeRows = 16384;  // below this a query's rows are not split across threads
+
+void push_scores(TopK& top, const float* scores, size_t first, size_t count) {
+  float threshold = top.threshold();
+  for (size_t i = 0; i < count; ++i)
+    if (scores[i] >= threshold) {
+      top.push({scores[i], static_cast<uint32_t>(first + i)});
+      threshold = top.threshold();
+    }
+}
 
 float dot(const float* a, const float* b, size_t n) {
   float sum = 0.0f;
@@ -35,12 +45,21 @@ FlatIndex::FlatIndex(size_t dim, const FlatIndexOptions& options) : dim_(dim), o
           "index: re-ranking {} candidates needs stored vectors (rerank_store fp16 or fp32)", options.rerank_candidates);
   require(options.threads >= 0, "index: threads must be >= 0 (0 = all), got {}", options.threads);
   options_.codec = codec_->spec();
+  options_.fast_scan = options.fast_scan && FastScanStore::supports(*codec_);
+  if (options_.fast_scan) fast_ = std::make_unique<FastScanStore>(*codec_);
+}
+
+FlatIndex::FlatIndex(FlatIndex&&) noexcept = default;
+FlatIndex::~FlatIndex() = default;
+
+size_t FlatIndex::code_bytes_per_vector() const {
+  return fast_ ? fast_->bytes_per_vector() : codec_->code_bytes();
 }
 
 size_t FlatIndex::calibration_bytes() const { return codec_->calibration().size(); }
 
 size_t FlatIndex::bytes_per_vector() const {
-  size_t bytes = codec_->code_bytes();
+  size_t bytes = code_bytes_per_vector();
   if (options_.metric == Metric::kL2) bytes += 2;
   if (options_.rerank_store == RerankStore::kFp16) bytes += 2 * dim_;
   if (options_.rerank_store == RerankStore::kFp32) bytes += 4 * dim_;
@@ -97,7 +116,10 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   }
   calibrated_ = calibrated_ || calibrate;
   const size_t old = size();
-  codes_.data().insert(codes_.data().end(), encoded.data().begin(), encoded.data().end());
+  if (fast_)
+    fast_->append(encoded);
+  else
+    codes_.data().insert(codes_.data().end(), encoded.data().begin(), encoded.data().end());
   ids_.insert(ids_.end(), new_ids.begin(), new_ids.end());
   if (options_.metric == Metric::kL2) norms_.insert(norms_.end(), norms.begin(), norms.end());
   if (options_.rerank_store == RerankStore::kFp16)
@@ -116,14 +138,20 @@ size_t FlatIndex::remove(const int64_t* ids, size_t n) {
     const size_t hole = found->second, last = size() - 1;
     position_.erase(found);
     if (hole != last) {
-      std::copy_n(codes_.row(last), code, codes_.row(hole));
+      if (fast_)
+        fast_->move_row(last, hole);
+      else
+        std::copy_n(codes_.row(last), code, codes_.row(hole));
       ids_[hole] = ids_[last];
       position_[ids_[hole]] = hole;
       if (!norms_.empty()) norms_[hole] = norms_[last];
       if (!copy16_.empty()) std::copy_n(copy16_.begin() + last * dim_, dim_, copy16_.begin() + hole * dim_);
       if (!copy32_.empty()) std::copy_n(copy32_.begin() + last * dim_, dim_, copy32_.begin() + hole * dim_);
     }
-    codes_.resize(last);
+    if (fast_)
+      fast_->truncate(last);
+    else
+      codes_.resize(last);
     ids_.pop_back();
     if (!norms_.empty()) norms_.pop_back();
     if (!copy16_.empty()) copy16_.resize(last * dim_);
@@ -146,12 +174,64 @@ std::vector<float> FlatIndex::prepared_queries(const float* queries, size_t nq) 
   return out;
 }
 
+// Ranking by ||q - x||^2 = ||q||^2 + ||x||^2 - 2 <q, x> for l2: similarity <q, x> - ||x||^2 / 2.
+void FlatIndex::subtract_half_squares(size_t first, size_t count, float* scores, size_t heads,
+                                      size_t stride) const {
+  if (options_.metric != Metric::kL2) return;
+  float half_squares[kChunkRows];
+  for (size_t i = 0; i < count; ++i) {
+    const float norm = half_to_float(norms_[first + i]);
+    half_squares[i] = 0.5f * norm * norm;
+  }
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t i = 0; i < count; ++i) scores[h * stride + i] -= half_squares[i];
+}
+
+void FlatIndex::scan_rows(const PreparedQuery* const* queries, size_t heads, size_t first_chunk, size_t end_chunk,
+                          std::vector<TopK>& tops) const {
+  std::vector<float> scores(heads * kChunkRows);
+  for (size_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
+    const size_t first = chunk * kChunkRows, count = std::min(kChunkRows, size() - first);
+    codec_->scores_multi(queries, heads, codes_, first, count, scores.data(), kChunkRows);
+    subtract_half_squares(first, count, scores.data(), heads, kChunkRows);
+    for (size_t h = 0; h < heads; ++h) push_scores(tops[h], scores.data() + h * kChunkRows, first, count);
+  }
+}
+
+void FlatIndex::scan_fast(const float* queries, size_t heads, size_t first_chunk, size_t end_chunk,
+                          std::vector<TopK>& tops) const {
+  constexpr size_t kBlocks = kChunkRows / simd::kFastScanBlockRows;
+  std::vector<FastScanStore::Tables> tables(heads);
+  for (size_t h = 0; h < heads; ++h) tables[h] = fast_->tables(queries + h * dim_);
+  // The integer scan keeps a wider shortlist; the float tables then give the codec's own scores.
+  const size_t keep = tops.front().capacity(), shortlist = std::min(size(), std::max(4 * keep, keep + 32));
+  std::vector<TopK> approximate(heads, TopK(shortlist));
+  std::vector<uint32_t> sums(kChunkRows);
+  std::vector<float> scores(kChunkRows);
+  // Chunks outside, queries inside: a chunk of codes is read from memory once for all of them.
+  for (size_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
+    const size_t first = chunk * kChunkRows, count = std::min(kChunkRows, size() - first);
+    const size_t blocks = (count + simd::kFastScanBlockRows - 1) / simd::kFastScanBlockRows;
+    for (size_t h = 0; h < heads; ++h) {
+      fast_->approximate(tables[h], chunk * kBlocks, blocks, sums.data(), scores.data());
+      subtract_half_squares(first, count, scores.data(), 1, kChunkRows);
+      push_scores(approximate[h], scores.data(), first, count);
+    }
+  }
+  for (size_t h = 0; h < heads; ++h)
+    for (const ScoredRow& candidate : approximate[h].take_sorted()) {
+      float score = fast_->exact(tables[h], candidate.row);
+      subtract_half_squares(candidate.row, 1, &score, 1, 1);
+      tops[h].push({score, candidate.row});
+    }
+}
+
 void FlatIndex::code_candidates(const float* queries, size_t nq, size_t keep, std::vector<float>& similarity,
                                 std::vector<uint32_t>& positions) const {
   const size_t n = size();
-  std::vector<std::unique_ptr<PreparedQuery>> prepared(nq);
-  std::vector<const PreparedQuery*> pointers(nq);
-  for (size_t q = 0; q < nq; ++q) {
+  std::vector<std::unique_ptr<PreparedQuery>> prepared(fast_ ? 0 : nq);
+  std::vector<const PreparedQuery*> pointers(prepared.size());
+  for (size_t q = 0; q < prepared.size(); ++q) {
     prepared[q] = codec_->prepare(queries + q * dim_);
     pointers[q] = prepared[q].get();
   }
@@ -172,30 +252,10 @@ void FlatIndex::code_candidates(const float* queries, size_t nq, size_t keep, st
     const size_t first_query = group * kQueryGroup, heads = std::min(kQueryGroup, nq - first_query);
     const size_t first_chunk = range * chunks / ranges, end_chunk = (range + 1) * chunks / ranges;
     std::vector<TopK> tops(heads, TopK(keep));
-    std::vector<float> scores(heads * kChunkRows), half_norms(kChunkRows);
-    for (size_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
-      const size_t first = chunk * kChunkRows, count = std::min(kChunkRows, n - first);
-      codec_->scores_multi(pointers.data() + first_query, heads, codes_, first, count, scores.data(), kChunkRows);
-      if (options_.metric == Metric::kL2) {
-        // Ranking by ||q - x||^2 = ||q||^2 + ||x||^2 - 2 <q, x>: similarity <q, x> - ||x||^2 / 2.
-        for (size_t i = 0; i < count; ++i) {
-          const float norm = half_to_float(norms_[first + i]);
-          half_norms[i] = 0.5f * norm * norm;
-        }
-        for (size_t h = 0; h < heads; ++h)
-          for (size_t i = 0; i < count; ++i) scores[h * kChunkRows + i] -= half_norms[i];
-      }
-      for (size_t h = 0; h < heads; ++h) {
-        TopK& top = tops[h];
-        float threshold = top.threshold();
-        const float* row_scores = scores.data() + h * kChunkRows;
-        for (size_t i = 0; i < count; ++i)
-          if (row_scores[i] >= threshold) {
-            top.push({row_scores[i], static_cast<uint32_t>(first + i)});
-            threshold = top.threshold();
-          }
-      }
-    }
+    if (fast_)
+      scan_fast(queries + first_query * dim_, heads, first_chunk, end_chunk, tops);
+    else
+      scan_rows(pointers.data() + first_query, heads, first_chunk, end_chunk, tops);
     for (size_t h = 0; h < heads; ++h) partial[(group * ranges + range) * kQueryGroup + h] = tops[h].take_sorted();
   }
   similarity.assign(nq * keep, 0.0f);

@@ -1,12 +1,14 @@
 // FlatIndex::save and FlatIndex::load. File layout (little-endian), checked_file.hpp framing:
 //   "KVSKETCH" "INDEX\0\0\0"   magic, 16 bytes
 //   u32 version (1), u32 reserved
-//   u64 dim, seed, metric, rerank store, rerank candidates, rows; codec spec (u64 length, bytes)
+//   u64 dim, seed, metric, rerank store, rerank candidates, fast scan, rows; codec spec (u64 length, bytes)
 //   u64 calibrated flag, codec calibration state (u64 length, bytes)
-//   codes (rows x code_bytes), ids (rows x i64), L2 norms (rows x fp16, metric l2 only),
+//   codes: rows x code_bytes, or (fast scan) ceil(rows / 32) blocks of groups x 16 bytes, then
+//     rows x the codec's trailing bytes (norm or scale), ids (rows x i64), L2 norms (rows x fp16, metric l2 only),
 //   stored copies (rows x dim fp16 or fp32, when kept)
 //   trailer: u64 payload bytes, u32 CRC-32, u32 reserved
 // The codec is rebuilt from its spec and the seed, exactly as the index made it.
+#include "ann/fast_scan_store.hpp"
 #include "io/checked_file.hpp"
 #include "kvsketch/ann.hpp"
 
@@ -24,14 +26,19 @@ void FlatIndex::save(const std::string& path) const {
   out.u32(kVersion);
   out.u32(0);
   for (const uint64_t field : {uint64_t{dim_}, options_.seed, uint64_t(options_.metric), uint64_t(options_.rerank_store),
-                               uint64_t{options_.rerank_candidates}, uint64_t{size()}})
+                               uint64_t{options_.rerank_candidates}, uint64_t{options_.fast_scan}, uint64_t{size()}})
     out.u64(field);
   out.text(options_.codec);
   const std::vector<uint8_t> calibration = codec_->calibration();
   out.u64(calibrated_);
   out.u64(calibration.size());
   out.raw(calibration.data(), calibration.size());
-  out.raw(codes_.data().data(), codes_.bytes());
+  if (fast_) {
+    out.raw(fast_->block_bytes().data(), fast_->block_bytes().size());
+    out.raw(fast_->tail_bytes().data(), fast_->tail_bytes().size());
+  } else {
+    out.raw(codes_.data().data(), codes_.bytes());
+  }
   out.raw(ids_.data(), ids_.size() * sizeof(int64_t));
   out.raw(norms_.data(), norms_.size() * 2);
   out.raw(copy16_.data(), copy16_.size() * 2);
@@ -57,6 +64,7 @@ FlatIndex FlatIndex::load(const std::string& path) {
   options.metric = Metric(metric);
   options.rerank_store = RerankStore(store);
   options.rerank_candidates = in.u64("rerank candidates");
+  options.fast_scan = in.u64("fast scan flag") != 0;
   const uint64_t rows = in.u64("rows");
   options.codec = in.text("codec spec");
   FlatIndex index = [&] {
@@ -74,11 +82,20 @@ FlatIndex FlatIndex::load(const std::string& path) {
   } catch (const Error& e) {
     throw Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
   }
-  const size_t code_bytes = index.codec_->code_bytes();
+  require(index.fast_scan() == options.fast_scan, "load: {} is inconsistent: fast scan flag for codec {}", path,
+          options.codec);
+  const size_t code_bytes = index.code_bytes_per_vector();
   require(rows <= in.remaining() / std::max<size_t>(code_bytes, 1), "load: {} is truncated: {} rows claimed", path,
           rows);
-  index.codes_.resize(rows);
-  if (rows) std::memcpy(index.codes_.data().data(), in.take(rows * code_bytes, "codes"), rows * code_bytes);
+  if (index.fast_) {
+    const size_t blocks = (rows + simd::kFastScanBlockRows - 1) / simd::kFastScanBlockRows;
+    in.into(index.fast_->block_bytes(), blocks * index.fast_->groups() * 16, "fast-scan blocks");
+    in.into(index.fast_->tail_bytes(), rows * index.fast_->tail_bytes_per_row(), "fast-scan norms");
+    index.fast_->set_rows(rows);
+  } else {
+    index.codes_.resize(rows);
+    if (rows) std::memcpy(index.codes_.data().data(), in.take(rows * code_bytes, "codes"), rows * code_bytes);
+  }
   in.into(index.ids_, rows, "ids");
   if (options.metric == Metric::kL2) in.into(index.norms_, rows, "L2 norms");
   if (options.rerank_store == RerankStore::kFp16) in.into(index.copy16_, rows * dim, "fp16 copies");

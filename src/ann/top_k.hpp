@@ -20,6 +20,7 @@ inline bool better(const ScoredRow& a, const ScoredRow& b) {
 class TopK {
  public:
   explicit TopK(size_t k) : k_(k) { heap_.reserve(k); }
+  size_t capacity() const { return k_; }
   // Scores below this cannot enter (ties are decided by push).
   float threshold() const { return heap_.size() < k_ ? -std::numeric_limits<float>::infinity() : heap_.front().score; }
   void push(ScoredRow candidate) {

@@ -185,4 +185,9 @@ void TurboQuant::finish_accumulator(const float* accumulator, float* out) const 
   for (size_t j = 0; j < d; ++j) out[j] += rotated[j];
 }
 
+std::optional<TurboQuant::ScanLayout> TurboQuant::scan_layout() const {
+  if (signs_ || scalar_.bits() == 0) return std::nullopt;
+  return ScanLayout{scalar_.bits(), scalar_.codebook().centroids.data(), scalar_.bytes(), norm_offset_, options_.norm};
+}
+
 }  // namespace kvsketch

@@ -8,6 +8,7 @@
 // with b' = b for mse and b - 1 for prod.
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "codec/norm_storage.hpp"
 #include "codec/scalar_code_stage.hpp"
@@ -46,6 +47,18 @@ class TurboQuant final : public VectorCodec {
   // a ChannelSplit part reads its bytes inside the split's wider rows.
   void set_row_stride(size_t stride);
   float sign_scale() const { return sign_scale_; }
+
+  // For scanners that read mse codes directly (the index's fast scan): score of a row =
+  // norm (at norm_offset) * sum_j rotated_q[j] * centroids[index j], indices packed at `bits`
+  // from byte 0 (bitpack.hpp). Absent for prod, whose rows also hold residual signs.
+  struct ScanLayout {
+    int bits;
+    const float* centroids;
+    size_t index_bytes, norm_offset;
+    NormPrecision norm;
+  };
+  std::optional<ScanLayout> scan_layout() const;
+  void rotate(const float* q, float* out) const { rotation_->apply(q, out); }
 
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;

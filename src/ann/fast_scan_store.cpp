@@ -1,0 +1,126 @@
+#include "ann/fast_scan_store.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kvsketch/error.hpp"
+#include "simd/fast_scan_kernels.hpp"
+
+namespace kvsketch {
+namespace {
+
+constexpr size_t kBlockRows = simd::kFastScanBlockRows;
+
+const TurboQuant& as_turboquant(const VectorCodec& codec) {
+  const auto* turboquant = dynamic_cast<const TurboQuant*>(&codec);
+  require(turboquant != nullptr && FastScanStore::supports(codec),
+          "fast scan: codec {} is not TurboQuant_mse at 1, 2 or 4 bits", codec.spec());
+  return *turboquant;
+}
+
+}  // namespace
+
+bool FastScanStore::supports(const VectorCodec& codec) {
+  const auto* turboquant = dynamic_cast<const TurboQuant*>(&codec);
+  if (turboquant == nullptr) return false;
+  const auto layout = turboquant->scan_layout();
+  return layout && (layout->bits == 1 || layout->bits == 2 || layout->bits == 4);
+}
+
+FastScanStore::FastScanStore(const VectorCodec& codec)
+    : codec_(as_turboquant(codec)), layout_(*codec_.scan_layout()), dim_(codec.dim()) {
+  const size_t nibbles = 2 * layout_.index_bytes;
+  groups_ = (nibbles + simd::kFastScanGroupPad - 1) / simd::kFastScanGroupPad * simd::kFastScanGroupPad;
+  tail_bytes_ = codec.code_bytes() - layout_.index_bytes;
+}
+
+uint8_t FastScanStore::nibble(size_t row, size_t group) const {
+  const uint8_t byte = blocks_[((row / kBlockRows) * groups_ + group) * 16 + row % 16];
+  return row % kBlockRows < 16 ? byte & 15 : byte >> 4;
+}
+
+void FastScanStore::set_nibble(size_t row, size_t group, uint8_t value) {
+  uint8_t& byte = blocks_[((row / kBlockRows) * groups_ + group) * 16 + row % 16];
+  byte = row % kBlockRows < 16 ? static_cast<uint8_t>((byte & 0xF0) | value)
+                               : static_cast<uint8_t>((byte & 0x0F) | (value << 4));
+}
+
+float FastScanStore::scale(size_t row) const {
+  return load_norm(layout_.norm, tails_.data() + row * tail_bytes_ + (layout_.norm_offset - layout_.index_bytes));
+}
+
+void FastScanStore::append(const CodeBuffer& encoded) {
+  const size_t n = encoded.size(), total = rows_ + n;
+  blocks_.resize((total + kBlockRows - 1) / kBlockRows * groups_ * 16, 0);
+  tails_.resize(total * tail_bytes_);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* row = encoded.row(i);
+    for (size_t g = 0; g < 2 * layout_.index_bytes; ++g)
+      set_nibble(rows_ + i, g, static_cast<uint8_t>((row[g / 2] >> (4 * (g % 2))) & 15));
+    std::copy_n(row + layout_.index_bytes, tail_bytes_, tails_.data() + (rows_ + i) * tail_bytes_);
+  }
+  rows_ = total;
+}
+
+void FastScanStore::move_row(size_t from, size_t to) {
+  for (size_t g = 0; g < groups_; ++g) set_nibble(to, g, nibble(from, g));
+  std::copy_n(tails_.data() + from * tail_bytes_, tail_bytes_, tails_.data() + to * tail_bytes_);
+}
+
+void FastScanStore::truncate(size_t rows) {
+  for (size_t row = rows; row < rows_; ++row)
+    for (size_t g = 0; g < groups_; ++g) set_nibble(row, g, 0);  // padding rows stay zero
+  rows_ = rows;
+  blocks_.resize((rows + kBlockRows - 1) / kBlockRows * groups_ * 16);
+  tails_.resize(rows * tail_bytes_);
+}
+
+FastScanStore::Tables FastScanStore::tables(const float* query) const {
+  std::vector<float> rotated(dim_);
+  codec_.rotate(query, rotated.data());
+  const int bits = layout_.bits;
+  const size_t per_group = static_cast<size_t>(4 / bits), mask = (1u << bits) - 1;
+  Tables t;
+  t.exact.assign(groups_ * 16, 0.0f);
+  for (size_t g = 0; g < groups_; ++g)
+    for (size_t c = 0; c < 16; ++c) {
+      float value = 0.0f;
+      for (size_t k = 0; k < per_group; ++k) {
+        const size_t j = g * per_group + k;
+        if (j < dim_) value += rotated[j] * layout_.centroids[(c >> (k * bits)) & mask];
+      }
+      t.exact[g * 16 + c] = value;
+    }
+  // One step for all groups (so that sums stay comparable), each group offset by its minimum.
+  std::vector<float> minimum(groups_);
+  float widest = 0.0f;
+  for (size_t g = 0; g < groups_; ++g) {
+    const auto [low, high] = std::minmax_element(t.exact.begin() + g * 16, t.exact.begin() + g * 16 + 16);
+    minimum[g] = *low;
+    widest = std::max(widest, *high - *low);
+    t.bias += *low;
+  }
+  t.step = widest > 0.0f ? widest / 255.0f : 1.0f;
+  t.quantized.resize(groups_ * 16);
+  for (size_t g = 0; g < groups_; ++g)
+    for (size_t c = 0; c < 16; ++c)
+      t.quantized[g * 16 + c] =
+          static_cast<uint8_t>(std::min(255L, std::lround((t.exact[g * 16 + c] - minimum[g]) / t.step)));
+  return t;
+}
+
+void FastScanStore::approximate(const Tables& t, size_t first_block, size_t blocks, uint32_t* sums,
+                                float* out) const {
+  simd::fast_scan_sums(blocks_.data() + first_block * groups_ * 16, groups_, blocks, t.quantized.data(), sums);
+  const size_t first = first_block * kBlockRows;
+  for (size_t i = 0; i < blocks * kBlockRows; ++i)
+    out[i] = first + i < rows_ ? scale(first + i) * (t.step * static_cast<float>(sums[i]) + t.bias) : 0.0f;
+}
+
+float FastScanStore::exact(const Tables& t, size_t row) const {
+  float sum = 0.0f;
+  for (size_t g = 0; g < groups_; ++g) sum += t.exact[g * 16 + nibble(row, g)];
+  return scale(row) * sum;
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,63 @@
+// FastScanStore: the codes of a TurboQuant_mse index at 1, 2 or 4 bits, laid out for the fast-scan
+// kernel (simd/fast_scan_kernels.hpp): each row's packed indices cut into 4-bit groups (one
+// coordinate at 4 bits, two at 2, four at 1) and transposed into blocks of 32 rows, plus each row's
+// trailing bytes (its norm or rescale factor). Same bytes per vector as the codec's rows, plus the
+// zero padding of the last block.
+//
+// Scoring: per query, 16-entry float tables per group (<rotated q, centroids>), quantized to bytes
+// for the integer scan; the best candidates of the scan are then re-scored with the float tables,
+// which gives the codec's own estimate, so that table quantization does not cost recall.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "codec/turboquant.hpp"
+#include "simd/fast_scan_kernels.hpp"
+
+namespace kvsketch {
+
+class FastScanStore {
+ public:
+  // Whether codec has a layout this store can hold (TurboQuant_mse at 1, 2 or 4 bits).
+  static bool supports(const VectorCodec& codec);
+  explicit FastScanStore(const VectorCodec& codec);
+
+  size_t rows() const { return rows_; }
+  size_t bytes_per_vector() const { return groups_ * 16 / simd::kFastScanBlockRows + tail_bytes_; }
+  size_t bytes() const { return blocks_.size() + tails_.size(); }
+
+  void append(const CodeBuffer& encoded);
+  void move_row(size_t from, size_t to);  // row `to` becomes a copy of row `from`
+  void truncate(size_t rows);
+
+  struct Tables {
+    std::vector<float> exact;       // groups x 16
+    std::vector<uint8_t> quantized;  // groups x 16, exact ~= step * quantized + per-group offsets
+    float step = 1.0f, bias = 0.0f;  // sum of exact ~= step * sum of quantized + bias
+  };
+  Tables tables(const float* query) const;
+  // Approximate scores of rows [first_block * 32, (first_block + blocks) * 32) into out (32 per
+  // block; rows past rows() are scored too and must be ignored). sums: 32 * blocks scratch.
+  void approximate(const Tables& t, size_t first_block, size_t blocks, uint32_t* sums, float* out) const;
+  // The codec's estimate <q, x~> of one row, from the float tables.
+  float exact(const Tables& t, size_t row) const;
+
+  // Raw storage, for save and load.
+  std::vector<uint8_t>& block_bytes() { return blocks_; }
+  std::vector<uint8_t>& tail_bytes() { return tails_; }
+  void set_rows(size_t rows) { rows_ = rows; }
+  size_t groups() const { return groups_; }
+  size_t tail_bytes_per_row() const { return tail_bytes_; }
+
+ private:
+  uint8_t nibble(size_t row, size_t group) const;
+  void set_nibble(size_t row, size_t group, uint8_t value);
+  float scale(size_t row) const;
+
+  const TurboQuant& codec_;
+  TurboQuant::ScanLayout layout_;
+  size_t dim_, groups_, tail_bytes_, rows_ = 0;
+  std::vector<uint8_t> blocks_, tails_;
+};
+
+}  // namespace kvsketch
