@@ -7,7 +7,6 @@
 #include "kvsketch/ann.hpp"
 #include "kvsketch/ann_eval.hpp"
 #include "kvsketch/error.hpp"
-#include "simd/fast_scan_kernels.hpp"
 #include "test_util.hpp"
 
 using namespace kvsketch;
@@ -214,24 +213,6 @@ TEST(AnnEval, GroundTruthAndRecallDefinitions) {
   EXPECT_EQ(recall_k_at_k(truth, scores, found, 2, Metric::kL2), 1.0);
   found.ids = {2, 1};
   EXPECT_EQ(recall_k_at_k(truth, exact_scores(base, queries, found, Metric::kL2), found, 2, Metric::kL2), 0.5);
-}
-
-TEST(FastScan, KernelEqualsReference) {
-  // 3 blocks, 1100 groups: more than one flush of the u16 sums on every target.
-  for (const size_t groups : {size_t{4}, size_t{64}, size_t{1100}}) {
-    std::vector<uint8_t> codes(3 * groups * 16), tables(groups * 16);
-    uint64_t state = 12345;
-    auto next = [&] {
-      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-      return static_cast<uint8_t>(state >> 56);
-    };
-    for (auto& c : codes) c = next();
-    for (auto& t : tables) t = next();
-    std::vector<uint32_t> fast(96), slow(96);
-    simd::fast_scan_sums(codes.data(), groups, 3, tables.data(), fast.data());
-    simd::reference::fast_scan_sums(codes.data(), groups, 3, tables.data(), slow.data());
-    EXPECT_EQ(fast, slow) << groups << " groups";
-  }
 }
 
 // The fast scan ranks like the codec's own scores: the byte tables only pick a shortlist.

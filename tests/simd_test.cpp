@@ -4,6 +4,7 @@
 #include <hwy/targets.h>
 
 #include "kvsketch/codebook.hpp"
+#include "simd/fast_scan_kernels.hpp"
 #include "simd/kernels.hpp"
 #include "simd/table_sums.hpp"
 #include "test_util.hpp"
@@ -45,6 +46,8 @@ TEST(Simd, ElementwiseAndReductionsBitExact) {
       simd::reference::scale(b.data(), 0.37f, n);
       EXPECT_EQ(a, b);
       EXPECT_EQ(simd::sum_of_squares(x.data(), n), simd::reference::sum_of_squares(x.data(), n)) << n;
+      EXPECT_EQ(simd::fixed_order_dot(x.data(), f.data(), n), simd::reference::fixed_order_dot(x.data(), f.data(), n))
+          << n;
     }
   });
 }
@@ -145,4 +148,24 @@ TEST(Simd, ByteTablesMatchDirectSums) {
   expected = 0;
   for (size_t t = 0; t < dim; ++t) expected += ((signs[t / 8] >> (t % 8)) & 1) ? query[t] : -query[t];
   EXPECT_NEAR(out, expected, 1e-5);
+}
+
+TEST(Simd, FastScanSumsExactOnEveryTarget) {
+  for_each_target([] {
+    // 3 blocks, up to 1100 groups: more than one flush of the u16 sums on every target.
+    for (const size_t groups : {size_t{4}, size_t{64}, size_t{1100}}) {
+      std::vector<uint8_t> codes(3 * groups * 16), tables(groups * 16);
+      uint64_t state = 12345;
+      auto next = [&] {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return static_cast<uint8_t>(state >> 56);
+      };
+      for (auto& c : codes) c = next();
+      for (auto& t : tables) t = next();
+      std::vector<uint32_t> fast(96), slow(96);
+      simd::fast_scan_sums(codes.data(), groups, 3, tables.data(), fast.data());
+      simd::reference::fast_scan_sums(codes.data(), groups, 3, tables.data(), slow.data());
+      EXPECT_EQ(fast, slow) << groups << " groups";
+    }
+  });
 }

@@ -50,9 +50,15 @@ void run_eval(const EvalArguments& args) {
   AnnEvalConfig config;
   config.codecs = split_list(args.codecs, ';');
   config.ks = parse_sizes(args.ks, "--k");
-  require(args.baselines.empty() || args.baselines == "faiss", "--baselines: expected 'faiss', got '{}'",
-          args.baselines);
-  config.faiss = args.baselines == "faiss";
+  for (const std::string& baseline : split_list(args.baselines, ',')) {
+    const bool all = baseline == "faiss";
+    require(all || baseline == "faiss:PQ" || baseline == "faiss:PQfs" || baseline == "faiss:SQ",
+            "--baselines: expected faiss (all) or faiss:PQ, faiss:PQfs, faiss:SQ, got '{}'", baseline);
+    for (const std::string kind : {"PQ", "PQfs", "SQ"})
+      if ((all || baseline == "faiss:" + kind) &&
+          std::find(config.faiss.begin(), config.faiss.end(), kind) == config.faiss.end())
+        config.faiss.push_back(kind);
+  }
   config.threads = args.threads;
   config.seed = args.seed;
   config.rerank = args.rerank;
@@ -146,7 +152,7 @@ std::function<void()> add_ann_command(CLI::App& app) {
   eval->add_option("--k", eval_args->ks, "Depths of recall 1@k (1, 10, 100)");
   eval->add_option("--queries", eval_args->queries, "Queries (one-file data: the last N rows; default 500)");
   eval->add_option("--metric", eval_args->metric, "ip | cosine | l2 (default: the dataset's)");
-  eval->add_option("--baselines", eval_args->baselines, "faiss: FAISS PQ, PQ fast-scan and SQ at equal bytes");
+  eval->add_option("--baselines", eval_args->baselines, "faiss: FAISS PQ, PQ fast-scan and SQ at equal bytes (or a comma list of faiss:PQ, faiss:PQfs, faiss:SQ)");
   eval->add_option("--rerank", eval_args->rerank, "Re-rank this many candidates from stored fp16 vectors");
   eval->add_option("--threads", eval_args->threads, "Threads (0 = all)")->check(CLI::Range(0, 4096));
   eval->add_option("--seed", eval_args->seed, "Seed of the codecs' rotations");

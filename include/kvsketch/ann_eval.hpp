@@ -46,7 +46,8 @@ std::vector<float> exact_scores(const Matrix& base, const Matrix& queries, const
 struct AnnEvalConfig {
   std::vector<std::string> codecs;  // empty: the default list
   std::vector<size_t> ks = {1, 10, 100};
-  bool faiss = false;
+  // FAISS baselines to run: any of "PQ", "PQfs", "SQ" (empty: none).
+  std::vector<std::string> faiss;
   int threads = 0;
   uint64_t seed = 0;
   size_t rerank = 0;                 // candidates re-ranked from stored fp16 copies (0 = off)

@@ -54,10 +54,19 @@ void FastScanStore::append(const CodeBuffer& encoded) {
   blocks_.resize((total + kBlockRows - 1) / kBlockRows * groups_ * 16, 0);
   tails_.resize(total * tail_bytes_);
   for (size_t i = 0; i < n; ++i) {
+    const size_t r = rows_ + i;
     const uint8_t* row = encoded.row(i);
-    for (size_t g = 0; g < 2 * layout_.index_bytes; ++g)
-      set_nibble(rows_ + i, g, static_cast<uint8_t>((row[g / 2] >> (4 * (g % 2))) & 15));
-    std::copy_n(row + layout_.index_bytes, tail_bytes_, tails_.data() + (rows_ + i) * tail_bytes_);
+    // Nibble g of the row goes to byte g * 16 of its block's slot (rows 16..31: the high half).
+    uint8_t* slot = blocks_.data() + (r / kBlockRows) * groups_ * 16 + r % 16;
+    const bool high = r % kBlockRows >= 16;
+    for (size_t k = 0; k < layout_.index_bytes; ++k) {
+      const uint8_t low_nibble = row[k] & 15, high_nibble = row[k] >> 4;
+      uint8_t* a = slot + 2 * k * 16;
+      uint8_t* b = a + 16;
+      *a = high ? static_cast<uint8_t>((*a & 0x0F) | (low_nibble << 4)) : static_cast<uint8_t>((*a & 0xF0) | low_nibble);
+      *b = high ? static_cast<uint8_t>((*b & 0x0F) | (high_nibble << 4)) : static_cast<uint8_t>((*b & 0xF0) | high_nibble);
+    }
+    std::copy_n(row + layout_.index_bytes, tail_bytes_, tails_.data() + r * tail_bytes_);
   }
   rows_ = total;
 }

@@ -15,7 +15,8 @@ namespace {
 
 constexpr size_t kQueryGroup = 8;     // queries scored together: each code row is read once for all
 constexpr size_t kChunkRows = 256;    // rows scored per kernel call; ranges are whole chunks
-constexpr size_t kMinRangeRows = 16384;  // below this a query's rows are not split across threads
+constexpr size_t kMinRangeRows = 16384;
+constexpr size_t kAddChunkRows = 4096;   // rows encoded per step of add  // below this a query's rows are not split across threads
 
 void push_scores(TopK& top, const float* scores, size_t first, size_t count) {
   float threshold = top.threshold();
@@ -69,14 +70,16 @@ size_t FlatIndex::bytes_per_vector() const {
 void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   if (n == 0) return;
   require(size() + n <= UINT32_MAX, "index: at most {} vectors, got {} more on {}", UINT32_MAX, n, size());
-  require_finite(x, n, dim_, "vectors");
+  // NaN and Inf are refused by the norms below (l2, cosine) or by the codec (ip), naming the row.
   std::vector<int64_t> new_ids(n);
   std::unordered_set<int64_t> seen;
+  if (ids) seen.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     new_ids[i] = ids ? ids[i] : static_cast<int64_t>(size() + i);
+    // Default ids are distinct among themselves; any id may clash with a stored (explicit) one.
     require(new_ids[i] >= 0, "add: row {} has negative id {}", i, new_ids[i]);
-    require(!contains(new_ids[i]) && seen.insert(new_ids[i]).second, "add: row {} has id {}, which is already taken",
-            i, new_ids[i]);
+    require(!contains(new_ids[i]) && (!ids || seen.insert(new_ids[i]).second),
+            "add: row {} has id {}, which is already taken", i, new_ids[i]);
   }
   // Rows as stored: unit vectors for cosine.
   std::vector<float> normalized;
@@ -87,7 +90,10 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     norms.resize(n);
     for (size_t i = 0; i < n; ++i) {
       const float norm = std::sqrt(dot(x + i * dim_, x + i * dim_, dim_));
-      require(std::isfinite(norm), "add: row {} has a norm beyond the float range", i);
+      if (!std::isfinite(norm)) {
+        require_finite(x + i * dim_, 1, dim_, "vectors", i);
+        throw Error(fmt::format("add: row {} has a norm beyond the float range", i));
+      }
       if (options_.metric == Metric::kCosine) {
         require(norm > 0.0f, "add: row {} is the zero vector, which has no direction (metric cosine)", i);
         for (size_t j = 0; j < dim_; ++j) normalized[i * dim_ + j] /= norm;
@@ -107,24 +113,46 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   const std::vector<uint8_t> calibration_before = codec_->calibration();
   const bool calibrate = codec_->calibrated_by_data() && !calibrated_;
   CodeBuffer encoded = codec_->make_buffer();
+  // Encoding runs on options.threads threads (the codec parallelizes over blocks of rows).
+  const int threads_before = omp_get_max_threads();
+  if (options_.threads > 0) omp_set_num_threads(options_.threads);
+  struct RestoreThreads {
+    int threads;
+    ~RestoreThreads() { omp_set_num_threads(threads); }
+  } restore{threads_before};
+  // Chunks of rows through one small buffer (no second copy of a large batch); a refused chunk
+  // takes back the ones stored before it, so a refused add changes nothing.
+  const size_t old = size();
   try {
     if (calibrate) codec_->calibrate(rows, n);
-    codec_->encode(rows, n, encoded);
+    for (size_t first = 0; first < n; first += kAddChunkRows) {
+      const size_t count = std::min(kAddChunkRows, n - first);
+      encoded.clear();
+      try {
+        codec_->encode(rows + first * dim_, count, encoded);
+      } catch (const Error& e) {
+        throw Error(fmt::format("add: rows from {}: {}", first, e.what()));
+      }
+      if (fast_)
+        fast_->append(encoded);
+      else
+        codes_.data().insert(codes_.data().end(), encoded.data().begin(), encoded.data().end());
+    }
   } catch (...) {
-    if (calibrate) codec_->set_calibration(calibration_before);  // a refused add changes nothing
+    if (calibrate) codec_->set_calibration(calibration_before);
+    if (fast_)
+      fast_->truncate(old);
+    else
+      codes_.resize(old);
     throw;
   }
   calibrated_ = calibrated_ || calibrate;
-  const size_t old = size();
-  if (fast_)
-    fast_->append(encoded);
-  else
-    codes_.data().insert(codes_.data().end(), encoded.data().begin(), encoded.data().end());
   ids_.insert(ids_.end(), new_ids.begin(), new_ids.end());
   if (options_.metric == Metric::kL2) norms_.insert(norms_.end(), norms.begin(), norms.end());
   if (options_.rerank_store == RerankStore::kFp16)
     for (size_t i = 0; i < n * dim_; ++i) copy16_.push_back(float_to_half(rows[i]));
   if (options_.rerank_store == RerankStore::kFp32) copy32_.insert(copy32_.end(), rows, rows + n * dim_);
+  position_.reserve(old + n);
   for (size_t i = 0; i < n; ++i) position_[new_ids[i]] = old + i;
 }
 

@@ -53,8 +53,7 @@ std::string TurboQuant::spec() const {
 
 void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
   const size_t d = dim();
-  std::vector<float> unit(d), residual(d), projection(signs_ ? signs_->rows() : 0),
-      decoded(options_.rescale ? d : 0);
+  std::vector<float> unit(d), residual(d), projection(signs_ ? signs_->rows() : 0);
   std::vector<uint8_t> scratch(d);
   for (size_t i = 0; i < n; ++i) {
     const float* row = x + i * d;
@@ -65,12 +64,12 @@ void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t fi
     std::memcpy(unit.data(), row, d * sizeof(float));
     simd::scale(unit.data(), 1.0f / norm, d);
     rotation_->apply(unit.data(), unit.data());
-    scalar_.encode(unit.data(), code, signs_ ? residual.data() : nullptr, scratch.data());
+    scalar_.encode(unit.data(), code, signs_ || options_.rescale ? residual.data() : nullptr, scratch.data());
     float stored = norm;
     if (options_.rescale) {
-      // Every centroid has the sign of the coordinates it stands for, so <u, u~> > 0.
-      scalar_.decode(code, decoded.data());
-      stored = norm / simd::dot(unit.data(), decoded.data(), d);
+      // <u, u~> = <u, u> - <u, u - u~>, in a fixed order: the same bits on every machine. Every
+      // centroid has the sign of the coordinates it stands for, so <u, u~> > 0.
+      stored = norm / (simd::sum_of_squares(unit.data(), d) - simd::fixed_order_dot(unit.data(), residual.data(), d));
     }
     store_norm(options_.norm, stored, code + norm_offset_);
     if (!signs_) continue;

@@ -4,6 +4,7 @@
 // or scale: its code bytes are d*b/8 where ours add a few bytes of norms (both are reported).
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "eval/ann_eval_internal.hpp"
@@ -71,17 +72,20 @@ std::vector<AnnEvalRow> run_faiss_baselines(const AnnDataset& data, double bits,
   const std::vector<float> base = cosine ? unit_rows(data.base).values : data.base.values;
   const std::vector<float> queries = cosine ? unit_rows(data.queries).values : data.queries.values;
   std::vector<Candidate> candidates;
+  auto wanted = [&](const char* kind) {
+    return std::find(config.faiss.begin(), config.faiss.end(), kind) != config.faiss.end();
+  };
   const double code_bits = bits * static_cast<double>(d);
   if (bits == std::floor(bits) && std::fmod(code_bits, 8.0) == 0.0) {
     const size_t pq = static_cast<size_t>(code_bits / 8.0), fast = static_cast<size_t>(code_bits / 4.0);
-    if (pq > 0 && d % pq == 0)
+    if (wanted("PQ") && pq > 0 && d % pq == 0)
       candidates.push_back({fmt::format("faiss:PQ{}x8", pq), std::make_unique<faiss::IndexPQ>(d, pq, 8, metric), pq});
-    if (fast > 0 && d % fast == 0 && fast % 2 == 0)
+    if (wanted("PQfs") && fast > 0 && d % fast == 0 && fast % 2 == 0)
       candidates.push_back(
           {fmt::format("faiss:PQfs{}x4", fast), std::make_unique<faiss::IndexPQFastScan>(d, fast, 4, metric), pq});
   }
   const int b = static_cast<int>(bits);
-  if (bits == b && (b == 4 || b == 6 || b == 8)) {
+  if (wanted("SQ") && bits == b && (b == 4 || b == 6 || b == 8)) {
     const auto type = b == 4 ? faiss::ScalarQuantizer::QT_4bit
                       : b == 6 ? faiss::ScalarQuantizer::QT_6bit
                                : faiss::ScalarQuantizer::QT_8bit;

@@ -112,26 +112,26 @@ void ScaleImpl(float* data, float factor, size_t n) {
 }
 
 // 16 partial sums regardless of vector width, reduced in the same fixed tree as the reference.
-float SumOfSquaresImpl(const float* x, size_t n) {
+float FixedOrderDotImpl(const float* x, const float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  if (lanes < 4 || lanes > 16 || 16 % lanes != 0) return reference::sum_of_squares(x, n);
+  if (lanes < 4 || lanes > 16 || 16 % lanes != 0) return reference::fixed_order_dot(x, y, n);
   HWY_ALIGN float partial[16] = {};
   const size_t vectors = 16 / lanes;
   auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     auto v0 = hn::LoadU(d, x + i);
-    acc0 = hn::Add(acc0, hn::Mul(v0, v0));
+    acc0 = hn::Add(acc0, hn::Mul(v0, hn::LoadU(d, y + i + 0 * lanes)));
     if (vectors > 1) {
       auto v1 = hn::LoadU(d, x + i + lanes);
-      acc1 = hn::Add(acc1, hn::Mul(v1, v1));
+      acc1 = hn::Add(acc1, hn::Mul(v1, hn::LoadU(d, y + i + 1 * lanes)));
     }
     if (vectors > 2) {
       auto v2 = hn::LoadU(d, x + i + 2 * lanes);
       auto v3 = hn::LoadU(d, x + i + 3 * lanes);
-      acc2 = hn::Add(acc2, hn::Mul(v2, v2));
-      acc3 = hn::Add(acc3, hn::Mul(v3, v3));
+      acc2 = hn::Add(acc2, hn::Mul(v2, hn::LoadU(d, y + i + 2 * lanes)));
+      acc3 = hn::Add(acc3, hn::Mul(v3, hn::LoadU(d, y + i + 3 * lanes)));
     }
   }
   hn::Store(acc0, d, partial);
@@ -140,11 +140,13 @@ float SumOfSquaresImpl(const float* x, size_t n) {
     hn::Store(acc2, d, partial + 2 * lanes);
     hn::Store(acc3, d, partial + 3 * lanes);
   }
-  for (; i < n; ++i) partial[i % 16] += x[i] * x[i];
+  for (; i < n; ++i) partial[i % 16] += x[i] * y[i];
   for (size_t width = 8; width >= 1; width /= 2)
     for (size_t i = 0; i < width; ++i) partial[i] += partial[i + width];
   return partial[0];
 }
+
+float SumOfSquaresImpl(const float* x, size_t n) { return FixedOrderDotImpl(x, x, n); }
 
 // Writes the int32 lanes (each < 256) as bytes.
 template <class DI, class V>
@@ -356,6 +358,7 @@ HWY_EXPORT(MultiplyFwhtImpl);
 HWY_EXPORT(MultiplyImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(SumOfSquaresImpl);
+HWY_EXPORT(FixedOrderDotImpl);
 HWY_EXPORT(QuantizeImpl);
 HWY_EXPORT(MatvecColumnsImpl);
 HWY_EXPORT(SignBitsImpl);
@@ -371,6 +374,9 @@ void multiply_fwht(float* data, const float* factors, size_t n) {
 void multiply(float* data, const float* factors, size_t n) { HWY_DYNAMIC_DISPATCH(MultiplyImpl)(data, factors, n); }
 void scale(float* data, float factor, size_t n) { HWY_DYNAMIC_DISPATCH(ScaleImpl)(data, factor, n); }
 float sum_of_squares(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquaresImpl)(x, n); }
+float fixed_order_dot(const float* x, const float* y, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(FixedOrderDotImpl)(x, y, n);
+}
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices) {
   HWY_DYNAMIC_DISPATCH(QuantizeImpl)(values, n, boundaries, bits, indices);
 }

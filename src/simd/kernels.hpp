@@ -18,6 +18,8 @@ void multiply(float* data, const float* factors, size_t n);
 void scale(float* data, float factor, size_t n);
 // Sum of x[i]^2 in a fixed order (16 interleaved partial sums, then a fixed tree).
 float sum_of_squares(const float* x, size_t n);
+// Sum of x[i] * y[i] in the same fixed order (bit-exact across instruction sets).
+float fixed_order_dot(const float* x, const float* y, size_t n);
 // indices[i] = number of boundaries strictly below values[i] (boundaries sorted, count = 2^bits - 1).
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
 // out[i] = values[i] - table[indices[i]] (the residual after quantization; any table size).
@@ -44,6 +46,7 @@ void multiply_fwht(float* data, const float* factors, size_t n);
 void multiply(float* data, const float* factors, size_t n);
 void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
+float fixed_order_dot(const float* x, const float* y, size_t n);
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
 void sign_bits(const float* x, size_t n, uint8_t* packed);
 void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,

@@ -28,9 +28,11 @@ void scale(float* data, float factor, size_t n) {
   for (size_t i = 0; i < n; ++i) data[i] *= factor;
 }
 
-float sum_of_squares(const float* x, size_t n) {
+float sum_of_squares(const float* x, size_t n) { return fixed_order_dot(x, x, n); }
+
+float fixed_order_dot(const float* x, const float* y, size_t n) {
   float partial[16] = {};
-  for (size_t i = 0; i < n; ++i) partial[i % 16] += x[i] * x[i];
+  for (size_t i = 0; i < n; ++i) partial[i % 16] += x[i] * y[i];
   for (size_t width = 8; width >= 1; width /= 2)
     for (size_t i = 0; i < width; ++i) partial[i] += partial[i + width];
   return partial[0];
