@@ -127,8 +127,11 @@ void FastScanStore::approximate(const Tables& t, size_t first_block, size_t bloc
 }
 
 float FastScanStore::exact(const Tables& t, size_t row) const {
+  const uint8_t* slot = blocks_.data() + (row / kBlockRows) * groups_ * 16 + row % 16;
+  const int shift = row % kBlockRows < 16 ? 0 : 4;
+  const float* table = t.exact.data();
   float sum = 0.0f;
-  for (size_t g = 0; g < groups_; ++g) sum += t.exact[g * 16 + nibble(row, g)];
+  for (size_t g = 0; g < groups_; ++g) sum += table[g * 16 + ((slot[g * 16] >> shift) & 15)];
   return scale(row) * sum;
 }
 

@@ -232,7 +232,7 @@ void FlatIndex::scan_fast(const float* queries, size_t heads, size_t first_chunk
   std::vector<FastScanStore::Tables> tables(heads);
   for (size_t h = 0; h < heads; ++h) tables[h] = fast_->tables(queries + h * dim_);
   // The integer scan keeps a wider shortlist; the float tables then give the codec's own scores.
-  const size_t keep = tops.front().capacity(), shortlist = std::min(size(), std::max(4 * keep, keep + 32));
+  const size_t keep = tops.front().capacity(), shortlist = std::min(size(), 2 * keep + 32);
   std::vector<TopK> approximate(heads, TopK(shortlist));
   std::vector<uint32_t> sums(kChunkRows);
   std::vector<float> scores(kChunkRows);
