@@ -72,3 +72,51 @@ TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("cannot open"), std::string::npos) << output;
 }
+
+TEST(Cli, AnnEvalJsonHasTheDocumentedKeysAndFaissRows) {
+  auto [status, output] =
+      run("ann eval --data sift-5k --queries 100 --codecs 'tq_mse:b=4,rescale=1' --k 1,10,100 --baselines faiss:SQ --json");
+  ASSERT_EQ(status, 0) << output;
+  const auto rows = nlohmann::json::parse(output.substr(output.find('[')));
+  ASSERT_EQ(rows.size(), 2u);  // ours and FAISS SQ4 (scripts/setup.sh installs FAISS)
+  for (const auto& row : rows)
+    for (const char* key : {"codec", "bits", "bytes_per_vector", "recall_1_at_1", "recall_1_at_10", "recall_1_at_100",
+                            "recall_10_at_10", "build_s", "ms_per_query", "ms_per_query_batch"})
+      EXPECT_TRUE(row.contains(key)) << key;
+  EXPECT_EQ(rows[0]["bytes_per_vector"].get<int>(), 64 + 2 + 2);
+  EXPECT_EQ(rows[0]["recall_1_at_100"].get<double>(), 1.0);
+  EXPECT_GT(rows[0]["recall_1_at_10"].get<double>(), 0.98);
+  EXPECT_EQ(rows[1]["codec"], "faiss:SQ4");
+  EXPECT_EQ(rows[1]["bytes_per_vector"].get<int>(), 64);
+}
+
+TEST(Cli, AnnBuildSearchAndBadInput) {
+  const std::string index = ::testing::TempDir() + "/kvsketch_cli.kvi";
+  const std::string sift = std::string(KVSKETCH_DATA_DIR) + "/sift-5k.tsv";
+  auto [status, output] = run("ann build --data " + sift + " --queries 10 --codec tq_mse:b=4,rescale=1 --out " + index);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("4990 vectors x 128 dims"), std::string::npos) << output;
+  // The base rows themselves as queries: each finds itself first.
+  std::tie(status, output) = run("ann search --index " + index + " --queries " + sift + " --k 3 --json");
+  ASSERT_EQ(status, 0) << output;
+  const auto hits = nlohmann::json::parse(output);
+  ASSERT_EQ(hits.size(), 5000u);
+  size_t self = 0;
+  for (size_t q = 0; q < 4990; ++q) self += hits[q]["ids"][0].get<size_t>() == q;
+  EXPECT_GT(self, 4900u);
+  std::tie(status, output) = run("ann eval --data sift-5k --metric manhattan");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("unknown metric 'manhattan'"), std::string::npos) << output;
+  std::tie(status, output) = run("ann eval --data sift-5k --k 0");
+  EXPECT_EQ(status, 2);
+  std::tie(status, output) = run("ann search --index " + sift + " --queries " + sift);
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("not a kvsketch index file"), std::string::npos) << output;
+  const std::string small = ::testing::TempDir() + "/kvsketch_cli_small.tsv";
+  std::FILE* file = std::fopen(small.c_str(), "w");
+  std::fputs("1 2 3\n4 5 6\n", file);
+  std::fclose(file);
+  std::tie(status, output) = run("ann search --index " + index + " --queries " + small);
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("dimension 3, the index 128"), std::string::npos) << output;
+}
