@@ -50,6 +50,10 @@ struct FlatIndexOptions {
   // re-score the best candidates with float tables (same results, up to table rounding among the
   // candidates kept). Ignored for other codecs.
   bool fast_scan = true;
+  // Quantize x - mean, the mean of the first batch added (of unit vectors for cosine): rankings are
+  // unchanged (l2 centres the query too; ip and cosine add <q, mean> back), and the codes' error
+  // scales with ||x - mean|| instead of ||x||. Kept as d floats, counted in calibration_bytes().
+  bool center = true;
 };
 
 class FastScanStore;
@@ -85,7 +89,8 @@ class FlatIndex {
   // re-ranking. bytes() = size() * bytes_per_vector(); code_bytes_per_vector() is the codec's part.
   size_t bytes_per_vector() const;
   size_t code_bytes_per_vector() const;
-  // Plus the codec's calibration (center: keeps an fp16 mean), held once per index.
+  // Plus the index's l2 centre (d floats) and the codec's calibration (center: keeps an fp16
+  // mean), held once per index.
   size_t calibration_bytes() const;
   size_t bytes() const { return size() * bytes_per_vector() + calibration_bytes(); }
 
@@ -117,6 +122,7 @@ class FlatIndex {
   std::vector<float> copy32_;     // RerankStore::kFp32: rows x dim
   std::unordered_map<int64_t, size_t> position_;
   bool calibrated_ = false;  // data-dependent codecs calibrate on the first add
+  std::vector<float> center_;  // with options.center: the mean subtracted (empty until the first add)
 };
 
 }  // namespace kvsketch

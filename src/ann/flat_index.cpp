@@ -57,7 +57,7 @@ size_t FlatIndex::code_bytes_per_vector() const {
   return fast_ ? fast_->bytes_per_vector() : codec_->code_bytes();
 }
 
-size_t FlatIndex::calibration_bytes() const { return codec_->calibration().size(); }
+size_t FlatIndex::calibration_bytes() const { return codec_->calibration().size() + 4 * center_.size(); }
 
 size_t FlatIndex::bytes_per_vector() const {
   size_t bytes = code_bytes_per_vector();
@@ -81,28 +81,51 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     require(!contains(new_ids[i]) && (!ids || seen.insert(new_ids[i]).second),
             "add: row {} has id {}, which is already taken", i, new_ids[i]);
   }
-  // Rows as stored: unit vectors for cosine.
-  std::vector<float> normalized;
+  // Rows as stored: unit vectors for cosine, then minus the centre (the mean of the first batch
+  // added), so that the codes quantize the smaller x - mean.
+  std::vector<float> stored;
   const float* rows = x;
-  std::vector<uint16_t> norms;
-  if (options_.metric != Metric::kInnerProduct) {
-    if (options_.metric == Metric::kCosine) normalized.assign(x, x + n * dim_);
-    norms.resize(n);
+  if (options_.metric == Metric::kCosine) {
+    stored.assign(x, x + n * dim_);
     for (size_t i = 0; i < n; ++i) {
-      const float norm = std::sqrt(dot(x + i * dim_, x + i * dim_, dim_));
-      if (!std::isfinite(norm)) {
-        require_finite(x + i * dim_, 1, dim_, "vectors", i);
-        throw Error(fmt::format("add: row {} has a norm beyond the float range", i));
-      }
-      if (options_.metric == Metric::kCosine) {
-        require(norm > 0.0f, "add: row {} is the zero vector, which has no direction (metric cosine)", i);
-        for (size_t j = 0; j < dim_; ++j) normalized[i * dim_ + j] /= norm;
-      } else {
-        require(norm <= kHalfMax, "add: row {} has norm {}, beyond the fp16 range of the stored L2 norm", i, norm);
-        norms[i] = float_to_half(norm);
-      }
+      float* row = stored.data() + i * dim_;
+      const float norm = std::sqrt(dot(row, row, dim_));
+      if (!std::isfinite(norm)) require_finite(row, 1, dim_, "vectors", i);
+      require(std::isfinite(norm), "add: row {} has a norm beyond the float range", i);
+      require(norm > 0.0f, "add: row {} is the zero vector, which has no direction (metric cosine)", i);
+      for (size_t j = 0; j < dim_; ++j) row[j] /= norm;
     }
-    if (options_.metric == Metric::kCosine) rows = normalized.data();
+    rows = stored.data();
+  }
+  const bool first_centre = options_.center && center_.empty();
+  if (first_centre) {
+    require_finite(rows, n, dim_, "vectors");
+    std::vector<double> sum(dim_, 0.0);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < dim_; ++j) sum[j] += rows[i * dim_ + j];
+    center_.resize(dim_);
+    for (size_t j = 0; j < dim_; ++j) center_[j] = static_cast<float>(sum[j] / static_cast<double>(n));
+  }
+  struct ForgetCentre {  // a refused first add leaves no centre behind
+    std::vector<float>& centre;
+    bool armed;
+    ~ForgetCentre() {
+      if (armed) centre.clear();
+    }
+  } forget{center_, first_centre};
+  if (!center_.empty()) {
+    if (stored.empty()) stored.assign(x, x + n * dim_);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < dim_; ++j) stored[i * dim_ + j] -= center_[j];
+    rows = stored.data();
+  }
+  std::vector<uint16_t> norms(options_.metric == Metric::kL2 ? n : 0);
+  for (size_t i = 0; i < norms.size(); ++i) {
+    const float norm = std::sqrt(dot(rows + i * dim_, rows + i * dim_, dim_));
+    if (!std::isfinite(norm)) require_finite(x + i * dim_, 1, dim_, "vectors", i);
+    require(std::isfinite(norm), "add: row {} has a norm beyond the float range", i);
+    require(norm <= kHalfMax, "add: row {} has norm {}, beyond the fp16 range of the stored L2 norm", i, norm);
+    norms[i] = float_to_half(norm);
   }
   if (options_.rerank_store == RerankStore::kFp16)
     for (size_t i = 0; i < n * dim_; ++i)
@@ -147,6 +170,7 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     throw;
   }
   calibrated_ = calibrated_ || calibrate;
+  forget.armed = false;
   ids_.insert(ids_.end(), new_ids.begin(), new_ids.end());
   if (options_.metric == Metric::kL2) norms_.insert(norms_.end(), norms.begin(), norms.end());
   if (options_.rerank_store == RerankStore::kFp16)
@@ -192,6 +216,9 @@ size_t FlatIndex::remove(const int64_t* ids, size_t n) {
 std::vector<float> FlatIndex::prepared_queries(const float* queries, size_t nq) const {
   require_finite(queries, nq, dim_, "queries");
   std::vector<float> out(queries, queries + nq * dim_);
+  if (!center_.empty() && options_.metric == Metric::kL2)
+    for (size_t q = 0; q < nq; ++q)
+      for (size_t j = 0; j < dim_; ++j) out[q * dim_ + j] -= center_[j];
   if (options_.metric == Metric::kCosine)
     for (size_t q = 0; q < nq; ++q) {
       float* row = out.data() + q * dim_;
@@ -341,9 +368,12 @@ Neighbors FlatIndex::search(const float* queries, size_t nq, size_t k) const {
       std::sort(best.begin(), best.end(), better);
     }
     const float query_square = options_.metric == Metric::kL2 ? dot(query, query, dim_) : 0.0f;
+    // ip and cosine rank by <q, x - mean>; the reported score adds back <q, mean>.
+    const float shift = !center_.empty() && options_.metric != Metric::kL2 ? dot(query, center_.data(), dim_) : 0.0f;
     for (size_t r = 0; r < k; ++r) {
       out.ids[i * k + r] = ids_[best[r].row];
-      out.scores[i * k + r] = options_.metric == Metric::kL2 ? query_square - 2.0f * best[r].score : best[r].score;
+      out.scores[i * k + r] =
+          options_.metric == Metric::kL2 ? query_square - 2.0f * best[r].score : best[r].score + shift;
     }
   }
   return out;

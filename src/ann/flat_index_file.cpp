@@ -2,12 +2,15 @@
 //   "KVSKETCH" "INDEX\0\0\0"   magic, 16 bytes
 //   u32 version (1), u32 reserved
 //   u64 dim, seed, metric, rerank store, rerank candidates, fast scan, rows; codec spec (u64 length, bytes)
-//   u64 calibrated flag, codec calibration state (u64 length, bytes)
+//   u64 calibrated flag, codec calibration state (u64 length, bytes), u64 centre flag, centre
+//   (u64 count, floats)
 //   codes: rows x code_bytes, or (fast scan) ceil(rows / 32) blocks of groups x 16 bytes, then
 //     rows x the codec's trailing bytes (norm or scale), ids (rows x i64), L2 norms (rows x fp16, metric l2 only),
 //   stored copies (rows x dim fp16 or fp32, when kept)
 //   trailer: u64 payload bytes, u32 CRC-32, u32 reserved
 // The codec is rebuilt from its spec and the seed, exactly as the index made it.
+#include <cmath>
+
 #include "ann/fast_scan_store.hpp"
 #include "io/checked_file.hpp"
 #include "kvsketch/ann.hpp"
@@ -33,6 +36,9 @@ void FlatIndex::save(const std::string& path) const {
   out.u64(calibrated_);
   out.u64(calibration.size());
   out.raw(calibration.data(), calibration.size());
+  out.u64(options_.center);
+  out.u64(center_.size());
+  out.raw(center_.data(), center_.size() * 4);
   if (fast_) {
     out.raw(fast_->block_bytes().data(), fast_->block_bytes().size());
     out.raw(fast_->tail_bytes().data(), fast_->tail_bytes().size());
@@ -84,6 +90,11 @@ FlatIndex FlatIndex::load(const std::string& path) {
   }
   require(index.fast_scan() == options.fast_scan, "load: {} is inconsistent: fast scan flag for codec {}", path,
           options.codec);
+  index.options_.center = in.u64("centre flag") != 0;
+  in.into(index.center_, in.u64("centre length"), "centre");
+  require(index.center_.empty() || index.center_.size() == dim,
+          "load: {} is inconsistent: a centre of {} values at dimension {}", path, index.center_.size(), dim);
+  for (const float value : index.center_) require(std::isfinite(value), "load: {} has a non-finite centre", path);
   const size_t code_bytes = index.code_bytes_per_vector();
   require(rows <= in.remaining() / std::max<size_t>(code_bytes, 1), "load: {} is truncated: {} rows claimed", path,
           rows);
