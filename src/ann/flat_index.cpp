@@ -13,7 +13,9 @@
 namespace kvsketch {
 namespace {
 
-constexpr size_t kQueryGroup = 8;     // queries scored together: each code row is read once for all
+// Queries scored together: each chunk of codes is read from memory once for all of them. The fast
+// scan's byte tables are small (16 bytes per group), so it takes more queries per pass.
+constexpr size_t kQueryGroup = 8, kFastScanQueryGroup = 32;
 constexpr size_t kChunkRows = 256;    // rows scored per kernel call; ranges are whole chunks
 constexpr size_t kMinRangeRows = 16384;
 constexpr size_t kAddChunkRows = 4096;   // rows encoded per step of add  // below this a query's rows are not split across threads
@@ -290,7 +292,8 @@ void FlatIndex::code_candidates(const float* queries, size_t nq, size_t keep, st
     prepared[q] = codec_->prepare(queries + q * dim_);
     pointers[q] = prepared[q].get();
   }
-  const size_t groups = (nq + kQueryGroup - 1) / kQueryGroup;
+  const size_t group_size = fast_ ? kFastScanQueryGroup : kQueryGroup;
+  const size_t groups = (nq + group_size - 1) / group_size;
   const size_t chunks = (n + kChunkRows - 1) / kChunkRows;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   // Few queries: split the rows among threads too. Ranges are whole chunks, so every row is scored
@@ -299,27 +302,27 @@ void FlatIndex::code_candidates(const float* queries, size_t nq, size_t keep, st
   if (groups < static_cast<size_t>(threads))
     ranges = std::clamp<size_t>((threads + groups - 1) / groups, 1, std::max<size_t>(1, n / kMinRangeRows));
   ranges = std::min(ranges, chunks);
-  std::vector<std::vector<ScoredRow>> partial(groups * ranges * kQueryGroup);
+  std::vector<std::vector<ScoredRow>> partial(groups * ranges * group_size);
   const long tasks = static_cast<long>(groups * ranges);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (tasks > 1)
   for (long task = 0; task < tasks; ++task) {
     const size_t group = static_cast<size_t>(task) / ranges, range = static_cast<size_t>(task) % ranges;
-    const size_t first_query = group * kQueryGroup, heads = std::min(kQueryGroup, nq - first_query);
+    const size_t first_query = group * group_size, heads = std::min(group_size, nq - first_query);
     const size_t first_chunk = range * chunks / ranges, end_chunk = (range + 1) * chunks / ranges;
     std::vector<TopK> tops(heads, TopK(keep));
     if (fast_)
       scan_fast(queries + first_query * dim_, heads, first_chunk, end_chunk, tops);
     else
       scan_rows(pointers.data() + first_query, heads, first_chunk, end_chunk, tops);
-    for (size_t h = 0; h < heads; ++h) partial[(group * ranges + range) * kQueryGroup + h] = tops[h].take_sorted();
+    for (size_t h = 0; h < heads; ++h) partial[(group * ranges + range) * group_size + h] = tops[h].take_sorted();
   }
   similarity.assign(nq * keep, 0.0f);
   positions.assign(nq * keep, 0);
   for (size_t q = 0; q < nq; ++q) {
-    const size_t group = q / kQueryGroup, h = q % kQueryGroup;
+    const size_t group = q / group_size, h = q % group_size;
     TopK merged(keep);
     for (size_t range = 0; range < ranges; ++range)
-      for (const ScoredRow& row : partial[(group * ranges + range) * kQueryGroup + h]) merged.push(row);
+      for (const ScoredRow& row : partial[(group * ranges + range) * group_size + h]) merged.push(row);
     const std::vector<ScoredRow> best = merged.take_sorted();
     for (size_t r = 0; r < keep; ++r) {
       similarity[q * keep + r] = best[r].score;
