@@ -50,7 +50,8 @@ struct FlatIndexOptions {
   // re-score the best candidates with float tables (same results, up to table rounding among the
   // candidates kept). Ignored for other codecs.
   bool fast_scan = true;
-  // Quantize x - mean, the mean of the first batch added (of unit vectors for cosine): rankings are
+  // Quantize x - mean, the mean of the first vectors added (up to 4096 of the first batch; of unit
+  // vectors for cosine): rankings are
   // unchanged (l2 centres the query too; ip and cosine add <q, mean> back), and the codes' error
   // scales with ||x - mean|| instead of ||x||. Kept as d floats, counted in calibration_bytes().
   bool center = true;
@@ -74,8 +75,8 @@ class FlatIndex {
   const FlatIndexOptions& options() const { return options_; }
   const VectorCodec& codec() const { return *codec_; }
 
-  // Adds n rows (row-major n x dim). A data-dependent codec (center:SPEC: quantize x - mean)
-  // calibrates on the first batch added, so give the first add a representative batch. ids default to size(), size()+1, ...; an id already present,
+  // Adds n rows (row-major n x dim). The centre (options.center) and a data-dependent codec
+  // (center:SPEC) come from the first rows of the first batch: give it a representative one. ids default to size(), size()+1, ...; an id already present,
   // a duplicate within ids, a negative id, NaN/Inf, or (cosine) a zero vector is refused naming
   // the row, and the index is unchanged.
   void add(const float* x, size_t n, const int64_t* ids = nullptr);
@@ -110,6 +111,8 @@ class FlatIndex {
   // The similarity of stored row `position` to q: code estimate, or the stored copy when exact.
   float exact_similarity(const float* q, size_t position) const;
   std::vector<float> prepared_queries(const float* queries, size_t nq) const;
+  // Rows [first, first + count) of x as stored: unit vectors for cosine, minus the centre.
+  void prepare_rows(const float* x, size_t first, size_t count, std::vector<float>& rows) const;
 
   size_t dim_;
   FlatIndexOptions options_;

@@ -53,8 +53,26 @@ void FastScanStore::append(const CodeBuffer& encoded) {
   const size_t n = encoded.size(), total = rows_ + n;
   blocks_.resize((total + kBlockRows - 1) / kBlockRows * groups_ * 16, 0);
   tails_.resize(total * tail_bytes_);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t r = rows_ + i;
+  size_t i = 0;
+  // Whole blocks of 32 rows: byte k of rows j and 16 + j gives byte j of groups 2k and 2k + 1.
+  for (; rows_ % kBlockRows == 0 && i + kBlockRows <= n; i += kBlockRows, rows_ += kBlockRows) {
+    uint8_t* block = blocks_.data() + (rows_ / kBlockRows) * groups_ * 16;
+    const uint8_t* rows[kBlockRows];
+    for (size_t j = 0; j < kBlockRows; ++j) rows[j] = encoded.row(i + j);
+    for (size_t k = 0; k < layout_.index_bytes; ++k) {
+      uint8_t* low = block + 2 * k * 16;
+      uint8_t* high = low + 16;
+      for (size_t j = 0; j < 16; ++j) {
+        const uint8_t a = rows[j][k], b = rows[16 + j][k];
+        low[j] = static_cast<uint8_t>((a & 15) | (b << 4));
+        high[j] = static_cast<uint8_t>((a >> 4) | (b & 0xF0));
+      }
+    }
+    for (size_t j = 0; j < kBlockRows; ++j)
+      std::copy_n(rows[j] + layout_.index_bytes, tail_bytes_, tails_.data() + (rows_ + j) * tail_bytes_);
+  }
+  for (; i < n; ++i, ++rows_) {
+    const size_t r = rows_;
     const uint8_t* row = encoded.row(i);
     // Nibble g of the row goes to byte g * 16 of its block's slot (rows 16..31: the high half).
     uint8_t* slot = blocks_.data() + (r / kBlockRows) * groups_ * 16 + r % 16;
@@ -68,7 +86,12 @@ void FastScanStore::append(const CodeBuffer& encoded) {
     }
     std::copy_n(row + layout_.index_bytes, tail_bytes_, tails_.data() + r * tail_bytes_);
   }
-  rows_ = total;
+}
+
+void FastScanStore::reserve(size_t rows) {
+  const size_t blocks = (rows + kBlockRows - 1) / kBlockRows * groups_ * 16;
+  if (blocks_.capacity() < blocks) blocks_.reserve(blocks);
+  if (tails_.capacity() < rows * tail_bytes_) tails_.reserve(rows * tail_bytes_);
 }
 
 void FastScanStore::move_row(size_t from, size_t to) {

@@ -27,6 +27,7 @@ class FastScanStore {
   size_t bytes() const { return blocks_.size() + tails_.size(); }
 
   void append(const CodeBuffer& encoded);
+  void reserve(size_t rows);
   void move_row(size_t from, size_t to);  // row `to` becomes a copy of row `from`
   void truncate(size_t rows);
 

@@ -9,6 +9,7 @@
 #include "kvsketch/ann.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
+#include "simd/kernels.hpp"
 
 namespace kvsketch {
 namespace {
@@ -18,7 +19,8 @@ namespace {
 constexpr size_t kQueryGroup = 8, kFastScanQueryGroup = 32;
 constexpr size_t kChunkRows = 256;    // rows scored per kernel call; ranges are whole chunks
 constexpr size_t kMinRangeRows = 16384;
-constexpr size_t kAddChunkRows = 4096;   // rows encoded per step of add  // below this a query's rows are not split across threads
+constexpr size_t kAddChunkBytes = 1 << 20;  // floats prepared per step of add: stays in L2
+constexpr size_t kCalibrationRows = 4096;  // the first rows added that give the centre  // below this a query's rows are not split across threads
 
 void push_scores(TopK& top, const float* scores, size_t first, size_t count) {
   float threshold = top.threshold();
@@ -69,10 +71,33 @@ size_t FlatIndex::bytes_per_vector() const {
   return bytes;
 }
 
+void FlatIndex::prepare_rows(const float* x, size_t first, size_t count, std::vector<float>& rows) const {
+  rows.resize(count * dim_);
+  const bool centre_now = !center_.empty() && options_.metric != Metric::kCosine;
+  for (size_t i = 0; i < count; ++i) {
+    float* row = rows.data() + i * dim_;
+    const float* in = x + (first + i) * dim_;
+    if (centre_now) {  // -1 * c is exact, so this is row - c rounded once on every target
+      std::copy_n(in, dim_, row);
+      simd::axpy(-1.0f, center_.data(), row, dim_);
+      continue;
+    }
+    std::copy_n(in, dim_, row);
+    if (options_.metric == Metric::kCosine) {
+      const float norm = std::sqrt(dot(row, row, dim_));
+      if (!std::isfinite(norm)) require_finite(row, 1, dim_, "vectors", first + i);
+      require(std::isfinite(norm), "add: row {} has a norm beyond the float range", first + i);
+      require(norm > 0.0f, "add: row {} is the zero vector, which has no direction (metric cosine)", first + i);
+      for (size_t j = 0; j < dim_; ++j) row[j] /= norm;
+    }
+    if (!center_.empty())
+      for (size_t j = 0; j < dim_; ++j) row[j] -= center_[j];
+  }
+}
+
 void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   if (n == 0) return;
   require(size() + n <= UINT32_MAX, "index: at most {} vectors, got {} more on {}", UINT32_MAX, n, size());
-  // NaN and Inf are refused by the norms below (l2, cosine) or by the codec (ip), naming the row.
   std::vector<int64_t> new_ids(n);
   std::unordered_set<int64_t> seen;
   if (ids) seen.reserve(n);
@@ -83,61 +108,6 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     require(!contains(new_ids[i]) && (!ids || seen.insert(new_ids[i]).second),
             "add: row {} has id {}, which is already taken", i, new_ids[i]);
   }
-  // Rows as stored: unit vectors for cosine, then minus the centre (the mean of the first batch
-  // added), so that the codes quantize the smaller x - mean.
-  std::vector<float> stored;
-  const float* rows = x;
-  if (options_.metric == Metric::kCosine) {
-    stored.assign(x, x + n * dim_);
-    for (size_t i = 0; i < n; ++i) {
-      float* row = stored.data() + i * dim_;
-      const float norm = std::sqrt(dot(row, row, dim_));
-      if (!std::isfinite(norm)) require_finite(row, 1, dim_, "vectors", i);
-      require(std::isfinite(norm), "add: row {} has a norm beyond the float range", i);
-      require(norm > 0.0f, "add: row {} is the zero vector, which has no direction (metric cosine)", i);
-      for (size_t j = 0; j < dim_; ++j) row[j] /= norm;
-    }
-    rows = stored.data();
-  }
-  const bool first_centre = options_.center && center_.empty();
-  if (first_centre) {
-    require_finite(rows, n, dim_, "vectors");
-    std::vector<double> sum(dim_, 0.0);
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < dim_; ++j) sum[j] += rows[i * dim_ + j];
-    center_.resize(dim_);
-    for (size_t j = 0; j < dim_; ++j) center_[j] = static_cast<float>(sum[j] / static_cast<double>(n));
-  }
-  struct ForgetCentre {  // a refused first add leaves no centre behind
-    std::vector<float>& centre;
-    bool armed;
-    ~ForgetCentre() {
-      if (armed) centre.clear();
-    }
-  } forget{center_, first_centre};
-  if (!center_.empty()) {
-    if (stored.empty()) stored.assign(x, x + n * dim_);
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < dim_; ++j) stored[i * dim_ + j] -= center_[j];
-    rows = stored.data();
-  }
-  std::vector<uint16_t> norms(options_.metric == Metric::kL2 ? n : 0);
-  for (size_t i = 0; i < norms.size(); ++i) {
-    const float norm = std::sqrt(dot(rows + i * dim_, rows + i * dim_, dim_));
-    if (!std::isfinite(norm)) require_finite(x + i * dim_, 1, dim_, "vectors", i);
-    require(std::isfinite(norm), "add: row {} has a norm beyond the float range", i);
-    require(norm <= kHalfMax, "add: row {} has norm {}, beyond the fp16 range of the stored L2 norm", i, norm);
-    norms[i] = float_to_half(norm);
-  }
-  if (options_.rerank_store == RerankStore::kFp16)
-    for (size_t i = 0; i < n * dim_; ++i)
-      require(std::fabs(rows[i]) <= kHalfMax, "add: row {} column {} is {}, beyond the fp16 range of the stored copy",
-              i / dim_, i % dim_, rows[i]);
-  // A data-dependent codec (center:, outlier split) calibrates on the first vectors added: one
-  // pass over them (a mean, channel energies), no iterations.
-  const std::vector<uint8_t> calibration_before = codec_->calibration();
-  const bool calibrate = codec_->calibrated_by_data() && !calibrated_;
-  CodeBuffer encoded = codec_->make_buffer();
   // Encoding runs on options.threads threads (the codec parallelizes over blocks of rows).
   const int threads_before = omp_get_max_threads();
   if (options_.threads > 0) omp_set_num_threads(options_.threads);
@@ -145,16 +115,61 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     int threads;
     ~RestoreThreads() { omp_set_num_threads(threads); }
   } restore{threads_before};
-  // Chunks of rows through one small buffer (no second copy of a large batch); a refused chunk
-  // takes back the ones stored before it, so a refused add changes nothing.
+
   const size_t old = size();
+  const bool first_centre = options_.center && center_.empty();
+  const bool calibrate = codec_->calibrated_by_data() && !calibrated_;
+  const std::vector<uint8_t> calibration_before = codec_->calibration();
+  // Room for the whole batch up front (growing geometrically): no reallocation while chunks arrive.
+  const size_t room = std::max(old + n, 2 * old);
+  if (fast_) fast_->reserve(room);
+  if (!fast_ && codes_.data().capacity() < (old + n) * codec_->code_bytes())
+    codes_.data().reserve(room * codec_->code_bytes());
+  if (options_.metric == Metric::kL2 && norms_.capacity() < old + n) norms_.reserve(room);
+  std::vector<float> rows;  // one chunk of rows as stored: unit vectors for cosine, minus the centre
+  CodeBuffer encoded = codec_->make_buffer();
   try {
-    if (calibrate) codec_->calibrate(rows, n);
-    for (size_t first = 0; first < n; first += kAddChunkRows) {
-      const size_t count = std::min(kAddChunkRows, n - first);
+    // The first vectors added (up to kCalibrationRows) give the centre and calibrate a
+    // data-dependent codec (center:, outlier split): one pass, no iterations.
+    if (first_centre || calibrate) {
+      const size_t count = std::min(n, kCalibrationRows);
+      prepare_rows(x, 0, count, rows);
+      require_finite(rows.data(), count, dim_, "vectors");
+      if (first_centre) {
+        std::vector<double> sum(dim_, 0.0);
+        for (size_t i = 0; i < count; ++i)
+          for (size_t j = 0; j < dim_; ++j) sum[j] += rows[i * dim_ + j];
+        center_.resize(dim_);
+        for (size_t j = 0; j < dim_; ++j) center_[j] = static_cast<float>(sum[j] / static_cast<double>(count));
+        for (size_t i = 0; i < count; ++i)
+          for (size_t j = 0; j < dim_; ++j) rows[i * dim_ + j] -= center_[j];
+      }
+      if (calibrate) codec_->calibrate(rows.data(), count);
+    }
+    // Chunks through one small buffer (no copy of a large batch); a refused chunk takes back
+    // the ones stored before it, so a refused add changes nothing.
+    // Whole fast-scan blocks of 32 rows per chunk, so that chunks transpose block by block.
+    const size_t chunk_rows = std::max<size_t>(64, kAddChunkBytes / (4 * dim_) / 32 * 32);
+    for (size_t first = 0; first < n; first += chunk_rows) {
+      const size_t count = std::min(chunk_rows, n - first);
+      prepare_rows(x, first, count, rows);
+      if (options_.metric == Metric::kL2)
+        for (size_t i = 0; i < count; ++i) {
+          const float norm = std::sqrt(dot(rows.data() + i * dim_, rows.data() + i * dim_, dim_));
+          if (!std::isfinite(norm)) require_finite(x + (first + i) * dim_, 1, dim_, "vectors", first + i);
+          require(std::isfinite(norm), "add: row {} has a norm beyond the float range", first + i);
+          require(norm <= kHalfMax, "add: row {} has norm {}, beyond the fp16 range of the stored L2 norm",
+                  first + i, norm);
+          norms_.push_back(float_to_half(norm));
+        }
+      if (options_.rerank_store == RerankStore::kFp16)
+        for (size_t i = 0; i < count * dim_; ++i)
+          require(std::fabs(rows[i]) <= kHalfMax,
+                  "add: row {} column {} is {}, beyond the fp16 range of the stored copy", first + i / dim_,
+                  i % dim_, rows[i]);
       encoded.clear();
       try {
-        codec_->encode(rows + first * dim_, count, encoded);
+        codec_->encode(rows.data(), count, encoded);
       } catch (const Error& e) {
         throw Error(fmt::format("add: rows from {}: {}", first, e.what()));
       }
@@ -162,22 +177,24 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
         fast_->append(encoded);
       else
         codes_.data().insert(codes_.data().end(), encoded.data().begin(), encoded.data().end());
+      if (options_.rerank_store == RerankStore::kFp16)
+        for (size_t i = 0; i < count * dim_; ++i) copy16_.push_back(float_to_half(rows[i]));
+      if (options_.rerank_store == RerankStore::kFp32) copy32_.insert(copy32_.end(), rows.begin(), rows.end());
     }
   } catch (...) {
+    if (first_centre) center_.clear();
     if (calibrate) codec_->set_calibration(calibration_before);
     if (fast_)
       fast_->truncate(old);
     else
       codes_.resize(old);
+    if (!norms_.empty()) norms_.resize(old);
+    copy16_.resize(copy16_.empty() ? 0 : old * dim_);
+    copy32_.resize(copy32_.empty() ? 0 : old * dim_);
     throw;
   }
   calibrated_ = calibrated_ || calibrate;
-  forget.armed = false;
   ids_.insert(ids_.end(), new_ids.begin(), new_ids.end());
-  if (options_.metric == Metric::kL2) norms_.insert(norms_.end(), norms.begin(), norms.end());
-  if (options_.rerank_store == RerankStore::kFp16)
-    for (size_t i = 0; i < n * dim_; ++i) copy16_.push_back(float_to_half(rows[i]));
-  if (options_.rerank_store == RerankStore::kFp32) copy32_.insert(copy32_.end(), rows, rows + n * dim_);
   position_.reserve(old + n);
   for (size_t i = 0; i < n; ++i) position_[new_ids[i]] = old + i;
 }
