@@ -1,5 +1,6 @@
 #include "codec/spec_parser.hpp"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -38,6 +39,23 @@ SpecParameters::SpecParameters(const std::string& codec, const std::map<std::str
     require(std::find(allowed.begin(), allowed.end(), key) != allowed.end(),
             "codec '{}': unknown parameter '{}'; valid parameters: {}", codec, key,
             allowed.empty() ? std::string("none") : fmt::format("{}", fmt::join(allowed, ", ")));
+}
+
+double SpecParameters::real(const std::string& key, double fallback, double min, double max) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  require(used == it->second.size() && used > 0 && std::isfinite(value), "'{}': parameter {}='{}' is not a number",
+          codec_, key, it->second);
+  require(value >= min && value <= max, "'{}': parameter {}={} out of range; expected {}..{}", codec_, key, value, min,
+          max);
+  return value;
 }
 
 int64_t SpecParameters::integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) const {

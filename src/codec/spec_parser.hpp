@@ -15,6 +15,7 @@ class SpecParameters {
                  const std::vector<std::string>& allowed);
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) const;
+  double real(const std::string& key, double fallback, double min, double max) const;
   std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& valid) const;
 
  private:

@@ -1,0 +1,58 @@
+// Attention from a weighted subset of the tokens (MagicPIG, top-k, sampling baselines): a
+// selector picks body tokens and a log weight for each, and one kernel computes
+// softmax(q k_i / sqrt(d) + log w_i) v_i over them, returning the output and the log-sum-exp so
+// that it merges with the exact sinks and recent window (merge_attention).
+//
+//   auto selector = kvsketch::make_selector("magicpig:K=10,L=150", 128, /*seed=*/1);
+//   selector->append(keys, n);                          // prefill, then decoded tokens
+//   TokenSelection s = selector->select(q, body, 0);    // body: the keys and values it indexes
+//   AttentionResult part = weighted_attention(q, body, s);
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvsketch/attention.hpp"
+
+namespace kvsketch {
+
+// The tokens a selector indexes: rows [0, tokens) of keys and values (tokens x dim floats).
+struct BodyView {
+  const float* keys = nullptr;
+  const float* values = nullptr;
+  size_t tokens = 0, dim = 0;
+};
+
+struct TokenSelection {
+  std::vector<uint32_t> tokens;      // ascending body rows
+  std::vector<float> log_weights;    // one per token, added to its logit
+};
+
+// One query head: softmax over the selection of q k_i / sqrt(dim) + log_weights_i, times v_i.
+// An empty selection gives lse = -inf and a zero output (it merges as nothing).
+AttentionResult weighted_attention(const float* query, const BodyView& body, const TokenSelection& selection);
+
+class TokenSelector {
+ public:
+  virtual ~TokenSelector() = default;
+  // Canonical spec, every parameter spelled out.
+  virtual std::string spec() const = 0;
+  // Body tokens arrive in order: the prefill, then one decoded token at a time. Never rebuilds.
+  virtual void append(const float* keys, size_t n) = 0;
+  virtual size_t tokens() const = 0;
+  // The tokens to read for one query head, and their log weights. `draw` numbers the call, for
+  // selectors that sample: the same (seed, draw) gives the same selection.
+  virtual TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const = 0;
+  // Bytes of the selector's own index (hash codes, tables); 0 for the oracle baselines.
+  virtual size_t index_bytes() const { return 0; }
+};
+
+// Specs: exact | window (no body token: sinks + recent window alone) | topk:budget=F (oracle top
+// fraction F of the body by exact score) | uniform:budget=F (F of the body uniformly without
+// replacement, weight body/|S|) | oracle:budget=F (F x body draws i.i.d. from the exact softmax,
+// Eq. 5) | magicpig:K=..,L=..[,hits=2][,center=1]. Errors name the parameter and its range.
+std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim, uint64_t seed = 0);
+
+}  // namespace kvsketch

@@ -1,0 +1,41 @@
+// MagicPIG's LSH sampler as a TokenSelector (see magicpig.cpp for the decisions).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kvsketch/sparse_attention.hpp"
+
+namespace kvsketch {
+
+// u = P[at least `hits` of `tables` tables collide], each table colliding with probability p^bits,
+// p = 1 - arccos(cosine) / pi (the paper's Eq. 10, any number of hits).
+double magicpig_inclusion_probability(double cosine, int bits, int tables, int hits);
+
+class MagicPig final : public TokenSelector {
+ public:
+  MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint64_t seed);
+  std::string spec() const override;
+  void append(const float* keys, size_t n) override;
+  size_t tokens() const override { return tokens_; }
+  TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const override;
+  // L codes per token (2 bytes each for K <= 16, else 4) and ||k - c|| (4 bytes). The projection
+  // matrix (d x K L floats) is shared and reported by projection_bytes().
+  size_t index_bytes() const override;
+  size_t projection_bytes() const { return projection_.size() * sizeof(float); }
+
+ private:
+  void codes_of(const float* x, std::vector<uint32_t>& out) const;
+
+  size_t dim_;
+  int bits_, tables_, hits_;
+  bool center_;
+  uint64_t seed_;
+  size_t tokens_ = 0;
+  std::vector<float> projection_;  // d columns of K L directions
+  std::vector<float> centre_;      // set by the first append
+  std::vector<std::vector<uint16_t>> narrow_;  // per table, per token (K <= 16)
+  std::vector<std::vector<uint32_t>> wide_;    // per table, per token (K > 16)
+  std::vector<float> norms_;                   // ||k_i - c||
+};
+
+}  // namespace kvsketch

@@ -1,0 +1,26 @@
+#include "codec/spec_parser.hpp"
+#include "kvsketch/error.hpp"
+#include "sparse/baseline_selectors.hpp"
+#include "sparse/magicpig.hpp"
+
+namespace kvsketch {
+
+std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim, uint64_t seed) {
+  require(dim >= 2 && dim <= 8192, "selector: dimension must be in 2..8192, got {}", dim);
+  const ParsedSpec parsed = parse_spec(spec);
+  if (auto baseline = make_baseline_selector(parsed, seed)) return baseline;
+  if (parsed.name == "magicpig") {
+    const SpecParameters p(parsed.name, parsed.values, {"K", "L", "hits", "center"});
+    require(p.has("K") && p.has("L"), "'magicpig': parameters K (bits, 1..32) and L (tables) are required, "
+                                      "e.g. magicpig:K=10,L=150");
+    const int bits = static_cast<int>(p.integer("K", 0, 1, 32));
+    const int tables = static_cast<int>(p.integer("L", 0, 1, 4096));
+    const int hits = static_cast<int>(p.integer("hits", 2, 1, tables));
+    const bool center = p.integer("center", 1, 0, 1) != 0;
+    return std::make_unique<MagicPig>(dim, bits, tables, hits, center, seed);
+  }
+  throw Error(fmt::format("unknown selector '{}'; expected exact, window, topk:budget=F, uniform:budget=F, "
+                          "oracle:budget=F or magicpig:K=..,L=..", parsed.name));
+}
+
+}  // namespace kvsketch

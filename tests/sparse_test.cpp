@@ -1,0 +1,158 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "kvsketch/error.hpp"
+#include "kvsketch/sparse_attention.hpp"
+#include "kvsketch/synthetic_cache.hpp"
+#include "sparse/magicpig.hpp"
+#include "test_util.hpp"
+
+using namespace kvsketch;
+
+namespace {
+
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+// The exact selection over a body, merged with exact attention over the rest, is exact attention.
+TEST(WeightedAttention, ExactSelectionMergesIntoExactAttention) {
+  const size_t d = 64, n = 500, split = 400;
+  const auto keys = testutil::gaussian_matrix(n, d, 1), values = testutil::gaussian_matrix(n, d, 2);
+  const auto query = testutil::gaussian_matrix(1, d, 3, 2.0);
+  const BodyView body{keys.data(), values.data(), split, d};
+  auto selector = make_selector("exact", d);
+  selector->append(keys.data(), split);
+  AttentionResult part = weighted_attention(query.data(), body, selector->select(query.data(), body, 0));
+  const AttentionResult rest =
+      reference_attention(query.data(), 1, keys.data() + split * d, values.data() + split * d, n - split, d);
+  merge_attention(part, rest);
+  const AttentionResult full = reference_attention(query.data(), 1, keys.data(), values.data(), n, d);
+  EXPECT_NEAR(part.lse[0], full.lse[0], 1e-4f);
+  for (size_t j = 0; j < d; ++j) EXPECT_NEAR(part.output[j], full.output[j], 1e-5f);
+  // No token: nothing to merge.
+  const AttentionResult none = weighted_attention(query.data(), body, {});
+  EXPECT_TRUE(std::isinf(none.lse[0]) && none.lse[0] < 0);
+}
+
+// The paper's Eq. 10 against how often a key is really sampled over random projections.
+TEST(MagicPig, InclusionProbabilityMatchesMonteCarlo) {
+  const size_t d = 16;
+  const int bits = 4, tables = 12, hits = 2, trials = 3000;
+  const auto q = testutil::gaussian_matrix(1, d, 10);
+  const auto noise = testutil::gaussian_matrix(1, d, 11);
+  for (const double target : {0.2, 0.5, 0.8}) {
+    // k = target-cosine mix of q and a direction orthogonal to it.
+    std::vector<float> orthogonal = noise;
+    double qq = 0, qn = 0;
+    for (size_t j = 0; j < d; ++j) {
+      qq += q[j] * q[j];
+      qn += q[j] * noise[j];
+    }
+    for (size_t j = 0; j < d; ++j) orthogonal[j] -= static_cast<float>(qn / qq) * q[j];
+    double oo = 0;
+    for (size_t j = 0; j < d; ++j) oo += orthogonal[j] * orthogonal[j];
+    std::vector<float> key(d);
+    for (size_t j = 0; j < d; ++j)
+      key[j] = static_cast<float>(target * q[j] / std::sqrt(qq) + std::sqrt(1 - target * target) * orthogonal[j] / std::sqrt(oo));
+    size_t sampled = 0;
+    for (int trial = 0; trial < trials; ++trial) {
+      MagicPig pig(d, bits, tables, hits, /*center=*/false, static_cast<uint64_t>(trial));
+      pig.append(key.data(), 1);
+      const std::vector<float> values(d, 1.0f);
+      sampled += pig.select(q.data(), {key.data(), values.data(), 1, d}, 0).tokens.size();
+    }
+    const double u = magicpig_inclusion_probability(target, bits, tables, hits);
+    const double frequency = static_cast<double>(sampled) / trials;
+    const double se = std::sqrt(u * (1 - u) / trials);
+    EXPECT_NEAR(frequency, u, 4 * se + 1e-3) << "cosine " << target;
+  }
+  // Limits: identical directions always collide; L = 1 with one hit is p^K.
+  EXPECT_DOUBLE_EQ(magicpig_inclusion_probability(1.0, 10, 150, 2), 1.0);
+  EXPECT_NEAR(magicpig_inclusion_probability(0.0, 3, 1, 1), 0.125, 1e-12);
+  EXPECT_NEAR(magicpig_inclusion_probability(0.5, 10, 150, 2), 1 - std::pow(1 - std::pow(2.0 / 3, 10), 149) *
+                                                                       (1 + 149 * std::pow(2.0 / 3, 10)),
+              1e-12);
+}
+
+// Keys share a large offset (as real keys do: a narrow cone, queries on the far side). Without
+// centring every key hashes like the offset, so the key a query aims at is almost never sampled
+// (the paper: "fewer than 0.1% of keys get sampled"); with centring it almost always is.
+TEST(MagicPig, CentringMatters) {
+  const size_t d = 128, n = 4096, queries = 32;
+  auto keys = testutil::gaussian_matrix(n, d, 21);
+  const auto direction = testutil::gaussian_matrix(1, d, 22);
+  double length = 0;
+  for (const float v : direction) length += v * v;
+  length = std::sqrt(length);
+  const double noise = std::sqrt(static_cast<double>(d));  // ||z_i||
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < d; ++j) keys[i * d + j] += static_cast<float>(10 * noise * direction[j] / length);
+  const std::vector<float> values(n * d, 1.0f);
+  const BodyView body{keys.data(), values.data(), n, d};
+  std::map<int, double> found, fraction;
+  for (const int center : {0, 1}) {
+    auto pig = make_selector(fmt::format("magicpig:K=10,L=150,center={}", center), d, 5);
+    pig->append(keys.data(), n);
+    for (size_t m = 0; m < queries; ++m) {
+      // Aim at key t: its own noise plus the far side of the offset.
+      const size_t t = (m * 997) % n;
+      std::vector<float> q(d);
+      for (size_t j = 0; j < d; ++j)
+        q[j] = keys[t * d + j] - static_cast<float>(10 * noise * direction[j] / length) -
+               static_cast<float>(noise * direction[j] / length);
+      const TokenSelection s = pig->select(q.data(), body, m);
+      found[center] += std::binary_search(s.tokens.begin(), s.tokens.end(), static_cast<uint32_t>(t));
+      fraction[center] += static_cast<double>(s.tokens.size()) / n;
+    }
+  }
+  EXPECT_GE(found[1], 0.9 * queries) << "sampled fraction " << fraction[1] / queries;
+  EXPECT_LE(fraction[1] / queries, 0.1);
+  EXPECT_LE(found[0], 0.1 * queries);
+  EXPECT_LT(fraction[0] / queries, 0.001);
+}
+
+TEST(Selectors, DeterministicAndBadSpecsNameTheProblem) {
+  const size_t d = 32, n = 1000;
+  const auto keys = testutil::gaussian_matrix(n, d, 1), values = testutil::gaussian_matrix(n, d, 2);
+  const auto query = testutil::gaussian_matrix(1, d, 3);
+  const BodyView body{keys.data(), values.data(), n, d};
+  for (const std::string spec : {"uniform:budget=0.1", "oracle:budget=0.05", "magicpig:K=6,L=40", "topk:budget=0.02"}) {
+    auto a = make_selector(spec, d, 9), b = make_selector(spec, d, 9);
+    // A prefill, then the rest in one block or token by token: the same index.
+    a->append(keys.data(), 600);
+    a->append(keys.data() + 600 * d, n - 600);
+    b->append(keys.data(), 600);
+    for (size_t i = 600; i < n; ++i) b->append(keys.data() + i * d, 1);
+    EXPECT_EQ(a->select(query.data(), body, 4).tokens, b->select(query.data(), body, 4).tokens) << spec;
+    EXPECT_EQ(a->select(query.data(), body, 4).log_weights, b->select(query.data(), body, 4).log_weights) << spec;
+  }
+  auto topk = make_selector("topk:budget=0.02", d);
+  EXPECT_EQ(topk->select(query.data(), body, 0).tokens.size(), 20u);
+  EXPECT_NE(error_of([] { make_selector("magicpig:K=0,L=150", 8); }).find("K=0 out of range"), std::string::npos);
+  EXPECT_NE(error_of([] { make_selector("magicpig:K=33,L=150", 8); }).find("K=33 out of range"), std::string::npos);
+  EXPECT_NE(error_of([] { make_selector("magicpig:K=10,L=0", 8); }).find("L=0 out of range"), std::string::npos);
+  EXPECT_NE(error_of([] { make_selector("magicpig:L=10", 8); }).find("required"), std::string::npos);
+  EXPECT_NE(error_of([] { make_selector("topk:budget=1.5", 8); }).find("budget=1.5 out of range"), std::string::npos);
+  EXPECT_NE(error_of([] { make_selector("uniform:budget=0", 8); }).find("out of range"), std::string::npos);
+  EXPECT_NE(error_of([] { make_selector("lsh", 8); }).find("unknown selector 'lsh'"), std::string::npos);
+  auto pig = make_selector("magicpig:K=6,L=40", d);
+  pig->append(keys.data(), 10);
+  EXPECT_NE(error_of([&] { pig->select(query.data(), body, 0); }).find("the body has 1000 tokens"), std::string::npos);
+  std::vector<float> bad(d, 1.0f);
+  bad[3] = NAN;
+  EXPECT_THROW(pig->append(bad.data(), 1), Error);
+  EXPECT_EQ(pig->tokens(), 10u);
+  // Index bytes: 40 u16 codes and one float per token.
+  EXPECT_EQ(pig->index_bytes(), 10u * (40 * 2 + 4));
+}
