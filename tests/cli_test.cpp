@@ -120,3 +120,22 @@ TEST(Cli, AnnBuildSearchAndBadInput) {
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("dimension 3, the index 128"), std::string::npos) << output;
 }
+
+TEST(Cli, SparseJsonHasTheDocumentedKeys) {
+  auto [status, output] = run("sparse --synthetic flat --tokens 2048 --num-queries 4 "
+                              "--methods 'magicpig:K=10,L=150;topk:budget=0.02;window' --json");
+  ASSERT_EQ(status, 0) << output;
+  const auto rows = nlohmann::json::parse(output);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& row : rows)
+    for (const char* key : {"method", "regime", "budget", "index_bytes", "rel_error", "lse_error", "kl"})
+      EXPECT_TRUE(row.contains(key)) << key;
+  EXPECT_EQ(rows[0]["method"], "magicpig:K=10,L=150,hits=2,center=1");
+  EXPECT_EQ(rows[0]["index_bytes"].get<size_t>(), (2048u - 4 - 64) * (150 * 2 + 4));
+  EXPECT_LT(rows[0]["index_bytes"].get<size_t>(), rows[0]["kv_bytes"].get<size_t>());
+  EXPECT_NEAR(rows[1]["budget"].get<double>(), 0.02, 0.001);
+  EXPECT_EQ(rows[2]["budget"].get<double>(), 0.0);
+  std::tie(status, output) = run("sparse --synthetic flat --tokens 2048 --methods 'magicpig:K=40,L=10'");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("K=40 out of range"), std::string::npos) << output;
+}

@@ -11,6 +11,7 @@
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
 #include "kvsketch/synthetic_cache.hpp"
+#include "attention_cases.hpp"
 #include "list_options.hpp"
 
 namespace kvsketch::tools {
@@ -23,39 +24,11 @@ struct Arguments {
   bool json = false;
 };
 
-std::vector<AttentionCase> load_cases(const Arguments& args) {
-  std::vector<AttentionCase> cases;
-  const bool captured = !args.keys.empty() || !args.values.empty() || !args.queries.empty();
-  require(captured != !args.synthetic.empty(),
-          "attention: give either --synthetic NAME or all of --keys, --values and --queries");
-  if (captured) {
-    require(!args.keys.empty() && !args.values.empty() && !args.queries.empty(),
-            "attention: --keys, --values and --queries go together");
-    const Matrix k = read_matrix(args.keys), v = read_matrix(args.values), q = read_matrix(args.queries);
-    require(k.rows == v.rows && k.cols == v.cols, "attention: keys are {} x {} but values are {} x {}", k.rows,
-            k.cols, v.rows, v.cols);
-    require(q.cols == k.cols, "attention: queries have {} columns, keys {}", q.cols, k.cols);
-    const size_t tokens = std::min(args.tokens, k.rows);
-    AttentionCase c{args.keys, tokens, k.cols, q.rows, {}, {}, q.values};
-    c.keys.assign(k.values.begin(), k.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));
-    c.values.assign(v.values.begin(), v.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));
-    cases.push_back(std::move(c));
-    return cases;
-  }
-  std::vector<std::string> regimes = {args.synthetic};
-  if (args.synthetic == "default") regimes = synthetic_regimes();
-  for (const std::string& regime : regimes) {
-    SyntheticCache s = make_synthetic_cache(regime, args.tokens, args.dim, args.query_count, args.seed);
-    cases.push_back({regime, s.tokens, s.dim, s.queries, std::move(s.keys), std::move(s.values),
-                     std::move(s.query_rows)});
-  }
-  return cases;
-}
-
 void run(const Arguments& args) {
   std::vector<std::string> policies = split_list(args.policies, ';');
   if (policies.empty()) policies = standard_policies();
-  const auto cases = load_cases(args);
+  const auto cases = load_attention_cases({args.synthetic, args.keys, args.values, args.queries, args.tokens, args.dim,
+                                           args.query_count, args.seed});
   nlohmann::json rows = nlohmann::json::array();
   if (!args.json)
     std::cout << fmt::format("{:<28} {:<12} {:>6} {:>10} {:>9} {:>9} {:>6} {:>18} {:>9} {:>8}\n", "policy", "regime",

@@ -11,5 +11,6 @@ std::function<void()> add_codecs_command(CLI::App& app);
 std::function<void()> add_attention_command(CLI::App& app);
 std::function<void()> add_bench_command(CLI::App& app);
 std::function<void()> add_ann_command(CLI::App& app);
+std::function<void()> add_sparse_command(CLI::App& app);
 
 }  // namespace kvsketch::tools

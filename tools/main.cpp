@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       kvsketch::tools::add_attention_command(app),
       kvsketch::tools::add_bench_command(app),
       kvsketch::tools::add_ann_command(app),
+      kvsketch::tools::add_sparse_command(app),
   };
   try {
     app.parse(argc, argv);

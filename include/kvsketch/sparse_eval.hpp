@@ -1,0 +1,33 @@
+// `kvsketch sparse`: attention from a selected, weighted subset of the body (MagicPIG, top-k,
+// sampling baselines) against exact attention. The first `sinks` and last `window` tokens are
+// exact, as in the papers (MagicPIG: 4 sinks, 64 recent tokens); selectors index the body between.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kvsketch/attention_eval.hpp"
+
+namespace kvsketch {
+
+struct SparseEvalConfig {
+  std::vector<std::string> methods;  // selector specs; empty: the standard comparison
+  size_t sinks = 4, window = 64;
+  uint64_t seed = 1;
+};
+
+struct SparseEvalRow {
+  std::string method, regime;
+  double budget = 0;        // mean fraction of body tokens whose K/V are read per query
+  size_t index_bytes = 0;   // the selector's index over the body
+  size_t kv_bytes = 0;      // fp16 K and V of the body it indexes
+  double rel_error = 0;     // mean ||out - exact|| / ||exact||
+  double lse_error = 0;     // mean |lse - exact lse|
+  double kl = 0;            // mean KL(approximate || exact) over the tokens the method weights
+};
+
+// The standard list: MagicPIG at (8, 75), (9, 120), (10, 150); oracle top-k and uniform sampling at
+// the budget each MagicPIG setting read on the same case; uniform at 1/2, 1/4, 1/8, 1/16;
+// sink + window alone.
+std::vector<SparseEvalRow> run_sparse_eval(const AttentionCase& data, const SparseEvalConfig& config);
+
+}  // namespace kvsketch

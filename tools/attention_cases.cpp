@@ -1,0 +1,38 @@
+#include "attention_cases.hpp"
+
+#include "kvsketch/error.hpp"
+#include "kvsketch/io.hpp"
+#include "kvsketch/synthetic_cache.hpp"
+
+namespace kvsketch::tools {
+
+std::vector<AttentionCase> load_attention_cases(const CaseArguments& args) {
+  std::vector<AttentionCase> cases;
+  const bool captured = !args.keys.empty() || !args.values.empty() || !args.queries.empty();
+  require(captured != !args.synthetic.empty(),
+          "give either --synthetic NAME or all of --keys, --values and --queries");
+  if (captured) {
+    require(!args.keys.empty() && !args.values.empty() && !args.queries.empty(),
+            "--keys, --values and --queries go together");
+    const Matrix k = read_matrix(args.keys), v = read_matrix(args.values), q = read_matrix(args.queries);
+    require(k.rows == v.rows && k.cols == v.cols, "keys are {} x {} but values are {} x {}", k.rows,
+            k.cols, v.rows, v.cols);
+    require(q.cols == k.cols, "queries have {} columns, keys {}", q.cols, k.cols);
+    const size_t tokens = std::min(args.tokens, k.rows);
+    AttentionCase c{args.keys, tokens, k.cols, q.rows, {}, {}, q.values};
+    c.keys.assign(k.values.begin(), k.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));
+    c.values.assign(v.values.begin(), v.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));
+    cases.push_back(std::move(c));
+    return cases;
+  }
+  std::vector<std::string> regimes = {args.synthetic};
+  if (args.synthetic == "default") regimes = synthetic_regimes();
+  for (const std::string& regime : regimes) {
+    SyntheticCache s = make_synthetic_cache(regime, args.tokens, args.dim, args.query_count, args.seed);
+    cases.push_back({regime, s.tokens, s.dim, s.queries, std::move(s.keys), std::move(s.values),
+                     std::move(s.query_rows)});
+  }
+  return cases;
+}
+
+}  // namespace kvsketch::tools
