@@ -4,7 +4,7 @@
 // that it merges with the exact sinks and recent window (merge_attention).
 //
 //   auto selector = kvsketch::make_selector("magicpig:K=10,L=150", 128, /*seed=*/1);
-//   selector->append(keys, n);                          // prefill, then decoded tokens
+//   selector->append(keys, values, n);                  // prefill, then decoded tokens
 //   TokenSelection s = selector->select(q, body, 0);    // body: the keys and values it indexes
 //   AttentionResult part = weighted_attention(q, body, s);
 #pragma once
@@ -39,8 +39,9 @@ class TokenSelector {
   virtual ~TokenSelector() = default;
   // Canonical spec, every parameter spelled out.
   virtual std::string spec() const = 0;
-  // Body tokens arrive in order: the prefill, then one decoded token at a time. Never rebuilds.
-  virtual void append(const float* keys, size_t n) = 0;
+  // Body tokens arrive in order (n x dim keys and values): the prefill, then one decoded token at
+  // a time. Never rebuilds.
+  virtual void append(const float* keys, const float* values, size_t n) = 0;
   virtual size_t tokens() const = 0;
   // The tokens to read for one query head, and their log weights. `draw` numbers the call, for
   // selectors that sample: the same (seed, draw) gives the same selection.

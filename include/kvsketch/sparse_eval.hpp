@@ -25,9 +25,10 @@ struct SparseEvalRow {
   double kl = 0;            // mean KL(approximate || exact) over the tokens the method weights
 };
 
-// The standard list: MagicPIG at (8, 75), (9, 120), (10, 150); oracle top-k and uniform sampling at
-// the budget each MagicPIG setting read on the same case; uniform at 1/2, 1/4, 1/8, 1/16;
-// sink + window alone.
+// The standard list: MagicPIG at (8, 75), (9, 120), (10, 150), with oracle top-k and uniform
+// sampling at the budget each setting read on the same case; BalanceKV at 1/2, 1/4, 1/8, 1/16, with
+// uniform sampling at the budget each read (lower levels still hold up to a block each); sink +
+// window alone.
 std::vector<SparseEvalRow> run_sparse_eval(const AttentionCase& data, const SparseEvalConfig& config);
 
 }  // namespace kvsketch

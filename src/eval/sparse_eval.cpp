@@ -31,7 +31,7 @@ SparseEvalRow evaluate(const std::string& spec, const AttentionCase& data, const
                        const std::vector<AttentionResult>& exact) {
   const size_t d = data.dim, first = config.sinks, end = data.tokens - config.window, n = end - first;
   auto selector = make_selector(spec, d, config.seed);
-  selector->append(data.keys.data() + first * d, n);
+  selector->append(data.keys.data() + first * d, data.values.data() + first * d, n);
   const BodyView body{data.keys.data() + first * d, data.values.data() + first * d, n, d};
   SparseEvalRow row;
   row.method = selector->spec();
@@ -84,8 +84,11 @@ std::vector<SparseEvalRow> run_sparse_eval(const AttentionCase& data, const Spar
     rows.push_back(evaluate(fmt::format("topk:budget={:.4f}", budget), data, config, exact));
     rows.push_back(evaluate(fmt::format("uniform:budget={:.4f}", budget), data, config, exact));
   }
-  for (const char* fraction : {"0.5", "0.25", "0.125", "0.0625"})
-    rows.push_back(evaluate(std::string("uniform:budget=") + fraction, data, config, exact));
+  for (const char* ratio : {"0.5", "0.25", "0.125", "0.0625"}) {
+    rows.push_back(evaluate(std::string("balancekv:ratio=") + ratio, data, config, exact));
+    const double budget = std::max(rows.back().budget, 1e-6);
+    rows.push_back(evaluate(fmt::format("uniform:budget={:.4f}", budget), data, config, exact));
+  }
   rows.push_back(evaluate("window", data, config, exact));
   return rows;
 }

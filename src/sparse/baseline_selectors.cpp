@@ -37,7 +37,7 @@ size_t budget_count(double budget, size_t n) {
 
 class CountingSelector : public TokenSelector {
  public:
-  void append(const float*, size_t n) override { tokens_ += n; }
+  void append(const float*, const float*, size_t n) override { tokens_ += n; }
   size_t tokens() const override { return tokens_; }
 
  private:

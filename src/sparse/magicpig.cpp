@@ -81,7 +81,7 @@ void MagicPig::codes_of(const float* x, std::vector<uint32_t>& out) const {
       if (projected[t * static_cast<size_t>(bits_) + static_cast<size_t>(b)] > 0.0f) out[t] |= 1u << b;
 }
 
-void MagicPig::append(const float* keys, size_t n) {
+void MagicPig::append(const float* keys, const float*, size_t n) {
   if (n == 0) return;
   require_finite(keys, n, dim_, "keys");
   if (centre_.empty()) {

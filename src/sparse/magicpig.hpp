@@ -15,7 +15,7 @@ class MagicPig final : public TokenSelector {
  public:
   MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint64_t seed);
   std::string spec() const override;
-  void append(const float* keys, size_t n) override;
+  void append(const float* keys, const float* values, size_t n) override;
   size_t tokens() const override { return tokens_; }
   TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const override;
   // L codes per token (2 bytes each for K <= 16, else 4) and ||k - c|| (4 bytes). The projection
