@@ -20,15 +20,6 @@ double recall_1_at(const AnnDataset& data, const FlatIndex& index, const Neighbo
   return recall_1_at_k(truth, exact_scores(data.base, data.queries, found, data.metric), found, k, data.metric);
 }
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "accepted";
-}
-
 }  // namespace
 
 // Recall on real data (the bundled SIFT sample, l2) against exact search, at 2 and 4 bits: the
@@ -145,7 +136,7 @@ TEST(FlatIndex, RemoveAndCustomIds) {
   // The removed id may be added again; a taken one is refused and nothing changes.
   index.add(base.data() + 10 * d, 1, gone);
   EXPECT_EQ(index.size(), n - 1);
-  EXPECT_NE(error_of([&] { index.add(base.data(), 1, ids.data() + 5); }).find("id 1015, which is already taken"),
+  EXPECT_NE(testutil::error_of([&] { index.add(base.data(), 1, ids.data() + 5); }).find("id 1015, which is already taken"),
             std::string::npos);
   EXPECT_EQ(index.size(), n - 1);
 }
@@ -170,34 +161,34 @@ TEST(FlatIndex, SaveLoadIsExactAndBadFilesAreRefused) {
   std::string corrupt = bytes;
   corrupt[bytes.size() / 2] ^= 0x10;
   std::ofstream(temp_path("corrupt.kvi"), std::ios::binary) << corrupt;
-  EXPECT_NE(error_of([&] { FlatIndex::load(temp_path("corrupt.kvi")); }).find("CRC-32 mismatch"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { FlatIndex::load(temp_path("corrupt.kvi")); }).find("CRC-32 mismatch"), std::string::npos);
   std::ofstream(temp_path("short.kvi"), std::ios::binary) << bytes.substr(0, bytes.size() - 100);
-  EXPECT_NE(error_of([&] { FlatIndex::load(temp_path("short.kvi")); }).find("truncated"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { FlatIndex::load(temp_path("short.kvi")); }).find("truncated"), std::string::npos);
   std::ofstream(temp_path("cache.kvi"), std::ios::binary)
       << std::string("KVSKETCHCACHE\0\0\0 plus more bytes than a trailer", 48);
-  EXPECT_NE(error_of([&] { FlatIndex::load(temp_path("cache.kvi")); }).find("bad magic"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { FlatIndex::load(temp_path("cache.kvi")); }).find("bad magic"), std::string::npos);
 }
 
 TEST(FlatIndex, BadInputNamesTheProblemAndChangesNothing) {
   const size_t d = 8;
   auto base = testutil::gaussian_matrix(10, d, 1);
   FlatIndex index(d, "tq_mse:b=2,rescale=1", Metric::kL2);
-  EXPECT_NE(error_of([&] { index.search(base.data(), 1, 1); }).find("empty"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { index.search(base.data(), 1, 1); }).find("empty"), std::string::npos);
   index.add(base.data(), 10);
-  EXPECT_NE(error_of([&] { index.search(base.data(), 1, 0); }).find("k must be in 1..10"), std::string::npos);
-  EXPECT_NE(error_of([&] { index.search(base.data(), 1, 11); }).find("k must be in 1..10"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { index.search(base.data(), 1, 0); }).find("k must be in 1..10"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { index.search(base.data(), 1, 11); }).find("k must be in 1..10"), std::string::npos);
   auto query = base;
   query[3] = NAN;
-  EXPECT_NE(error_of([&] { index.search(query.data(), 1, 1); }).find("queries"), std::string::npos);
-  EXPECT_NE(error_of([&] { index.add(query.data(), 2); }).find("row 0"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { index.search(query.data(), 1, 1); }).find("queries"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { index.add(query.data(), 2); }).find("row 0"), std::string::npos);
   EXPECT_EQ(index.size(), 10u);
-  EXPECT_NE(error_of([] { parse_metric("manhattan"); }).find("unknown metric 'manhattan'"), std::string::npos);
-  EXPECT_NE(error_of([] { FlatIndex(8, "tq_mse:b=9", Metric::kL2); }).find("b"), std::string::npos);
-  EXPECT_NE(error_of([] { FlatIndex(8, "kivi_k:b=2,group=32", Metric::kL2); }).find("groups"), std::string::npos)
-      << error_of([] { FlatIndex(8, "kivi_k:b=2,group=32", Metric::kL2); });
+  EXPECT_NE(testutil::error_of([] { parse_metric("manhattan"); }).find("unknown metric 'manhattan'"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { FlatIndex(8, "tq_mse:b=9", Metric::kL2); }).find("b"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { FlatIndex(8, "kivi_k:b=2,group=32", Metric::kL2); }).find("groups"), std::string::npos)
+      << testutil::error_of([] { FlatIndex(8, "kivi_k:b=2,group=32", Metric::kL2); });
   FlatIndex cosine(d, "tq_mse:b=2", Metric::kCosine);
   std::vector<float> zero(d, 0.0f);
-  EXPECT_NE(error_of([&] { cosine.add(zero.data(), 1); }).find("zero vector"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { cosine.add(zero.data(), 1); }).find("zero vector"), std::string::npos);
   EXPECT_EQ(cosine.size(), 0u);
   // A refused first add of a calibrating codec leaves it uncalibrated.
   FlatIndex centred(d, "center:tq_mse:b=2", Metric::kL2);

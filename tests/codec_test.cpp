@@ -324,12 +324,7 @@ TEST(Codec, NormBeyondFp16IsRefusedWithoutLosingData) {
 
 TEST(Codec, BadSpecsGetClearErrors) {
   auto message = [](const std::string &spec, size_t dim = 128) {
-    try {
-      make_codec(spec, dim);
-    } catch (const Error &e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return testutil::error_of([&] { make_codec(spec, dim); });
   };
   EXPECT_NE(message("pq:b=4").find("valid codecs"), std::string::npos);
   EXPECT_NE(message("tq_mse:b=9").find("out of range; expected 1..8"),

@@ -1,14 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <algorithm>
 
 #include <hdf5.h>
 #include <zlib.h>
 
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
+#include "test_util.hpp"
 
 using namespace kvsketch;
 
@@ -140,14 +141,7 @@ TEST(Io, ReadsSafetensorsInEveryFloatType) {
   EXPECT_EQ(v.rows, 2u);
   EXPECT_EQ(v.values, (std::vector<float>{1, 3, -1, 8}));
   EXPECT_EQ(read_matrix(path + ":queries").values, (std::vector<float>{0.25f, -4.0f}));
-  auto message = [](const std::string& p) {
-    try {
-      read_matrix(p);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  auto message = [](const std::string& p) { return testutil::error_of([&] { read_matrix(p); }); };
   EXPECT_NE(message(path).find("holds 3 tensors"), std::string::npos);
   EXPECT_NE(message(path + ":nope").find("no tensor 'nope'"), std::string::npos);
   write(temp_path("short.safetensors"), file.substr(0, file.size() - 4));

@@ -55,14 +55,7 @@ TEST(KVPolicy, ParsesAndPrintsCanonically) {
 }
 
 TEST(KVPolicy, BadSpecsNameTheProblem) {
-  auto message = [](const std::string& spec) {
-    try {
-      KVPolicy::parse(spec);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  auto message = [](const std::string& spec) { return testutil::error_of([&] { KVPolicy::parse(spec); }); };
   EXPECT_NE(message("nope:b=3").find("unknown codec 'nope'"), std::string::npos);
   EXPECT_NE(message("fp16|sinks=x").find("sinks must be an integer"), std::string::npos);
   EXPECT_NE(message("fp16|int8|int8").find("expected KEYCODEC"), std::string::npos);

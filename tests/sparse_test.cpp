@@ -13,19 +13,6 @@
 
 using namespace kvsketch;
 
-namespace {
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "accepted";
-}
-
-}  // namespace
-
 // The exact selection over a body, merged with exact attention over the rest, is exact attention.
 TEST(WeightedAttention, ExactSelectionMergesIntoExactAttention) {
   const size_t d = 64, n = 500, split = 400;
@@ -140,16 +127,16 @@ TEST(Selectors, DeterministicAndBadSpecsNameTheProblem) {
   }
   auto topk = make_selector("topk:budget=0.02", d);
   EXPECT_EQ(topk->select(query.data(), body, 0).tokens.size(), 20u);
-  EXPECT_NE(error_of([] { make_selector("magicpig:K=0,L=150", 8); }).find("K=0 out of range"), std::string::npos);
-  EXPECT_NE(error_of([] { make_selector("magicpig:K=33,L=150", 8); }).find("K=33 out of range"), std::string::npos);
-  EXPECT_NE(error_of([] { make_selector("magicpig:K=10,L=0", 8); }).find("L=0 out of range"), std::string::npos);
-  EXPECT_NE(error_of([] { make_selector("magicpig:L=10", 8); }).find("required"), std::string::npos);
-  EXPECT_NE(error_of([] { make_selector("topk:budget=1.5", 8); }).find("budget=1.5 out of range"), std::string::npos);
-  EXPECT_NE(error_of([] { make_selector("uniform:budget=0", 8); }).find("out of range"), std::string::npos);
-  EXPECT_NE(error_of([] { make_selector("lsh", 8); }).find("unknown selector 'lsh'"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { make_selector("magicpig:K=0,L=150", 8); }).find("K=0 out of range"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { make_selector("magicpig:K=33,L=150", 8); }).find("K=33 out of range"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { make_selector("magicpig:K=10,L=0", 8); }).find("L=0 out of range"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { make_selector("magicpig:L=10", 8); }).find("required"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { make_selector("topk:budget=1.5", 8); }).find("budget=1.5 out of range"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { make_selector("uniform:budget=0", 8); }).find("out of range"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { make_selector("lsh", 8); }).find("unknown selector 'lsh'"), std::string::npos);
   auto pig = make_selector("magicpig:K=6,L=40", d);
   pig->append(keys.data(), values.data(), 10);
-  EXPECT_NE(error_of([&] { pig->select(query.data(), body, 0); }).find("the body has 1000 tokens"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { pig->select(query.data(), body, 0); }).find("the body has 1000 tokens"), std::string::npos);
   std::vector<float> bad(d, 1.0f);
   bad[3] = NAN;
   EXPECT_THROW(pig->append(bad.data(), bad.data(), 1), Error);
@@ -212,8 +199,8 @@ TEST(BalanceKV, StreamsWithBoundedMemoryAndRefusesBadSpecs) {
   // n / 2^T at the last level plus at most t per lower level.
   EXPECT_LE(whole.memory_tokens(), n / 4 + 2 * 64);
   EXPECT_EQ(whole.memory_tokens(), a.tokens.size());
-  EXPECT_NE(error_of([] { make_selector("balancekv:ratio=0.3", 8); }).find("must be 1/2, 1/4"), std::string::npos);
-  EXPECT_NE(error_of([] { make_selector("balancekv:ratio=0.25,block=1", 8); }).find("block=1 out of range"),
+  EXPECT_NE(testutil::error_of([] { make_selector("balancekv:ratio=0.3", 8); }).find("must be 1/2, 1/4"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { make_selector("balancekv:ratio=0.25,block=1", 8); }).find("block=1 out of range"),
             std::string::npos);
   std::vector<float> bad(d, 0.0f);
   bad[2] = INFINITY;

@@ -1,11 +1,14 @@
-// Helpers shared by the tests: seeded data.
+// Helpers shared by the tests: seeded data, error messages.
 #pragma once
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
+#include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
 
 namespace kvsketch::testutil {
@@ -15,6 +18,16 @@ inline std::vector<float> gaussian_matrix(size_t rows, size_t cols, uint64_t see
   std::vector<float> values(rows * cols);
   for (auto& v : values) v = static_cast<float>(scale * stream.gaussian());
   return values;
+}
+
+// The message of the kvsketch::Error that `call` throws, or "accepted" when it throws none.
+inline std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "accepted";
 }
 
 // Runs `check` once per SIMD target compiled in and supported by this CPU.

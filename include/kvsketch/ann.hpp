@@ -105,7 +105,8 @@ class FlatIndex {
                  std::vector<TopK>& tops) const;
   void scan_fast(const float* queries, size_t heads, size_t first_chunk, size_t end_chunk,
                  std::vector<TopK>& tops) const;
-  void subtract_half_squares(size_t first, size_t count, float* scores, size_t heads, size_t stride) const;
+  // ||x||^2 / 2 of rows [first, first + count) from the stored l2 norms.
+  void half_squares(size_t first, size_t count, float* out) const;
   void code_candidates(const float* queries, size_t nq, size_t keep, std::vector<float>& similarity,
                        std::vector<uint32_t>& positions) const;
   // The similarity of stored row `position` to q: code estimate, or the stored copy when exact.

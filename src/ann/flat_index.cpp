@@ -31,12 +31,6 @@ void push_scores(TopK& top, const float* scores, size_t first, size_t count) {
     }
 }
 
-float dot(const float* a, const float* b, size_t n) {
-  float sum = 0.0f;
-  for (size_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
 }  // namespace
 
 FlatIndex::FlatIndex(size_t dim, const FlatIndexOptions& options) : dim_(dim), options_(options) {
@@ -84,7 +78,7 @@ void FlatIndex::prepare_rows(const float* x, size_t first, size_t count, std::ve
     }
     std::copy_n(in, dim_, row);
     if (options_.metric == Metric::kCosine) {
-      const float norm = std::sqrt(dot(row, row, dim_));
+      const float norm = std::sqrt(simd::sum_of_squares(row, dim_));
       if (!std::isfinite(norm)) require_finite(row, 1, dim_, "vectors", first + i);
       require(std::isfinite(norm), "add: row {} has a norm beyond the float range", first + i);
       require(norm > 0.0f, "add: row {} is the zero vector, which has no direction (metric cosine)", first + i);
@@ -155,7 +149,7 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
       prepare_rows(x, first, count, rows);
       if (options_.metric == Metric::kL2)
         for (size_t i = 0; i < count; ++i) {
-          const float norm = std::sqrt(dot(rows.data() + i * dim_, rows.data() + i * dim_, dim_));
+          const float norm = std::sqrt(simd::sum_of_squares(rows.data() + i * dim_, dim_));
           if (!std::isfinite(norm)) require_finite(x + (first + i) * dim_, 1, dim_, "vectors", first + i);
           require(std::isfinite(norm), "add: row {} has a norm beyond the float range", first + i);
           require(norm <= kHalfMax, "add: row {} has norm {}, beyond the fp16 range of the stored L2 norm",
@@ -241,7 +235,7 @@ std::vector<float> FlatIndex::prepared_queries(const float* queries, size_t nq) 
   if (options_.metric == Metric::kCosine)
     for (size_t q = 0; q < nq; ++q) {
       float* row = out.data() + q * dim_;
-      const float norm = std::sqrt(dot(row, row, dim_));
+      const float norm = std::sqrt(simd::sum_of_squares(row, dim_));
       require(norm > 0.0f && std::isfinite(norm), "search: query {} has no direction (zero or huge norm)", q);
       for (size_t j = 0; j < dim_; ++j) row[j] /= norm;
     }
@@ -249,26 +243,27 @@ std::vector<float> FlatIndex::prepared_queries(const float* queries, size_t nq) 
 }
 
 // Ranking by ||q - x||^2 = ||q||^2 + ||x||^2 - 2 <q, x> for l2: similarity <q, x> - ||x||^2 / 2.
-void FlatIndex::subtract_half_squares(size_t first, size_t count, float* scores, size_t heads,
-                                      size_t stride) const {
-  if (options_.metric != Metric::kL2) return;
-  float half_squares[kChunkRows];
+void FlatIndex::half_squares(size_t first, size_t count, float* out) const {
   for (size_t i = 0; i < count; ++i) {
     const float norm = half_to_float(norms_[first + i]);
-    half_squares[i] = 0.5f * norm * norm;
+    out[i] = 0.5f * norm * norm;
   }
-  for (size_t h = 0; h < heads; ++h)
-    for (size_t i = 0; i < count; ++i) scores[h * stride + i] -= half_squares[i];
 }
 
 void FlatIndex::scan_rows(const PreparedQuery* const* queries, size_t heads, size_t first_chunk, size_t end_chunk,
                           std::vector<TopK>& tops) const {
-  std::vector<float> scores(heads * kChunkRows);
+  const bool l2 = options_.metric == Metric::kL2;
+  std::vector<float> scores(heads * kChunkRows), halves(kChunkRows);
   for (size_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
     const size_t first = chunk * kChunkRows, count = std::min(kChunkRows, size() - first);
     codec_->scores_multi(queries, heads, codes_, first, count, scores.data(), kChunkRows);
-    subtract_half_squares(first, count, scores.data(), heads, kChunkRows);
-    for (size_t h = 0; h < heads; ++h) push_scores(tops[h], scores.data() + h * kChunkRows, first, count);
+    if (l2) half_squares(first, count, halves.data());
+    for (size_t h = 0; h < heads; ++h) {
+      float* row_scores = scores.data() + h * kChunkRows;
+      if (l2)
+        for (size_t i = 0; i < count; ++i) row_scores[i] -= halves[i];
+      push_scores(tops[h], row_scores, first, count);
+    }
   }
 }
 
@@ -280,23 +275,26 @@ void FlatIndex::scan_fast(const float* queries, size_t heads, size_t first_chunk
   // The integer scan keeps a wider shortlist; the float tables then give the codec's own scores.
   const size_t keep = tops.front().capacity(), shortlist = std::min(size(), 2 * keep + 32);
   std::vector<TopK> approximate(heads, TopK(shortlist));
+  const bool l2 = options_.metric == Metric::kL2;
   std::vector<uint32_t> sums(kChunkRows);
-  std::vector<float> scores(kChunkRows);
+  std::vector<float> scores(kChunkRows), halves(kChunkRows);
   // Chunks outside, queries inside: a chunk of codes is read from memory once for all of them.
   for (size_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
     const size_t first = chunk * kChunkRows, count = std::min(kChunkRows, size() - first);
     const size_t blocks = (count + simd::kFastScanBlockRows - 1) / simd::kFastScanBlockRows;
+    if (l2) half_squares(first, count, halves.data());  // once per chunk for all queries
     for (size_t h = 0; h < heads; ++h) {
       fast_->approximate(tables[h], chunk * kBlocks, blocks, sums.data(), scores.data());
-      subtract_half_squares(first, count, scores.data(), 1, kChunkRows);
+      if (l2)
+        for (size_t i = 0; i < count; ++i) scores[i] -= halves[i];
       push_scores(approximate[h], scores.data(), first, count);
     }
   }
   for (size_t h = 0; h < heads; ++h)
     for (const ScoredRow& candidate : approximate[h].take_sorted()) {
-      float score = fast_->exact(tables[h], candidate.row);
-      subtract_half_squares(candidate.row, 1, &score, 1, 1);
-      tops[h].push({score, candidate.row});
+      float score = fast_->exact(tables[h], candidate.row), half = 0.0f;
+      if (l2) half_squares(candidate.row, 1, &half);
+      tops[h].push({score - half, candidate.row});
     }
 }
 
@@ -352,8 +350,8 @@ float FlatIndex::exact_similarity(const float* q, size_t position) const {
   float ip = 0.0f, square = 0.0f;
   if (!copy32_.empty()) {
     const float* x = copy32_.data() + position * dim_;
-    ip = dot(q, x, dim_);
-    square = dot(x, x, dim_);
+    ip = simd::dot(q, x, dim_);
+    square = simd::dot(x, x, dim_);
   } else {
     const uint16_t* x = copy16_.data() + position * dim_;
     for (size_t j = 0; j < dim_; ++j) {
@@ -387,9 +385,10 @@ Neighbors FlatIndex::search(const float* queries, size_t nq, size_t k) const {
       for (ScoredRow& row : best) row.score = exact_similarity(query, row.row);
       std::sort(best.begin(), best.end(), better);
     }
-    const float query_square = options_.metric == Metric::kL2 ? dot(query, query, dim_) : 0.0f;
+    const float query_square = options_.metric == Metric::kL2 ? simd::dot(query, query, dim_) : 0.0f;
     // ip and cosine rank by <q, x - mean>; the reported score adds back <q, mean>.
-    const float shift = !center_.empty() && options_.metric != Metric::kL2 ? dot(query, center_.data(), dim_) : 0.0f;
+    const float shift =
+        !center_.empty() && options_.metric != Metric::kL2 ? simd::dot(query, center_.data(), dim_) : 0.0f;
     for (size_t r = 0; r < k; ++r) {
       out.ids[i * k + r] = ids_[best[r].row];
       out.scores[i * k + r] =

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "codec/channel_split.hpp"
+#include "codec/spec_parser.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 
@@ -36,9 +37,7 @@ std::string checked_codec(const std::string& policy, const std::string& codec) {
   require(!codec.empty(), "policy '{}': empty codec field", policy);
   try {
     // Syntax and ranges; the cache builds the real ones per head_dim and checks a split's total there.
-    std::string inner = codec;
-    while (inner.rfind("center:", 0) == 0) inner = inner.substr(7);
-    const size_t fixed = split_fixed_dim(inner);
+    const size_t fixed = split_fixed_dim(uncentred_spec(codec));
     make_codec(codec, fixed != 0 ? fixed : 256);
   } catch (const Error& e) {
     throw Error(fmt::format("policy '{}': {}", policy, e.what()));

@@ -10,6 +10,12 @@
 
 namespace kvsketch {
 
+std::string uncentred_spec(const std::string& spec) {
+  std::string inner = spec;
+  while (inner.rfind("center:", 0) == 0) inner = inner.substr(7);
+  return inner;
+}
+
 ParsedSpec parse_spec(const std::string& spec) {
   ParsedSpec parsed;
   const size_t colon = spec.find(':');

@@ -30,4 +30,8 @@ struct ParsedSpec {
 
 ParsedSpec parse_spec(const std::string& spec);
 
+// The spec inside any "center:" wrappers ("center:tq_mse:b=3" -> "tq_mse:b=3"): its bits and
+// dimension rules are the wrapped codec's.
+std::string uncentred_spec(const std::string& spec);
+
 }  // namespace kvsketch

@@ -7,6 +7,7 @@
 #include "ann/top_k.hpp"
 #include "eval/ann_eval_internal.hpp"
 #include "kvsketch/error.hpp"
+#include "simd/kernels.hpp"
 
 namespace kvsketch {
 namespace {
@@ -14,12 +15,6 @@ namespace {
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 constexpr size_t kQueryBlock = 64, kBaseBlock = 4096;
-
-float dot(const float* a, const float* b, size_t n) {
-  float sum = 0.0f;
-  for (size_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
 
 // Whether a true score is at least as good as the reference, up to float rounding.
 bool as_good(float score, float reference, Metric metric) {
@@ -100,7 +95,7 @@ std::vector<float> exact_scores(const Matrix& base, const Matrix& queries, const
         for (size_t j = 0; j < d; ++j) score += (q[j] - x[j]) * (q[j] - x[j]);
       } else {
         if (metric == Metric::kCosine) x = unit_rows(Matrix{1, d, x}).values;
-        score = dot(q.data(), x.data(), d);
+        score = simd::dot(q.data(), x.data(), d);
       }
       scores[i * found.k + r] = score;
     }
