@@ -88,6 +88,15 @@ TEST(Cli, AnnEvalJsonHasTheDocumentedKeysAndFaissRows) {
   EXPECT_GT(rows[0]["recall_1_at_10"].get<double>(), 0.98);
   EXPECT_EQ(rows[1]["codec"], "faiss:SQ4");
   EXPECT_EQ(rows[1]["bytes_per_vector"].get<int>(), 64);
+  // --no-center quantizes x itself: on SIFT's shared offset that finds fewer true neighbours first.
+  std::tie(status, output) = run("ann eval --data sift-5k --queries 100 --codecs 'tq_mse:b=2,rescale=1' --k 1,10 "
+                                 "--no-center --json");
+  ASSERT_EQ(status, 0) << output;
+  const auto uncentred = nlohmann::json::parse(output);
+  std::tie(status, output) = run("ann eval --data sift-5k --queries 100 --codecs 'tq_mse:b=2,rescale=1' --k 1,10 --json");
+  const auto centred = nlohmann::json::parse(output);
+  EXPECT_NE(uncentred[0]["codec"].get<std::string>().find("+uncentred"), std::string::npos);
+  EXPECT_LT(uncentred[0]["recall_1_at_1"].get<double>(), centred[0]["recall_1_at_1"].get<double>());
 }
 
 TEST(Cli, AnnBuildSearchAndBadInput) {

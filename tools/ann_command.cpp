@@ -19,7 +19,7 @@ struct EvalArguments {
   size_t queries = 0, rerank = 0;
   int threads = 0;
   uint64_t seed = 0;
-  bool json = false;
+  bool json = false, no_center = false;
 };
 
 struct BuildArguments {
@@ -62,6 +62,7 @@ void run_eval(const EvalArguments& args) {
   config.threads = args.threads;
   config.seed = args.seed;
   config.rerank = args.rerank;
+  config.center = !args.no_center;
   const auto rows = run_ann_eval(data, config);
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -154,6 +155,7 @@ std::function<void()> add_ann_command(CLI::App& app) {
   eval->add_option("--metric", eval_args->metric, "ip | cosine | l2 (default: the dataset's)");
   eval->add_option("--baselines", eval_args->baselines, "faiss: FAISS PQ, PQ fast-scan and SQ at equal bytes (or a comma list of faiss:PQ, faiss:PQfs, faiss:SQ)");
   eval->add_option("--rerank", eval_args->rerank, "Re-rank this many candidates from stored fp16 vectors");
+  eval->add_flag("--no-center", eval_args->no_center, "Quantize x itself, not x - mean (the index's default)");
   eval->add_option("--threads", eval_args->threads, "Threads (0 = all)")->check(CLI::Range(0, 4096));
   eval->add_option("--seed", eval_args->seed, "Seed of the codecs' rotations");
   eval->add_flag("--json", eval_args->json, "JSON rows instead of a table");

@@ -51,6 +51,7 @@ struct AnnEvalConfig {
   int threads = 0;
   uint64_t seed = 0;
   size_t rerank = 0;                 // candidates re-ranked from stored fp16 copies (0 = off)
+  bool center = true;                // FlatIndexOptions::center
   size_t timed_single_queries = 200;  // single-query timing over this many queries at most
 };
 

@@ -58,6 +58,7 @@ std::vector<AnnEvalRow> run_ann_eval(const AnnDataset& data, const AnnEvalConfig
     options.metric = data.metric;
     options.seed = config.seed;
     options.threads = config.threads;
+    options.center = config.center;
     if (config.rerank > 0) {
       options.rerank_store = RerankStore::kFp16;
       options.rerank_candidates = config.rerank;
@@ -70,7 +71,8 @@ std::vector<AnnEvalRow> run_ann_eval(const AnnDataset& data, const AnnEvalConfig
     index.add(data.base.values.data(), data.base.rows);
     AnnEvalRow row;
     row.build_s = seconds_since(start);
-    row.codec = index.codec().spec() + (config.rerank ? fmt::format("+rerank={}", config.rerank) : "");
+    row.codec = index.codec().spec() + (config.rerank ? fmt::format("+rerank={}", config.rerank) : "") +
+                (config.center ? "" : "+uncentred");
     row.bits = nominal_bits(spec, index.codec());
     row.bytes_per_vector = index.bytes_per_vector();
     const size_t single = std::min(nq, config.timed_single_queries);
