@@ -8,6 +8,7 @@
 #include "kvsketch/sparse_attention.hpp"
 #include "kvsketch/synthetic_cache.hpp"
 #include "sparse/balancekv.hpp"
+#include "sparse/lsh_tables.hpp"
 #include "sparse/magicpig.hpp"
 #include "test_util.hpp"
 
@@ -71,6 +72,40 @@ TEST(MagicPig, InclusionProbabilityMatchesMonteCarlo) {
   EXPECT_NEAR(magicpig_inclusion_probability(0.5, 10, 150, 2), 1 - std::pow(1 - std::pow(2.0 / 3, 10), 149) *
                                                                        (1 + 149 * std::pow(2.0 / 3, 10)),
               1e-12);
+}
+
+// The bucketed blocks, the open block and the unbucketed layout (K > 12) find exactly the tokens a
+// brute-force count of equal codes finds, and hold the bytes they report.
+TEST(LshTables, CollidingMatchesBruteForceAndBytesAreExact) {
+  for (const int bits : {3, 6, 14, 20}) {
+    const int tables = 9, hits = 2;
+    const size_t n = 2 * LshTables::kBlockTokens + 300;
+    LshTables index(bits, tables);
+    std::vector<uint32_t> codes(n * tables);
+    uint64_t state = 12345 + bits;
+    for (auto& code : codes) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      code = static_cast<uint32_t>(state >> 33) % std::min<uint32_t>(1u << bits, 64);  // crowded buckets
+    }
+    for (size_t i = 0; i < n; ++i) index.add(codes.data() + i * tables);
+    EXPECT_EQ(index.bucketed(), bits <= 12);
+    for (size_t probe = 0; probe < 20; ++probe) {
+      const uint32_t* query = codes.data() + (probe * 811 % n) * tables;
+      std::vector<uint32_t> expected;
+      for (size_t i = 0; i < n; ++i) {
+        int equal = 0;
+        for (int t = 0; t < tables; ++t) equal += codes[i * tables + t] == query[t];
+        if (equal >= hits) expected.push_back(static_cast<uint32_t>(i));
+      }
+      EXPECT_EQ(index.colliding(query, hits), expected) << "K=" << bits;
+    }
+    if (bits <= 12) {
+      // Two closed blocks (bucket starts and ids) and 300 open codes held as 512 (steps of 256).
+      EXPECT_EQ(index.bytes(), 2 * tables * ((size_t{1} << bits) + 1 + LshTables::kBlockTokens) * 2 + tables * 512 * 2);
+    } else {
+      EXPECT_GE(index.bytes(), n * tables * (bits <= 16 ? 2u : 4u));
+    }
+  }
 }
 
 // Keys share a large offset (as real keys do: a narrow cone, queries on the far side). Without
@@ -141,8 +176,8 @@ TEST(Selectors, DeterministicAndBadSpecsNameTheProblem) {
   bad[3] = NAN;
   EXPECT_THROW(pig->append(bad.data(), bad.data(), 1), Error);
   EXPECT_EQ(pig->tokens(), 10u);
-  // Index bytes: 40 u16 codes and one float per token.
-  EXPECT_EQ(pig->index_bytes(), 10u * (40 * 2 + 4));
+  // Index bytes: 40 u16 codes and one float per token, held in steps of 256 tokens.
+  EXPECT_EQ(pig->index_bytes(), 256u * (40 * 2 + 4));
 }
 
 // The self-balancing walk halves a batch so that 2 x the kept half matches the whole softmax-kernel

@@ -6,9 +6,10 @@
 // (the prefill), fixed afterwards, so that every hash and every u_i uses the same centred key; the
 // logits use the raw keys, so no shift is needed when merging with the exact sinks and window.
 // Projections are Gaussian, one d x (K L) matrix per selector (shared by its heads; the paper
-// shares one across the model). The index keeps, per token, L codes of K bits (u16 for K <= 16,
-// else u32) and ||k_i - c|| (fp32): 304 bytes per token at (10, 150), against 512 for fp16 K+V
-// at d = 128. The query is matched by counting equal codes table by table.
+// shares one across the model). The tables (lsh_tables.hpp) hold per token L u16 ids in
+// bucket-sorted blocks plus the blocks' bucket starts, and ||k_i - c|| (fp32): about 379 bytes per
+// token at (10, 150), against 512 for fp16 K+V at d = 128. A query reads one bucket per table and
+// block, then only the keys it samples.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,11 +25,6 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-template <typename Code>
-void count_equal(const std::vector<Code>& column, Code code, std::vector<uint16_t>& collisions) {
-  for (size_t i = 0; i < column.size(); ++i) collisions[i] += column[i] == code;
-}
-
 }  // namespace
 
 double magicpig_inclusion_probability(double cosine, int bits, int tables, int hits) {
@@ -36,19 +32,25 @@ double magicpig_inclusion_probability(double cosine, int bits, int tables, int h
   const double s = std::pow(p, bits);
   if (s <= 0.0) return 0.0;
   if (s >= 1.0) return 1.0;
-  // P[Binomial(L, s) >= hits]: the upper tail summed directly (no cancellation when u is tiny).
-  const double log_s = std::log(s), log_rest = std::log1p(-s);
-  double total = 0.0;
-  for (int j = hits; j <= tables; ++j) {
-    const double log_term = std::lgamma(tables + 1.0) - std::lgamma(j + 1.0) - std::lgamma(tables - j + 1.0) +
-                            j * log_s + (tables - j) * log_rest;
-    total += std::exp(log_term);
+  // P[Binomial(L, s) >= hits] = 1 - the lower tail (hits terms, by the term ratio); when that is
+  // tiny the subtraction would cancel, and the upper tail is summed directly instead.
+  const double ratio = s / (1.0 - s);
+  double term = std::exp(tables * std::log1p(-s)), lower = 0.0;  // j = 0
+  for (int j = 0; j < hits; ++j) {
+    lower += term;
+    term *= static_cast<double>(tables - j) / (j + 1) * ratio;
   }
-  return std::min(total, 1.0);
+  if (1.0 - lower > 1e-6) return 1.0 - lower;
+  double upper = 0.0;  // term is the j = hits term
+  for (int j = hits; j <= tables && term > upper * 1e-18; ++j) {
+    upper += term;
+    term *= static_cast<double>(tables - j) / (j + 1) * ratio;
+  }
+  return std::min(upper, 1.0);
 }
 
 MagicPig::MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint64_t seed)
-    : dim_(dim), bits_(bits), tables_(tables), hits_(hits), center_(center), seed_(seed) {
+    : dim_(dim), bits_(bits), tables_(tables), hits_(hits), center_(center), seed_(seed), tables_index_(std::clamp(bits, 1, 32), std::max(tables, 1)) {
   require(bits >= 1 && bits <= 32, "magicpig: K (bits per table) must be in 1..32, got {}", bits);
   require(tables >= 1 && tables <= 4096, "magicpig: L (tables) must be in 1..4096, got {}", tables);
   require(hits >= 1 && hits <= tables, "magicpig: hits must be in 1..L = {}, got {}", tables, hits);
@@ -56,20 +58,13 @@ MagicPig::MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint
   projection_.resize(dim * rows);  // column-major: column c holds coordinate c of every direction
   RandomStream rng(seed, StreamPurpose::kSketch, {0x3a61c});
   for (float& value : projection_) value = static_cast<float>(rng.gaussian());
-  if (bits <= 16)
-    narrow_.resize(static_cast<size_t>(tables));
-  else
-    wide_.resize(static_cast<size_t>(tables));
 }
 
 std::string MagicPig::spec() const {
   return fmt::format("magicpig:K={},L={},hits={},center={}", bits_, tables_, hits_, center_ ? 1 : 0);
 }
 
-size_t MagicPig::index_bytes() const {
-  const size_t code = bits_ <= 16 ? 2 : 4;
-  return tokens_ * (static_cast<size_t>(tables_) * code + sizeof(float));
-}
+size_t MagicPig::index_bytes() const { return tables_index_.bytes() + norms_.capacity() * sizeof(float); }
 
 void MagicPig::codes_of(const float* x, std::vector<uint32_t>& out) const {
   const size_t rows = static_cast<size_t>(bits_) * static_cast<size_t>(tables_);
@@ -98,13 +93,8 @@ void MagicPig::append(const float* keys, const float*, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < dim_; ++j) centred[j] = keys[i * dim_ + j] - centre_[j];
     codes_of(centred.data(), codes);
-    for (size_t t = 0; t < codes.size(); ++t) {
-      if (bits_ <= 16)
-        narrow_[t].push_back(static_cast<uint16_t>(codes[t]));
-      else
-        wide_[t].push_back(codes[t]);
-    }
-    norms_.push_back(std::sqrt(simd::sum_of_squares(centred.data(), dim_)));
+    tables_index_.add(codes.data());
+    push_back_in_steps(norms_, std::sqrt(simd::sum_of_squares(centred.data(), dim_)));
   }
   tokens_ += n;
 }
@@ -116,21 +106,14 @@ TokenSelection MagicPig::select(const float* query, const BodyView& body, uint64
   if (tokens_ == 0) return s;
   std::vector<uint32_t> query_codes;
   codes_of(query, query_codes);  // the query is not centred (only the sign pattern matters)
-  std::vector<uint16_t> collisions(tokens_, 0);
-  for (size_t t = 0; t < query_codes.size(); ++t) {
-    if (bits_ <= 16)
-      count_equal(narrow_[t], static_cast<uint16_t>(query_codes[t]), collisions);
-    else
-      count_equal(wide_[t], query_codes[t], collisions);
-  }
+  s.tokens = tables_index_.colliding(query_codes.data(), hits_);
+  s.log_weights.reserve(s.tokens.size());
   const double query_norm = std::sqrt(simd::sum_of_squares(query, dim_));
   const double query_centre = simd::dot(query, centre_.data(), dim_);
-  for (size_t i = 0; i < tokens_; ++i) {
-    if (collisions[i] < hits_) continue;
+  for (const uint32_t i : s.tokens) {
     const double raw = simd::dot(query, body.keys + i * dim_, dim_);
     const double cosine = norms_[i] > 0.0f && query_norm > 0.0 ? (raw - query_centre) / (query_norm * norms_[i]) : 1.0;
     const double u = magicpig_inclusion_probability(cosine, bits_, tables_, hits_);
-    s.tokens.push_back(static_cast<uint32_t>(i));
     // Eq. 11: softmax(q k / sqrt(d) - log u); u > 0 for every sampled key unless it underflows.
     s.log_weights.push_back(static_cast<float>(-std::log(std::max(u, std::numeric_limits<double>::min()))));
   }

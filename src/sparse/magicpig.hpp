@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kvsketch/sparse_attention.hpp"
+#include "sparse/lsh_tables.hpp"
 
 namespace kvsketch {
 
@@ -18,7 +19,7 @@ class MagicPig final : public TokenSelector {
   void append(const float* keys, const float* values, size_t n) override;
   size_t tokens() const override { return tokens_; }
   TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const override;
-  // L codes per token (2 bytes each for K <= 16, else 4) and ||k - c|| (4 bytes). The projection
+  // The tables (lsh_tables.hpp) and ||k - c|| (4 bytes per token), at capacity. The projection
   // matrix (d x K L floats) is shared and reported by projection_bytes().
   size_t index_bytes() const override;
   size_t projection_bytes() const { return projection_.size() * sizeof(float); }
@@ -33,9 +34,8 @@ class MagicPig final : public TokenSelector {
   size_t tokens_ = 0;
   std::vector<float> projection_;  // d columns of K L directions
   std::vector<float> centre_;      // set by the first append
-  std::vector<std::vector<uint16_t>> narrow_;  // per table, per token (K <= 16)
-  std::vector<std::vector<uint32_t>> wide_;    // per table, per token (K > 16)
-  std::vector<float> norms_;                   // ||k_i - c||
+  LshTables tables_index_;
+  std::vector<float> norms_;  // ||k_i - c||
 };
 
 }  // namespace kvsketch
