@@ -79,7 +79,7 @@ TEST(MagicPig, InclusionProbabilityMatchesMonteCarlo) {
 TEST(LshTables, CollidingMatchesBruteForceAndBytesAreExact) {
   for (const int bits : {3, 6, 14, 20}) {
     const int tables = 9, hits = 2;
-    const size_t n = 2 * LshTables::kBlockTokens + 300;
+    const size_t n = LshTables::kBlockTokens + 5 * LshTables::kOpenTokens + 300;
     LshTables index(bits, tables);
     std::vector<uint32_t> codes(n * tables);
     uint64_t state = 12345 + bits;
@@ -100,8 +100,10 @@ TEST(LshTables, CollidingMatchesBruteForceAndBytesAreExact) {
       EXPECT_EQ(index.colliding(query, hits), expected) << "K=" << bits;
     }
     if (bits <= 12) {
-      // Two closed blocks (bucket starts and ids) and 300 open codes held as 512 (steps of 256).
-      EXPECT_EQ(index.bytes(), 2 * tables * ((size_t{1} << bits) + 1 + LshTables::kBlockTokens) * 2 + tables * 512 * 2);
+      // A full block and one of 5 x 1024 tokens (bucket starts and ids), and the open codes' buffer.
+      const size_t starts = (size_t{1} << bits) + 1;
+      EXPECT_EQ(index.bytes(), tables * ((starts + LshTables::kBlockTokens) + (starts + 5 * LshTables::kOpenTokens) +
+                                         LshTables::kOpenTokens) * 2);
     } else {
       EXPECT_GE(index.bytes(), n * tables * (bits <= 16 ? 2u : 4u));
     }
@@ -176,8 +178,9 @@ TEST(Selectors, DeterministicAndBadSpecsNameTheProblem) {
   bad[3] = NAN;
   EXPECT_THROW(pig->append(bad.data(), bad.data(), 1), Error);
   EXPECT_EQ(pig->tokens(), 10u);
-  // Index bytes: 40 u16 codes and one float per token, held in steps of 256 tokens.
-  EXPECT_EQ(pig->index_bytes(), 256u * (40 * 2 + 4));
+  // Index bytes: the open tokens' buffer of 40 u16 codes x 1024 tokens, and the norms (one float
+  // per token, held in steps of 256).
+  EXPECT_EQ(pig->index_bytes(), 1024u * 40 * 2 + 256u * 4);
 }
 
 // The self-balancing walk halves a batch so that 2 x the kept half matches the whole softmax-kernel

@@ -8,6 +8,8 @@
 
 #include "commands.hpp"
 #include "kvsketch/attention_bench.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/sparse_bench.hpp"
 #include "list_options.hpp"
 #include "simd/kernels.hpp"
 
@@ -82,6 +84,36 @@ void run_append(const BenchArguments& args) {
                              r.decode_tokens_per_s);
 }
 
+void run_sparse(const BenchArguments& args) {
+  SparseBenchConfig config;
+  config.methods = split_list(args.policies, ';');
+  const auto sizes = parse_sizes(args.tokens, "--tokens");
+  require(sizes.size() == 1, "bench sparse: --tokens takes one context length");
+  config.tokens = sizes.front();
+  config.head_dim = args.dim;
+  config.repetitions = args.repetitions;
+  const auto rows = bench_sparse(config);
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows)
+      out.push_back({{"method", r.method}, {"tokens", r.tokens}, {"head_dim", args.dim}, {"threads", 1},
+                     {"layers", r.layers}, {"budget", r.budget}, {"index_bytes_per_token", r.index_bytes_per_token},
+                     {"ns_per_query", r.ns_per_query}, {"fp16_ns_per_query", r.fp16_ns_per_query},
+                     {"fraction_of_fp16", r.fraction_of_fp16}, {"prefill_tokens_per_s", r.prefill_tokens_per_s},
+                     {"insert_us_per_token", r.insert_us_per_token}, {"target", simd::active_target()}});
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("target {}; one query head, head_dim {}, one thread; fp16 dense {:.1f} us/step\n",
+                           simd::active_target(), args.dim, rows.empty() ? 0.0 : rows[0].fp16_ns_per_query / 1000);
+  std::cout << fmt::format("{:<44} {:>7} {:>7} {:>8} {:>9} {:>8} {:>12} {:>10}\n", "method", "tokens", "budget",
+                           "idx B/tok", "us/step", "of fp16", "prefill t/s", "insert us");
+  for (const auto& r : rows)
+    std::cout << fmt::format("{:<44} {:>7} {:>7.4f} {:>8.1f} {:>9.1f} {:>7.1f}% {:>12.0f} {:>10.2f}\n", r.method,
+                             r.tokens, r.budget, r.index_bytes_per_token, r.ns_per_query / 1000.0,
+                             100.0 * r.fraction_of_fp16, r.prefill_tokens_per_s, r.insert_us_per_token);
+}
+
 void add_common(CLI::App* command, BenchArguments& args) {
   command->add_option("--policies", args.policies, "Policies separated by ';' (default: a standard list)");
   command->add_option("--dim", args.dim, "Head dimension")->check(CLI::Range(8, 1024));
@@ -108,9 +140,19 @@ std::function<void()> add_bench_command(CLI::App& app) {
   auto* append = bench->add_subcommand("append", "Append speed per KV head and core: prefill block and token by token");
   add_common(append, *args);
   append->add_option("--tokens", args->tokens, "Tokens appended")->default_val("65536");
-  return [attention, append, args] {
+  auto* sparse = bench->add_subcommand(
+      "sparse", "Sampling attention (MagicPIG, BalanceKV) against dense fp16 at one context length, one thread, "
+                "with insertion and prefill rates");
+  sparse->add_option("--methods", args->policies, "Selector specs separated by ';' (default: a standard list)");
+  sparse->add_option("--dim", args->dim, "Head dimension")->check(CLI::Range(8, 1024));
+  sparse->add_flag("--json", args->json, "JSON rows instead of a table");
+  sparse->add_option("--tokens", args->tokens, "Context length")->default_val("65536");
+  sparse->add_option("--repetitions", args->repetitions, "Timed passes (the median is reported)")
+      ->check(CLI::Range(1, 1000));
+  return [attention, append, sparse, args] {
     if (attention->parsed()) run_attention(*args);
     if (append->parsed()) run_append(*args);
+    if (sparse->parsed()) run_sparse(*args);
   };
 }
 

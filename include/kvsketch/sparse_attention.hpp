@@ -48,6 +48,8 @@ class TokenSelector {
   virtual TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const = 0;
   // Bytes of the selector's own index (hash codes, tables); 0 for the oracle baselines.
   virtual size_t index_bytes() const { return 0; }
+  // An independent copy (for another head or layer indexing the same tokens).
+  virtual std::unique_ptr<TokenSelector> clone() const = 0;
 };
 
 // Specs: exact | window (no body token: sinks + recent window alone) | topk:budget=F (oracle top

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 
+#include "eval/bench_timing.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/kv_cache.hpp"
@@ -17,22 +18,9 @@
 namespace kvsketch {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> x) {
-  std::sort(x.begin(), x.end());
-  return x[x.size() / 2];
-}
-
-// Layers of `layer_bytes` each so that they add up to at least twice the last-level cache.
-size_t layers_for(size_t layer_bytes) {
-  const size_t wanted = 2 * last_level_cache_bytes();
-  return std::clamp<size_t>((wanted + layer_bytes - 1) / std::max<size_t>(layer_bytes, 1), 1, 4096);
-}
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
 
 }  // namespace
 
@@ -77,7 +65,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
   std::vector<AttentionBenchRow> rows;
   for (size_t tokens : config.tokens) {
     require(tokens >= 1 && tokens <= most, "bench attention: bad token count {}", tokens);
-    const size_t layers = config.layers ? config.layers : layers_for(tokens * d * 2 * sizeof(uint16_t));
+    const size_t layers = config.layers ? config.layers : bench::copies_beyond_cache(tokens * d * 2 * sizeof(uint16_t));
     const size_t first_row = rows.size();
     for (const std::string& policy : config.policies) {
       KVCache cache(layers, 1, d, KVPolicy::parse(policy), config.seed);

@@ -34,6 +34,11 @@ float dot(const float* a, const float* b, size_t n);
 // out[i] += w * x[i]
 void axpy(float w, const float* x, float* out, size_t n);
 
+// Asks for the cache lines of n floats at row (scattered rows: sampled tokens, bucket runs).
+inline void prefetch_row(const float* row, size_t n) {
+  for (size_t i = 0; i < n; i += 64 / sizeof(float)) __builtin_prefetch(row + i);
+}
+
 // Name of the instruction set the dispatcher picked.
 const char* active_target();
 // Restricts dispatch to the target named by the environment variable KVSKETCH_TARGET (AVX3, AVX2,

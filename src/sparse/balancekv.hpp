@@ -13,6 +13,7 @@ class BalanceKV final : public TokenSelector {
   // temperature of the kernel's exponent (1: the paper's kernel).
   BalanceKV(size_t dim, int levels, size_t batch, double gain, double temperature, uint64_t seed);
   std::string spec() const override;
+  std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<BalanceKV>(*this); }
   void append(const float* keys, const float* values, size_t n) override;
   size_t tokens() const override { return tokens_; }
   // Every kept token, with log weight level * ln 2 (the same for every query).

@@ -46,6 +46,7 @@ class CountingSelector : public TokenSelector {
 
 class ExactSelector final : public CountingSelector {
  public:
+  std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<ExactSelector>(*this); }
   std::string spec() const override { return "exact"; }
   TokenSelection select(const float*, const BodyView& body, uint64_t) const override {
     TokenSelection s;
@@ -58,12 +59,14 @@ class ExactSelector final : public CountingSelector {
 
 class WindowSelector final : public CountingSelector {
  public:
+  std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<WindowSelector>(*this); }
   std::string spec() const override { return "window"; }
   TokenSelection select(const float*, const BodyView&, uint64_t) const override { return {}; }
 };
 
 class TopKSelector final : public CountingSelector {
  public:
+  std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<TopKSelector>(*this); }
   explicit TopKSelector(double budget) : budget_(budget) {}
   std::string spec() const override { return fmt::format("topk:budget={}", budget_); }
   TokenSelection select(const float* query, const BodyView& body, uint64_t) const override {
@@ -86,6 +89,7 @@ class TopKSelector final : public CountingSelector {
 
 class UniformSelector final : public CountingSelector {
  public:
+  std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<UniformSelector>(*this); }
   UniformSelector(double budget, uint64_t seed) : budget_(budget), seed_(seed) {}
   std::string spec() const override { return fmt::format("uniform:budget={}", budget_); }
   TokenSelection select(const float*, const BodyView& body, uint64_t draw) const override {
@@ -110,6 +114,7 @@ class UniformSelector final : public CountingSelector {
 
 class OracleSamplingSelector final : public CountingSelector {
  public:
+  std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<OracleSamplingSelector>(*this); }
   OracleSamplingSelector(double budget, uint64_t seed) : budget_(budget), seed_(seed) {}
   std::string spec() const override { return fmt::format("oracle:budget={}", budget_); }
   TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const override {

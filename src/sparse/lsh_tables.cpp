@@ -1,13 +1,14 @@
 #include "sparse/lsh_tables.hpp"
 
+#include <algorithm>
+
 #include "kvsketch/error.hpp"
 
 namespace kvsketch {
 
 namespace {
-constexpr int kMostBucketedBits = 12;  // 2^12 + 1 starts per table and block: as many bytes as the ids
+constexpr int kMostBucketedBits = 12;  // beyond, the bucket starts of a small block outweigh its ids
 }
-
 
 LshTables::LshTables(int bits, int tables) : bits_(bits), tables_(tables), bucketed_(bits <= kMostBucketedBits) {
   require(bits >= 1 && bits <= 32 && tables >= 1, "lsh tables: bad shape K={} L={}", bits, tables);
@@ -19,34 +20,50 @@ LshTables::LshTables(int bits, int tables) : bits_(bits), tables_(tables), bucke
 
 void LshTables::add(const uint32_t* codes) {
   for (size_t t = 0; t < static_cast<size_t>(tables_); ++t) {
-    if (bits_ <= 16) {
-      push_back_in_steps(narrow_[t], static_cast<uint16_t>(codes[t]));
-    } else {
-      push_back_in_steps(wide_[t], codes[t]);
+    if (!bucketed_) {
+      if (bits_ <= 16)
+        push_back_in_steps(narrow_[t], static_cast<uint16_t>(codes[t]));
+      else
+        push_back_in_steps(wide_[t], codes[t]);
+      continue;
     }
+    if (narrow_[t].capacity() < kOpenTokens) narrow_[t].reserve(kOpenTokens);
+    narrow_[t].push_back(static_cast<uint16_t>(codes[t]));
   }
   ++tokens_;
-  if (bucketed_ && narrow_[0].size() == kBlockTokens) close_open_block();
+  if (bucketed_ && narrow_[0].size() == kOpenTokens) merge_open_tokens();
 }
 
-void LshTables::close_open_block() {
-  const size_t buckets = size_t{1} << bits_, stride = buckets + 1;
-  Block block;
-  block.starts.assign(static_cast<size_t>(tables_) * stride, 0);
-  block.ids.resize(static_cast<size_t>(tables_) * kBlockTokens);
+void LshTables::merge_open_tokens() {
+  if (blocks_.empty() || blocks_.back().size == kBlockTokens) blocks_.emplace_back();
+  const Block& old = blocks_.back();
+  const size_t buckets = size_t{1} << bits_, stride = buckets + 1, open = narrow_[0].size();
+  Block merged;
+  merged.size = old.size + open;
+  merged.starts.resize(static_cast<size_t>(tables_) * stride);
+  merged.ids.resize(static_cast<size_t>(tables_) * merged.size);
+  std::vector<uint16_t> open_starts(stride), next(buckets);
   for (size_t t = 0; t < static_cast<size_t>(tables_); ++t) {
-    // Counting sort of the block's tokens by bucket; ids stay ascending within a bucket.
-    uint16_t* starts = block.starts.data() + t * stride;
+    // Counting sort of the open tokens by bucket.
     const std::vector<uint16_t>& codes = narrow_[t];
-    for (const uint16_t code : codes) ++starts[code + 1];
-    for (size_t b = 0; b < buckets; ++b) starts[b + 1] = static_cast<uint16_t>(starts[b + 1] + starts[b]);
-    std::vector<uint16_t> next(starts, starts + buckets);
-    uint16_t* ids = block.ids.data() + t * kBlockTokens;
-    for (size_t i = 0; i < codes.size(); ++i) ids[next[codes[i]]++] = static_cast<uint16_t>(i);
+    std::fill(open_starts.begin(), open_starts.end(), uint16_t{0});
+    for (const uint16_t code : codes) ++open_starts[code + 1];
+    for (size_t b = 0; b < buckets; ++b) open_starts[b + 1] = static_cast<uint16_t>(open_starts[b + 1] + open_starts[b]);
+    // Bucket b of the merged block: the old block's run, then the open tokens in b (ids after it).
+    const uint16_t* old_starts = old.size ? old.starts.data() + t * stride : nullptr;
+    uint16_t* starts = merged.starts.data() + t * stride;
+    uint16_t* ids = merged.ids.data() + t * merged.size;
+    for (size_t b = 0; b <= buckets; ++b) {
+      starts[b] = static_cast<uint16_t>((old_starts ? old_starts[b] : 0) + open_starts[b]);
+      if (b == buckets) break;
+      const size_t old_run = old_starts ? static_cast<size_t>(old_starts[b + 1] - old_starts[b]) : 0;
+      if (old_run) std::copy_n(old.ids.data() + t * old.size + old_starts[b], old_run, ids + starts[b]);
+      next[b] = static_cast<uint16_t>(starts[b] + old_run);
+    }
+    for (size_t i = 0; i < open; ++i) ids[next[codes[i]]++] = static_cast<uint16_t>(old.size + i);
     narrow_[t].clear();
-    narrow_[t].shrink_to_fit();
   }
-  blocks_.push_back(std::move(block));
+  blocks_.back() = std::move(merged);
 }
 
 template <typename Code>
@@ -61,36 +78,51 @@ void LshTables::count_open(const std::vector<std::vector<Code>>& columns, const 
 
 std::vector<uint32_t> LshTables::colliding(const uint32_t* query_codes, int hits) const {
   std::vector<uint32_t> found;
-  const size_t stride = (size_t{1} << bits_) + 1;
-  std::vector<uint16_t> counts(kBlockTokens);
+  const size_t stride = (size_t{1} << bits_) + 1, tables = static_cast<size_t>(tables_);
+  std::vector<uint16_t> counts(blocks_.empty() ? 0 : kBlockTokens, 0);
+  std::vector<const uint16_t*> runs(2 * tables);  // per table: first and end of the query's bucket
+  std::vector<uint64_t> found_bits(blocks_.empty() ? 0 : kBlockTokens / 64, 0);
   for (size_t b = 0; b < blocks_.size(); ++b) {
-    std::fill(counts.begin(), counts.end(), uint16_t{0});
+    // The look-ups are independent: issue them all before using any (a long context's index is
+    // far larger than the core's caches, so each is a miss), then count.
     const Block& block = blocks_[b];
-    for (size_t t = 0; t < static_cast<size_t>(tables_); ++t) {
+    for (size_t t = 0; t < tables; ++t) __builtin_prefetch(block.starts.data() + t * stride + query_codes[t]);
+    for (size_t t = 0; t < tables; ++t) {
       const uint16_t* starts = block.starts.data() + t * stride + query_codes[t];
-      const uint16_t* ids = block.ids.data() + t * kBlockTokens;
-      for (uint16_t i = starts[0]; i < starts[1]; ++i) ++counts[ids[i]];
+      const uint16_t* ids = block.ids.data() + t * block.size;
+      runs[2 * t] = ids + starts[0];
+      runs[2 * t + 1] = ids + starts[1];
+      __builtin_prefetch(runs[2 * t]);
     }
+    // A token is found when its count reaches `hits` (once: counts only grow) and marked in a
+    // bitmap read in order; the counts touched are reset from the same runs, so no pass over the
+    // whole block.
+    for (size_t t = 0; t < tables; ++t)
+      for (const uint16_t* id = runs[2 * t]; id < runs[2 * t + 1]; ++id)
+        if (++counts[*id] == hits) found_bits[*id >> 6] |= uint64_t{1} << (*id & 63);
+    for (size_t t = 0; t < tables; ++t)
+      for (const uint16_t* id = runs[2 * t]; id < runs[2 * t + 1]; ++id) counts[*id] = 0;
     const uint32_t first = static_cast<uint32_t>(b * kBlockTokens);
-    for (size_t i = 0; i < kBlockTokens; ++i)
-      if (counts[i] >= hits) found.push_back(first + static_cast<uint32_t>(i));
+    for (size_t w = 0; w < found_bits.size(); ++w)
+      for (uint64_t bits = found_bits[w]; bits; bits &= bits - 1)
+        found.push_back(first + static_cast<uint32_t>(64 * w + static_cast<size_t>(__builtin_ctzll(bits))));
+    std::fill(found_bits.begin(), found_bits.end(), uint64_t{0});
   }
-  const size_t open = tokens_ - blocks_.size() * kBlockTokens;
+  const size_t in_blocks = blocks_.empty() ? 0 : (blocks_.size() - 1) * kBlockTokens + blocks_.back().size;
+  const size_t open = tokens_ - in_blocks;
   counts.assign(open, 0);
   if (bits_ <= 16)
     count_open(narrow_, query_codes, counts);
   else
     count_open(wide_, query_codes, counts);
-  const uint32_t first = static_cast<uint32_t>(blocks_.size() * kBlockTokens);
   for (size_t i = 0; i < open; ++i)
-    if (counts[i] >= hits) found.push_back(first + static_cast<uint32_t>(i));
+    if (counts[i] >= hits) found.push_back(static_cast<uint32_t>(in_blocks + i));
   return found;
 }
 
 size_t LshTables::bytes() const {
   size_t total = 0;
-  for (const Block& block : blocks_)
-    total += (block.starts.capacity() + block.ids.capacity()) * sizeof(uint16_t);
+  for (const Block& block : blocks_) total += (block.starts.capacity() + block.ids.capacity()) * sizeof(uint16_t);
   for (const auto& column : narrow_) total += column.capacity() * sizeof(uint16_t);
   for (const auto& column : wide_) total += column.capacity() * sizeof(uint32_t);
   return total;

@@ -55,9 +55,23 @@ MagicPig::MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint
   require(tables >= 1 && tables <= 4096, "magicpig: L (tables) must be in 1..4096, got {}", tables);
   require(hits >= 1 && hits <= tables, "magicpig: hits must be in 1..L = {}, got {}", tables, hits);
   const size_t rows = static_cast<size_t>(bits) * static_cast<size_t>(tables);
-  projection_.resize(dim * rows);  // column-major: column c holds coordinate c of every direction
+  std::vector<float> columns(dim * rows);  // column-major: column c holds coordinate c of every direction
   RandomStream rng(seed, StreamPurpose::kSketch, {0x3a61c});
-  for (float& value : projection_) value = static_cast<float>(rng.gaussian());
+  for (float& value : columns) value = static_cast<float>(rng.gaussian());
+  // Stored as panels of kPanelRows directions, each column-major: a panel's columns are contiguous,
+  // so hashing streams through memory (the whole matrix does not fit a core's cache).
+  projection_.resize(dim * rows);
+  for (size_t first = 0; first < rows; first += kPanelRows) {
+    const size_t height = std::min(kPanelRows, rows - first);
+    for (size_t c = 0; c < dim; ++c)
+      for (size_t r = 0; r < height; ++r) projection_[first * dim + c * height + r] = columns[c * rows + first + r];
+  }
+  neg_log_u_grid_.resize(kGridIntervals + 1);
+  for (size_t i = 0; i <= kGridIntervals; ++i) {
+    const double cosine = kGridFloor + (1.0 - kGridFloor) * static_cast<double>(i) / kGridIntervals;
+    const double u = magicpig_inclusion_probability(cosine, bits, tables, hits);
+    neg_log_u_grid_[i] = -std::log(std::max(u, std::numeric_limits<double>::min()));
+  }
 }
 
 std::string MagicPig::spec() const {
@@ -69,11 +83,30 @@ size_t MagicPig::index_bytes() const { return tables_index_.bytes() + norms_.cap
 void MagicPig::codes_of(const float* x, std::vector<uint32_t>& out) const {
   const size_t rows = static_cast<size_t>(bits_) * static_cast<size_t>(tables_);
   std::vector<float> projected(rows);
-  simd::matvec_columns(projection_.data(), rows, dim_, x, projected.data());
+  for (size_t first = 0; first < rows; first += kPanelRows) {
+    const size_t height = std::min(kPanelRows, rows - first);
+    simd::matvec_columns(projection_.data() + first * dim_, height, dim_, x, projected.data() + first);
+  }
   out.assign(static_cast<size_t>(tables_), 0);
-  for (size_t t = 0; t < out.size(); ++t)
-    for (int b = 0; b < bits_; ++b)
-      if (projected[t * static_cast<size_t>(bits_) + static_cast<size_t>(b)] > 0.0f) out[t] |= 1u << b;
+  for (size_t t = 0; t < out.size(); ++t) {
+    const float* row = projected.data() + t * static_cast<size_t>(bits_);
+    uint32_t code = 0;
+    for (int b = 0; b < bits_; ++b) code |= static_cast<uint32_t>(row[b] > 0.0f) << b;  // no branch: signs are coin flips
+    out[t] = code;
+  }
+}
+
+// -log u on a grid of cosines, interpolated; exact below the grid's floor, where log u falls
+// steeply (no sampled key sits there in practice).
+double MagicPig::neg_log_inclusion(double cosine) const {
+  const double position = (std::clamp(cosine, -1.0, 1.0) - kGridFloor) / (1.0 - kGridFloor) * kGridIntervals;
+  if (position < 0.0) {
+    const double u = magicpig_inclusion_probability(cosine, bits_, tables_, hits_);
+    return -std::log(std::max(u, std::numeric_limits<double>::min()));
+  }
+  const size_t cell = std::min(static_cast<size_t>(position), kGridIntervals - 1);
+  const double fraction = position - static_cast<double>(cell);
+  return neg_log_u_grid_[cell] + fraction * (neg_log_u_grid_[cell + 1] - neg_log_u_grid_[cell]);
 }
 
 void MagicPig::append(const float* keys, const float*, size_t n) {
@@ -110,12 +143,14 @@ TokenSelection MagicPig::select(const float* query, const BodyView& body, uint64
   s.log_weights.reserve(s.tokens.size());
   const double query_norm = std::sqrt(simd::sum_of_squares(query, dim_));
   const double query_centre = simd::dot(query, centre_.data(), dim_);
-  for (const uint32_t i : s.tokens) {
+  constexpr size_t kAhead = 4;  // sampled keys are scattered: fetch a few rows ahead
+  for (size_t s_i = 0; s_i < s.tokens.size(); ++s_i) {
+    if (s_i + kAhead < s.tokens.size()) simd::prefetch_row(body.keys + s.tokens[s_i + kAhead] * dim_, dim_);
+    const uint32_t i = s.tokens[s_i];
     const double raw = simd::dot(query, body.keys + i * dim_, dim_);
     const double cosine = norms_[i] > 0.0f && query_norm > 0.0 ? (raw - query_centre) / (query_norm * norms_[i]) : 1.0;
-    const double u = magicpig_inclusion_probability(cosine, bits_, tables_, hits_);
-    // Eq. 11: softmax(q k / sqrt(d) - log u); u > 0 for every sampled key unless it underflows.
-    s.log_weights.push_back(static_cast<float>(-std::log(std::max(u, std::numeric_limits<double>::min()))));
+    // Eq. 11: softmax(q k / sqrt(d) - log u).
+    s.log_weights.push_back(static_cast<float>(neg_log_inclusion(cosine)));
   }
   return s;
 }

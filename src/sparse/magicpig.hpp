@@ -16,6 +16,7 @@ class MagicPig final : public TokenSelector {
  public:
   MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint64_t seed);
   std::string spec() const override;
+  std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<MagicPig>(*this); }
   void append(const float* keys, const float* values, size_t n) override;
   size_t tokens() const override { return tokens_; }
   TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const override;
@@ -26,16 +27,22 @@ class MagicPig final : public TokenSelector {
 
  private:
   void codes_of(const float* x, std::vector<uint32_t>& out) const;
+  double neg_log_inclusion(double cosine) const;
+
+  static constexpr size_t kPanelRows = 64;
+  static constexpr double kGridFloor = -0.5;
+  static constexpr size_t kGridIntervals = 6144;
 
   size_t dim_;
   int bits_, tables_, hits_;
   bool center_;
   uint64_t seed_;
   size_t tokens_ = 0;
-  std::vector<float> projection_;  // d columns of K L directions
+  std::vector<float> projection_;  // K L directions of d coordinates, in panels (see the constructor)
   std::vector<float> centre_;      // set by the first append
   LshTables tables_index_;
   std::vector<float> norms_;  // ||k_i - c||
+  std::vector<double> neg_log_u_grid_;  // -log u at kGridIntervals + 1 cosines from kGridFloor to 1
 };
 
 }  // namespace kvsketch

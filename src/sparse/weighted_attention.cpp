@@ -20,7 +20,10 @@ AttentionResult weighted_attention(const float* query, const BodyView& body, con
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> logits(selection.tokens.size());
   float top = -std::numeric_limits<float>::infinity();
+  constexpr size_t kAhead = 4;  // selected rows are scattered: fetch a few ahead
   for (size_t s = 0; s < logits.size(); ++s) {
+    if (s + kAhead < logits.size() && selection.tokens[s + kAhead] < body.tokens)
+      simd::prefetch_row(body.keys + static_cast<size_t>(selection.tokens[s + kAhead]) * d, d);
     const uint32_t token = selection.tokens[s];
     require(token < body.tokens, "weighted attention: token {} is outside the body of {}", token, body.tokens);
     logits[s] = simd::dot(query, body.keys + static_cast<size_t>(token) * d, d) * scale + selection.log_weights[s];
@@ -28,6 +31,8 @@ AttentionResult weighted_attention(const float* query, const BodyView& body, con
   }
   double total = 0.0;
   for (size_t s = 0; s < logits.size(); ++s) {
+    if (s + kAhead < logits.size())
+      simd::prefetch_row(body.values + static_cast<size_t>(selection.tokens[s + kAhead]) * d, d);
     const float weight = std::exp(logits[s] - top);
     total += weight;
     simd::axpy(weight, body.values + static_cast<size_t>(selection.tokens[s]) * d, out.output.data(), d);
