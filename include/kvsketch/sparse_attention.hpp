@@ -18,16 +18,26 @@
 
 namespace kvsketch {
 
-// The tokens a selector indexes: rows [0, tokens) of keys and values (tokens x dim floats).
+// The tokens a selector indexes: rows [0, tokens) of keys and values, tokens x dim floats, or
+// fp16 (IEEE binary16 bits) when half_keys and half_values are set (then keys and values are unused).
 struct BodyView {
   const float* keys = nullptr;
   const float* values = nullptr;
   size_t tokens = 0, dim = 0;
+  const uint16_t* half_keys = nullptr;
+  const uint16_t* half_values = nullptr;
+
+  static BodyView half(const uint16_t* keys, const uint16_t* values, size_t tokens, size_t dim) {
+    return {nullptr, nullptr, tokens, dim, keys, values};
+  }
 };
 
 struct TokenSelection {
   std::vector<uint32_t> tokens;      // ascending body rows
   std::vector<float> log_weights;    // one per token, added to its logit
+  // Optional: q . k_i per token, when the selector computed them for this query (MagicPIG does,
+  // for u_i); weighted_attention then reads no key again.
+  std::vector<float> scores;
 };
 
 // One query head: softmax over the selection of q k_i / sqrt(dim) + log_weights_i, times v_i.

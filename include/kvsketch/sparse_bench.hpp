@@ -1,5 +1,5 @@
 // The speed benchmark behind `kvsketch bench sparse`: one query head over a long-tailed synthetic
-// cache of `tokens` tokens, 4 exact sinks and 64 exact recent tokens, one thread. Per selector:
+// cache of `tokens` tokens held in fp16, 4 exact sinks and 64 exact recent tokens, one thread. Per selector:
 // the time of one decode step (query hashing or selection, bucket look-up, the weighted attention
 // over the selected body tokens and the exact sinks and window, the merge), next to dense fp16
 // attention over the same tokens in the same run; the insertion cost of a decoded token; the

@@ -5,6 +5,7 @@
 #include "eval/bench_timing.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/error.hpp"
+#include "kvsketch/half.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/sparse_attention.hpp"
 #include "kvsketch/synthetic_cache.hpp"
@@ -67,6 +68,11 @@ std::vector<SparseBenchRow> bench_sparse(const SparseBenchConfig& config) {
       exact_part.log_weights.push_back(0.0f);
     }
 
+  std::vector<uint16_t> half_keys(data.keys.size()), half_values(data.values.size());
+  for (size_t i = 0; i < half_keys.size(); ++i) {
+    half_keys[i] = float_to_half(data.keys[i]);
+    half_values[i] = float_to_half(data.values[i]);
+  }
   std::vector<SparseBenchRow> rows;
   for (const std::string& method : methods) {
     SparseBenchRow row;
@@ -82,22 +88,22 @@ std::vector<SparseBenchRow> bench_sparse(const SparseBenchConfig& config) {
     row.insert_us_per_token = seconds_since(start) * 1e6 / static_cast<double>(config.decode_tokens);
     row.index_bytes_per_token = static_cast<double>(selector->index_bytes()) / static_cast<double>(body_tokens);
 
-    // Each copy: its own selector and its own fp32 body (what a layer holds).
+    // Each copy: its own selector and its own fp16 K and V (what a layer holds, as dense fp16 does).
     std::vector<std::unique_ptr<TokenSelector>> selectors;
-    std::vector<std::vector<float>> keys, values;
+    std::vector<std::vector<uint16_t>> keys, values;
     for (size_t c = 0; c < copies; ++c) {
       selectors.push_back(selector->clone());
-      keys.emplace_back(data.keys.begin(), data.keys.end());
-      values.emplace_back(data.values.begin(), data.values.end());
+      keys.push_back(half_keys);
+      values.push_back(half_values);
     }
     double selected = 0.0;
     size_t steps = 0;
     row.ns_per_query = median_step_ns(copies, config.repetitions, [&](size_t c, size_t q) {
       const float* query = data.query_rows.data() + q * d;
-      const BodyView body{keys[c].data() + kSinks * d, values[c].data() + kSinks * d, body_tokens, d};
+      const BodyView body = BodyView::half(keys[c].data() + kSinks * d, values[c].data() + kSinks * d, body_tokens, d);
       const TokenSelection selection = selectors[c]->select(query, body, q);
       AttentionResult out = weighted_attention(query, body, selection);
-      merge_attention(out, weighted_attention(query, {keys[c].data(), values[c].data(), n, d}, exact_part));
+      merge_attention(out, weighted_attention(query, BodyView::half(keys[c].data(), values[c].data(), n, d), exact_part));
       selected += static_cast<double>(selection.tokens.size());
       ++steps;
     });

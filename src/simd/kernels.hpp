@@ -34,9 +34,10 @@ float dot(const float* a, const float* b, size_t n);
 // out[i] += w * x[i]
 void axpy(float w, const float* x, float* out, size_t n);
 
-// Asks for the cache lines of n floats at row (scattered rows: sampled tokens, bucket runs).
-inline void prefetch_row(const float* row, size_t n) {
-  for (size_t i = 0; i < n; i += 64 / sizeof(float)) __builtin_prefetch(row + i);
+// Asks for the cache lines of `bytes` bytes at `row` (scattered rows: sampled tokens).
+inline void prefetch_bytes(const void* row, size_t bytes) {
+  const char* start = static_cast<const char*>(row);
+  for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch(start + i);
 }
 
 // Name of the instruction set the dispatcher picked.

@@ -9,6 +9,7 @@
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
 #include "sparse/baseline_selectors.hpp"
+#include "sparse/body_rows.hpp"
 #include "sparse/oracle_scores.hpp"
 
 namespace kvsketch {
@@ -16,7 +17,7 @@ namespace kvsketch {
 std::vector<float> body_logits(const float* query, const BodyView& body) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(body.dim));
   std::vector<float> logits(body.tokens);
-  for (size_t i = 0; i < body.tokens; ++i) logits[i] = simd::dot(query, body.keys + i * body.dim, body.dim) * scale;
+  for (size_t i = 0; i < body.tokens; ++i) logits[i] = body_key_dot(query, body, i) * scale;
   return logits;
 }
 

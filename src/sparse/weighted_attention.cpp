@@ -3,13 +3,16 @@
 
 #include "kvsketch/error.hpp"
 #include "kvsketch/sparse_attention.hpp"
-#include "simd/kernels.hpp"
+#include "sparse/body_rows.hpp"
 
 namespace kvsketch {
 
 AttentionResult weighted_attention(const float* query, const BodyView& body, const TokenSelection& selection) {
   require(selection.tokens.size() == selection.log_weights.size(),
           "weighted attention: {} tokens but {} log weights", selection.tokens.size(), selection.log_weights.size());
+  const bool scored = !selection.scores.empty();
+  require(!scored || selection.scores.size() == selection.tokens.size(), "weighted attention: {} tokens but {} scores",
+          selection.tokens.size(), selection.scores.size());
   const size_t d = body.dim;
   AttentionResult out;
   out.heads = 1;
@@ -20,22 +23,23 @@ AttentionResult weighted_attention(const float* query, const BodyView& body, con
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> logits(selection.tokens.size());
   float top = -std::numeric_limits<float>::infinity();
-  constexpr size_t kAhead = 4;  // selected rows are scattered: fetch a few ahead
+  constexpr size_t kAhead = 16;  // selected rows are scattered: fetch a few ahead
   for (size_t s = 0; s < logits.size(); ++s) {
-    if (s + kAhead < logits.size() && selection.tokens[s + kAhead] < body.tokens)
-      simd::prefetch_row(body.keys + static_cast<size_t>(selection.tokens[s + kAhead]) * d, d);
+    if (!scored && s + kAhead < logits.size() && selection.tokens[s + kAhead] < body.tokens)
+      body_prefetch(body, selection.tokens[s + kAhead], /*key=*/true);
     const uint32_t token = selection.tokens[s];
     require(token < body.tokens, "weighted attention: token {} is outside the body of {}", token, body.tokens);
-    logits[s] = simd::dot(query, body.keys + static_cast<size_t>(token) * d, d) * scale + selection.log_weights[s];
+    const float score = scored ? selection.scores[s] : body_key_dot(query, body, token);
+    logits[s] = score * scale + selection.log_weights[s];
     top = std::max(top, logits[s]);
   }
   double total = 0.0;
   for (size_t s = 0; s < logits.size(); ++s) {
     if (s + kAhead < logits.size())
-      simd::prefetch_row(body.values + static_cast<size_t>(selection.tokens[s + kAhead]) * d, d);
+      body_prefetch(body, selection.tokens[s + kAhead], /*key=*/false);
     const float weight = std::exp(logits[s] - top);
     total += weight;
-    simd::axpy(weight, body.values + static_cast<size_t>(selection.tokens[s]) * d, out.output.data(), d);
+    body_add_value(weight, body, selection.tokens[s], out.output.data());
   }
   const float inverse = static_cast<float>(1.0 / total);
   for (float& value : out.output) value *= inverse;
