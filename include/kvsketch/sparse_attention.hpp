@@ -38,6 +38,11 @@ struct TokenSelection {
   // Optional: q . k_i per token, when the selector computed them for this query (MagicPIG does,
   // for u_i); weighted_attention then reads no key again.
   std::vector<float> scores;
+  // BalanceKV's paper mode: the denominator (the softmax normalizer) is estimated from its own
+  // subset and weights; the tokens above then only form the numerator.
+  bool separate_denominator = false;
+  std::vector<uint32_t> denominator_tokens;
+  std::vector<float> denominator_log_weights;
 };
 
 // One query head: softmax over the selection of q k_i / sqrt(dim) + log_weights_i, times v_i.

@@ -1,5 +1,6 @@
 #include "kvsketch/sparse_eval.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kvsketch/error.hpp"
@@ -23,8 +24,20 @@ double approximate_kl(const float* query, const AttentionCase& data, size_t firs
   };
   for (size_t t = 0; t < sinks; ++t) add(t, 0.0);
   for (size_t t = window_start; t < data.tokens; ++t) add(t, 0.0);
-  for (size_t s = 0; s < body.tokens.size(); ++s) add(first_body + body.tokens[s], body.log_weights[s]);
+  // The approximate distribution is the normalizer's: BalanceKV's paper mode has its own subset.
+  const auto& tokens = body.separate_denominator ? body.denominator_tokens : body.tokens;
+  const auto& log_weights = body.separate_denominator ? body.denominator_log_weights : body.log_weights;
+  for (size_t s = 0; s < tokens.size(); ++s) add(first_body + tokens[s], log_weights[s]);
   return std::max(kl, 0.0);
+}
+
+// Body tokens whose K or V the attention reads (numerator and denominator subsets together).
+size_t tokens_read(const TokenSelection& selection) {
+  if (!selection.separate_denominator) return selection.tokens.size();
+  std::vector<uint32_t> all = selection.tokens;
+  all.insert(all.end(), selection.denominator_tokens.begin(), selection.denominator_tokens.end());
+  std::sort(all.begin(), all.end());
+  return static_cast<size_t>(std::unique(all.begin(), all.end()) - all.begin());
 }
 
 SparseEvalRow evaluate(const std::string& spec, const AttentionCase& data, const SparseEvalConfig& config,
@@ -53,7 +66,7 @@ SparseEvalRow evaluate(const std::string& spec, const AttentionCase& data, const
     row.rel_error += std::sqrt(error / norm);
     row.lse_error += std::fabs(static_cast<double>(out.lse[0]) - exact[q].lse[0]);
     row.kl += approximate_kl(query, data, first, selection, out, exact[q], first, end);
-    row.budget += static_cast<double>(selection.tokens.size()) / static_cast<double>(n);
+    row.budget += static_cast<double>(tokens_read(selection)) / static_cast<double>(n);
   }
   const double count = static_cast<double>(data.queries);
   row.rel_error /= count;

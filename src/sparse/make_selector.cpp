@@ -23,13 +23,19 @@ std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim
     return std::make_unique<MagicPig>(dim, bits, tables, hits, center, seed);
   }
   if (parsed.name == "balancekv") {
-    const SpecParameters p(parsed.name, parsed.values, {"ratio", "block", "gain", "temp"});
+    const SpecParameters p(parsed.name, parsed.values, {"ratio", "block", "gain", "temp", "mode"});
     const double ratio = p.real("ratio", 0.25, 1.0 / 65536, 0.5);
     const int levels = static_cast<int>(std::lround(-std::log2(ratio)));
     require(std::fabs(std::ldexp(1.0, -levels) - ratio) < 1e-12,
             "'balancekv': ratio={} must be 1/2, 1/4, 1/8, ... (one halving per level)", ratio);
+    const std::string mode = parsed.values.count("mode") ? parsed.values.at("mode") : "joint";
+    require(mode == "joint" || mode == "paper" || mode == "prefill",
+            "'balancekv': mode={} is not joint, paper or prefill", mode);
     return std::make_unique<BalanceKV>(dim, levels, static_cast<size_t>(p.integer("block", 256, 2, 65536)),
-                                       p.real("gain", 4.0, 0.0, 1e6), p.real("temp", 1.0, 0.0, 1.0), seed);
+                                       p.real("gain", 4.0, 0.0, 1e6), p.real("temp", 1.0, 0.0, 1.0), seed,
+                                       mode == "joint" ? BalanceMode::kJoint
+                                       : mode == "paper" ? BalanceMode::kPaper
+                                                         : BalanceMode::kPrefill);
   }
   throw Error(fmt::format("unknown selector '{}'; expected exact, window, topk:budget=F, uniform:budget=F, "
                           "oracle:budget=F, magicpig:K=..,L=.. or balancekv:ratio=..", parsed.name));
