@@ -277,3 +277,40 @@ TEST(BalanceKV, StreamsWithBoundedMemoryAndRefusesBadSpecs) {
   EXPECT_THROW(whole.append(bad.data(), bad.data(), 1), Error);
   EXPECT_EQ(whole.tokens(), n);
 }
+
+// The experiments' variant keeps exactly half per halving (3000 -> 1500 -> 750), weighs it 2^T,
+// and compresses decoded tokens in segments of b 2^T; the paper's Algorithm 1 keeps a separate
+// denominator subset, whose balancing estimates Z better than a random half does (claim 5).
+TEST(BalanceKV, PrefillVariantAndPaperDenominator) {
+  const size_t d = 16, n = 3000, b = 64;
+  const auto keys = testutil::gaussian_matrix(n + 300, d, 51, 0.5), values = testutil::gaussian_matrix(n + 300, d, 52);
+  BalanceKV prefill(d, 2, b, 4.0, 1.0, 3, BalanceMode::kPrefill);
+  prefill.append(keys.data(), values.data(), n);
+  for (size_t i = n; i < n + 300; ++i) prefill.append(keys.data() + i * d, values.data() + i * d, 1);
+  const TokenSelection kept = prefill.select(nullptr, {keys.data(), values.data(), n + 300, d}, 0);
+  // 750 of the prefill at weight 4; 256 of the 300 decoded tokens made one segment (-> 64).
+  EXPECT_EQ(kept.tokens.size(), 750u + 64 + 44);
+  EXPECT_EQ(std::count(kept.log_weights.begin(), kept.log_weights.end(), 0.0f), 44);
+  EXPECT_TRUE(std::is_sorted(kept.tokens.begin(), kept.tokens.end()));
+  EXPECT_EQ(prefill.memory_tokens(), kept.tokens.size());
+
+  const auto queries = testutil::gaussian_matrix(20, d, 53, 0.5);
+  const BodyView body{keys.data(), values.data(), 256, d};
+  std::map<double, double> z_error;
+  for (const double gain : {0.0, 4.0})
+    for (uint64_t seed = 0; seed < 10; ++seed) {
+      BalanceKV paper(d, 1, 256, gain, 1.0, seed, BalanceMode::kPaper);
+      paper.append(keys.data(), values.data(), 256);
+      const TokenSelection s = paper.select(nullptr, body, 0);
+      ASSERT_TRUE(s.separate_denominator);
+      EXPECT_LE(s.denominator_tokens.size(), 128u);
+      for (size_t q = 0; q < 20; ++q) {
+        const AttentionResult approximate = weighted_attention(queries.data() + q * d, body, s);
+        const AttentionResult exact = reference_attention(queries.data() + q * d, 1, keys.data(), values.data(), 256, d);
+        z_error[gain] += std::fabs(std::expm1(approximate.lse[0] - exact.lse[0])) / 200;
+      }
+    }
+  EXPECT_LT(z_error[4.0], 0.6 * z_error[0.0]) << "walk " << z_error[4.0] << ", random " << z_error[0.0];
+  EXPECT_NE(testutil::error_of([] { make_selector("balancekv:ratio=0.25,mode=tree", 8); }).find("mode=tree"),
+            std::string::npos);
+}
