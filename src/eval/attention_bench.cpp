@@ -75,15 +75,9 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
       for (size_t t = 0; t < config.threads.size(); ++t) {
         AttentionOptions options;
         options.threads = config.threads[t];
-        for (size_t layer = 0; layer < layers; ++layer)  // warm up: page-in, thread pool
+        const double ns = bench::median_ns_per_copy(layers, config.repetitions, [&](size_t layer, size_t) {
           decode_attention(cache, layer, 0, data.query_rows.data(), heads, options);
-        std::vector<double> times;
-        for (int r = 0; r < std::max(config.repetitions, 1); ++r) {
-          const auto start = Clock::now();
-          for (size_t layer = 0; layer < layers; ++layer)
-            decode_attention(cache, layer, 0, data.query_rows.data(), heads, options);
-          times.push_back(seconds_since(start) * 1e9 / static_cast<double>(layers));
-        }
+        });
         AttentionBenchRow row;
         row.policy = policy;
         row.tokens = tokens;
@@ -91,7 +85,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
         row.threads = config.threads[t];
         row.bits_per_value = cache.bits_per_value();
         row.bytes = cache.bytes(0);
-        row.ns_per_query = median(times);
+        row.ns_per_query = ns;
         row.gbytes_per_s = static_cast<double>(row.bytes) / row.ns_per_query;
         row.memory_gbytes_per_s = bandwidth[t];
         row.bandwidth_fraction = row.gbytes_per_s / bandwidth[t];

@@ -26,4 +26,18 @@ inline size_t copies_beyond_cache(size_t copy_bytes) {
   return std::clamp<size_t>((wanted + copy_bytes - 1) / std::max<size_t>(copy_bytes, 1), 1, 4096);
 }
 
+// Median over `repetitions` passes of the mean time in ns per copy of step(copy, pass), after one
+// untimed pass (page-in, thread pool) with pass 0.
+template <typename Step>
+double median_ns_per_copy(size_t copies, int repetitions, const Step& step) {
+  for (size_t c = 0; c < copies; ++c) step(c, 0);
+  std::vector<double> times;
+  for (int r = 0; r < std::max(repetitions, 1); ++r) {
+    const auto start = Clock::now();
+    for (size_t c = 0; c < copies; ++c) step(c, static_cast<size_t>(r));
+    times.push_back(seconds_since(start) * 1e9 / static_cast<double>(copies));
+  }
+  return median(times);
+}
+
 }  // namespace kvsketch::bench

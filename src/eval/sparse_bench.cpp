@@ -23,19 +23,6 @@ std::vector<std::string> default_methods() {
           "balancekv:ratio=0.0625"};
 }
 
-// Median over repetitions of the mean time per copy of `step(copy, query)`.
-template <typename Step>
-double median_step_ns(size_t copies, int repetitions, const Step& step) {
-  for (size_t c = 0; c < copies; ++c) step(c, c % kQueries);  // warm up: page-in
-  std::vector<double> times;
-  for (int r = 0; r < std::max(repetitions, 1); ++r) {
-    const auto start = Clock::now();
-    for (size_t c = 0; c < copies; ++c) step(c, (c + static_cast<size_t>(r)) % kQueries);
-    times.push_back(seconds_since(start) * 1e9 / static_cast<double>(copies));
-  }
-  return bench::median(times);
-}
-
 }  // namespace
 
 std::vector<SparseBenchRow> bench_sparse(const SparseBenchConfig& config) {
@@ -56,8 +43,8 @@ std::vector<SparseBenchRow> bench_sparse(const SparseBenchConfig& config) {
   cache.shrink_to_fit();
   AttentionOptions one_thread;
   one_thread.threads = 1;
-  const double fp16_ns = median_step_ns(copies, config.repetitions, [&](size_t c, size_t q) {
-    decode_attention(cache, c, 0, data.query_rows.data() + q * d, 1, one_thread);
+  const double fp16_ns = bench::median_ns_per_copy(copies, config.repetitions, [&](size_t c, size_t pass) {
+    decode_attention(cache, c, 0, data.query_rows.data() + (c + pass) % kQueries * d, 1, one_thread);
   });
 
   // The exact part: sinks and window, as a selection over the whole sequence.
@@ -98,7 +85,8 @@ std::vector<SparseBenchRow> bench_sparse(const SparseBenchConfig& config) {
     }
     double selected = 0.0;
     size_t steps = 0;
-    row.ns_per_query = median_step_ns(copies, config.repetitions, [&](size_t c, size_t q) {
+    row.ns_per_query = bench::median_ns_per_copy(copies, config.repetitions, [&](size_t c, size_t pass) {
+      const size_t q = (c + pass) % kQueries;
       const float* query = data.query_rows.data() + q * d;
       const BodyView body = BodyView::half(keys[c].data() + kSinks * d, values[c].data() + kSinks * d, body_tokens, d);
       const TokenSelection selection = selectors[c]->select(query, body, q);

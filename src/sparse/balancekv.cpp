@@ -79,8 +79,7 @@ void BalanceKV::add_paper(WalkToken token) {
   const double value_norm = std::sqrt(simd::sum_of_squares(token.value.data(), dim_));
   largest_value_norm_ = std::max(largest_value_norm_, value_norm);
   largest_key_norm_ = std::max(largest_key_norm_, static_cast<double>(std::sqrt(simd::sum_of_squares(token.key.data(), dim_))));
-  WalkToken copy = token;
-  denominator_->add(std::move(copy));
+  denominator_->add(token);  // a copy: the numerator bucket takes the token itself
   if (value_norm > 0.0) {
     const int bucket = static_cast<int>(std::floor(std::log2(value_norm))) + 1;  // 2^(i-1) <= ||v|| < 2^i
     auto found = numerators_.find(bucket);
@@ -105,8 +104,7 @@ void BalanceKV::compress_segment(std::vector<WalkToken> segment) {
     std::vector<size_t> minus, plus;  // positions in the segment, in token order
     for (size_t first = 0, block = 0; first < segment.size(); first += batch_, ++block) {
       const size_t last = std::min(first + batch_, segment.size());
-      const std::vector<WalkToken> part(segment.begin() + static_cast<std::ptrdiff_t>(first),
-                                        segment.begin() + static_cast<std::ptrdiff_t>(last));
+      const std::span<const WalkToken> part(segment.data() + first, last - first);
       const std::vector<int> signs = balancing_walk_signs(part, WalkValues::kAugmented, gain_, temperature_, seed_,
                                                           {0xba1d, index * 64 + static_cast<uint64_t>(iteration), block});
       for (size_t i = 0; i < signs.size(); ++i) (signs[i] < 0 ? minus : plus).push_back(first + i);

@@ -8,7 +8,7 @@
 
 namespace kvsketch {
 
-std::vector<int> balancing_walk_signs(const std::vector<WalkToken>& batch, WalkValues values, double gain,
+std::vector<int> balancing_walk_signs(std::span<const WalkToken> batch, WalkValues values, double gain,
                                       double temperature, uint64_t seed, std::initializer_list<uint64_t> path) {
   const size_t n = batch.size();
   if (n == 0) return {};

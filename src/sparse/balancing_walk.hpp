@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <vector>
 
 namespace kvsketch {
@@ -24,7 +25,7 @@ enum class WalkValues {
 // factor exp(-<m, q> / sqrt(d)) of every signed sum, so the same sums are balanced) and the
 // exponent shifted by its maximum (p_j is invariant to a common scale); temperature scales the
 // exponent; p_j = 1/2 - gain * s_j / R^2 with R^2 the largest diagonal entry, clamped to [0, 1].
-std::vector<int> balancing_walk_signs(const std::vector<WalkToken>& batch, WalkValues values, double gain,
+std::vector<int> balancing_walk_signs(std::span<const WalkToken> batch, WalkValues values, double gain,
                                       double temperature, uint64_t seed, std::initializer_list<uint64_t> path);
 
 // Positions of the smaller sign class (ties: +1), as Algorithm 2 outputs.

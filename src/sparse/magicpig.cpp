@@ -26,6 +26,12 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
+// -log u, finite even where u underflows.
+double exact_neg_log_inclusion(double cosine, int bits, int tables, int hits) {
+  const double u = magicpig_inclusion_probability(cosine, bits, tables, hits);
+  return -std::log(std::max(u, std::numeric_limits<double>::min()));
+}
+
 }  // namespace
 
 double magicpig_inclusion_probability(double cosine, int bits, int tables, int hits) {
@@ -70,8 +76,7 @@ MagicPig::MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint
   neg_log_u_grid_.resize(kGridIntervals + 1);
   for (size_t i = 0; i <= kGridIntervals; ++i) {
     const double cosine = kGridFloor + (1.0 - kGridFloor) * static_cast<double>(i) / kGridIntervals;
-    const double u = magicpig_inclusion_probability(cosine, bits, tables, hits);
-    neg_log_u_grid_[i] = -std::log(std::max(u, std::numeric_limits<double>::min()));
+    neg_log_u_grid_[i] = exact_neg_log_inclusion(cosine, bits, tables, hits);
   }
 }
 
@@ -101,10 +106,7 @@ void MagicPig::codes_of(const float* x, std::vector<uint32_t>& out) const {
 // steeply (no sampled key sits there in practice).
 double MagicPig::neg_log_inclusion(double cosine) const {
   const double position = (std::clamp(cosine, -1.0, 1.0) - kGridFloor) / (1.0 - kGridFloor) * kGridIntervals;
-  if (position < 0.0) {
-    const double u = magicpig_inclusion_probability(cosine, bits_, tables_, hits_);
-    return -std::log(std::max(u, std::numeric_limits<double>::min()));
-  }
+  if (position < 0.0) return exact_neg_log_inclusion(cosine, bits_, tables_, hits_);
   const size_t cell = std::min(static_cast<size_t>(position), kGridIntervals - 1);
   const double fraction = position - static_cast<double>(cell);
   return neg_log_u_grid_[cell] + fraction * (neg_log_u_grid_[cell + 1] - neg_log_u_grid_[cell]);
