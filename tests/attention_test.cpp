@@ -67,6 +67,38 @@ TEST(Attention, TokenRangesAndThreadsMergeToTheSameAnswer) {
   }
 }
 
+// The integer kernels (the default) against the float ones: both near the exact answer, within
+// a small fraction of the codec's own error of each other; the same bits for every thread count,
+// and (the body's sums being exact integers) within float rounding across instruction sets.
+TEST(Attention, IntegerKernelsMatchFloatKernelsAndEveryTarget) {
+  const auto data = synthetic("long-tailed", 6000, 4);
+  const auto exact = reference_attention(data.query_rows.data(), 4, data.keys.data(), data.values.data(), data.tokens,
+                                         data.dim);
+  for (const std::string policy : {"tq_mse:b=3", "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1", "tq_prod:b=3|tq_mse:b=4"}) {
+    SCOPED_TRACE(policy);
+    KVCache cache(1, 1, 128, KVPolicy::parse(policy), 2);
+    cache.append(0, data.keys.data(), data.values.data(), data.tokens);
+    AttentionOptions options;
+    options.tokens_per_task = 1000;
+    options.arithmetic = Arithmetic::kFloat;
+    const auto floats = decode_attention(cache, 0, 0, data.query_rows.data(), 4, options);
+    options.arithmetic = Arithmetic::kInteger;
+    const auto integers = decode_attention(cache, 0, 0, data.query_rows.data(), 4, options);
+    const double codec_error = relative_difference(floats.output, exact.output);
+    EXPECT_LT(relative_difference(integers.output, floats.output), 0.1 * codec_error);
+    EXPECT_GT(relative_difference(integers.output, floats.output), 0.0) << "the integer path should be in use";
+    testutil::for_each_target([&] {
+      options.threads = 1;
+      const auto one = decode_attention(cache, 0, 0, data.query_rows.data(), 4, options);
+      options.threads = 2;
+      const auto two = decode_attention(cache, 0, 0, data.query_rows.data(), 4, options);
+      EXPECT_EQ(one.output, two.output);
+      EXPECT_EQ(one.lse, two.lse);
+      EXPECT_LT(relative_difference(one.output, integers.output), 1e-5);
+    });
+  }
+}
+
 TEST(Attention, MergingTwoHalvesGivesTheWhole) {
   const size_t dim = 32, n = 400;
   const auto keys = testutil::gaussian_matrix(n, dim, 4);

@@ -25,6 +25,7 @@ void merge_attention(AttentionResult& into, const AttentionResult& other);
 struct AttentionOptions {
   int threads = 0;                 // 0: all OpenMP threads
   size_t tokens_per_task = 4096;   // the body is split in ranges of this many tokens
+  Arithmetic arithmetic = Arithmetic::kInteger;  // of the body's kernels (codec.hpp)
 };
 
 // The query heads of one GQA group: queries are heads x head_dim floats.

@@ -42,6 +42,13 @@ class CodeBuffer {
 
 class VectorCodec;
 
+// How the multi-query kernels multiply. kInteger: where a codec has integer kernels (TurboQuant's
+// scalar stage, b <= 4) the query heads and the table are rounded to bytes and the weights to
+// 16 bits per block of 64 rows, products are summed exactly in integers (several times fewer
+// instructions; the same bits on every machine; scores within about 1% of the float ones).
+// Decode attention uses it; search and the tests of the codecs' own estimates use kFloat.
+enum class Arithmetic { kFloat, kInteger };
+
 // A query transformed for one codec (rotated, sketched, look-up tables built).
 class PreparedQuery {
  public:
@@ -98,9 +105,10 @@ class VectorCodec {
   // decoded once: out[h * stride + i] = <q_h, x~_{first + i}>, and accumulators (heads x
   // accumulator_size()) += weights[h * stride + i] * x~_{first + i}.
   void scores_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& codes, size_t first,
-                    size_t n, float* out, size_t stride) const;
+                    size_t n, float* out, size_t stride, Arithmetic arithmetic = Arithmetic::kFloat) const;
   void accumulate_partial_multi(const float* weights, size_t heads, size_t stride, const CodeBuffer& codes,
-                                size_t first, size_t n, float* accumulators) const;
+                                size_t first, size_t n, float* accumulators,
+                                Arithmetic arithmetic = Arithmetic::kFloat) const;
 
  protected:
   explicit VectorCodec(size_t dim) : dim_(dim) {}
@@ -119,9 +127,9 @@ class VectorCodec {
   // Multi-query hooks. The defaults decode blocks of rows through decode_domain_rows where the
   // codec has it (then every query reads the same floats), and otherwise go one query at a time.
   virtual void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
-                                float* out, size_t stride) const;
+                                float* out, size_t stride, Arithmetic arithmetic) const;
   virtual void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
-                                     size_t n, float* accumulators) const;
+                                     size_t n, float* accumulators, Arithmetic arithmetic) const;
   // Optional: rows [0, n) in the accumulator domain, row i standing for row_scale[i] * rows[i]
   // (rows: n x accumulator_size() floats), such that the score of q is row_scale[i] *
   // <domain_query(q), rows[i]>. Returns false where the codec has no such form.

@@ -58,15 +58,15 @@ std::vector<Partial> half_rows_attention(const float* queries, size_t heads, con
 // Every query head of the group reads each code row once (scores_multi, accumulate_partial_multi).
 std::vector<Partial> body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
                                     const std::vector<const PreparedQuery*>& prepared, const HeadCache& head,
-                                    size_t first, size_t n, float scale) {
+                                    size_t first, size_t n, float scale, Arithmetic arithmetic) {
   const size_t heads = prepared.size(), width = value_codec.accumulator_size();
   std::vector<Partial> parts(heads);
   std::vector<float> logits(heads * n);
-  key_codec.scores_multi(prepared.data(), heads, head.body_keys, first, n, logits.data(), n);
+  key_codec.scores_multi(prepared.data(), heads, head.body_keys, first, n, logits.data(), n, arithmetic);
   for (float& logit : logits) logit *= scale;
   softmax_pieces(logits.data(), heads, n, parts);
   std::vector<float> acc(heads * width, 0.0f);
-  value_codec.accumulate_partial_multi(logits.data(), heads, n, head.body_values, first, n, acc.data());
+  value_codec.accumulate_partial_multi(logits.data(), heads, n, head.body_values, first, n, acc.data(), arithmetic);
   for (size_t h = 0; h < heads; ++h) parts[h].acc.assign(acc.begin() + h * width, acc.begin() + (h + 1) * width);
   return parts;
 }
@@ -119,7 +119,7 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
     for (long t = 0; t < static_cast<long>(tasks); ++t) {
       const size_t first = static_cast<size_t>(t) * per_task;
       task_parts[t] = body_attention(key_codec, value_codec, prepared.pointers, head, first, std::min(per_task, body - first),
-                                     scale);
+                                     scale, options.arithmetic);
     }
   }
 

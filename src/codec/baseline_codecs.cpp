@@ -31,7 +31,7 @@ void Fp16Codec::accumulate_rows(const float* weights, const uint8_t* codes, size
 }
 
 void Fp16Codec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
-                                 float* out, size_t stride) const {
+                                 float* out, size_t stride, Arithmetic) const {
   std::vector<float> stacked(heads * dim());
   for (size_t h = 0; h < heads; ++h)
     std::copy_n(static_cast<const PlainQuery&>(*queries[h]).values.data(), dim(), stacked.data() + h * dim());
@@ -39,7 +39,7 @@ void Fp16Codec::score_rows_multi(const PreparedQuery* const* queries, size_t hea
 }
 
 void Fp16Codec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
-                                      float* accumulators) const {
+                                      float* accumulators, Arithmetic) const {
   simd::half_row_weighted_sum(weights, heads, stride, reinterpret_cast<const uint16_t*>(codes), n, dim(), accumulators);
 }
 

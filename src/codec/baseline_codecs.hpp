@@ -17,9 +17,9 @@ class Fp16Codec final : public VectorCodec {
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
-                        size_t stride) const override;
+                        size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
-                             float* accumulators) const override;
+                             float* accumulators, Arithmetic arithmetic) const override;
 };
 
 class Int8Codec final : public VectorCodec {

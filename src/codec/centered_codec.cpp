@@ -90,10 +90,10 @@ void CenteredCodec::accumulate_rows(const float* weights, const uint8_t* codes, 
 }
 
 void CenteredCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
-                                     float* out, size_t stride) const {
+                                     float* out, size_t stride, Arithmetic arithmetic) const {
   std::vector<const PreparedQuery*> inner(heads);
   for (size_t h = 0; h < heads; ++h) inner[h] = static_cast<const CenteredQuery&>(*queries[h]).inner.get();
-  inner_->score_rows_multi(inner.data(), heads, codes, n, out, stride);
+  inner_->score_rows_multi(inner.data(), heads, codes, n, out, stride, arithmetic);
   for (size_t h = 0; h < heads; ++h) {
     const float shift = static_cast<const CenteredQuery&>(*queries[h]).shift;
     for (size_t i = 0; i < n; ++i) out[h * stride + i] += shift;
@@ -101,10 +101,10 @@ void CenteredCodec::score_rows_multi(const PreparedQuery* const* queries, size_t
 }
 
 void CenteredCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
-                                          size_t n, float* accumulators) const {
+                                          size_t n, float* accumulators, Arithmetic arithmetic) const {
   const size_t width = inner_->accumulator_size();
   with_accumulator_slices(accumulators, heads, width + 1, 0, width, [&](float* slices) {
-    inner_->accumulate_rows_multi(weights, heads, stride, codes, n, slices);
+    inner_->accumulate_rows_multi(weights, heads, stride, codes, n, slices, arithmetic);
   });
   for (size_t h = 0; h < heads; ++h) {
     float total = 0.0f;

@@ -37,9 +37,9 @@ class CenteredCodec final : public VectorCodec {
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
-                        size_t stride) const override;
+                        size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
-                             float* accumulators) const override;
+                             float* accumulators, Arithmetic arithmetic) const override;
 
  private:
   // Rows x (n x dim) minus the mean.

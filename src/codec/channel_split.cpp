@@ -172,24 +172,24 @@ void ChannelSplit::accumulate_rows(const float* weights, const uint8_t* codes, s
 }
 
 void ChannelSplit::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
-                                    float* out, size_t stride) const {
+                                    float* out, size_t stride, Arithmetic arithmetic) const {
   std::vector<float> part_scores(heads * n);
-  parts_[0]->score_rows_multi(part_queries(queries, heads, 0).data(), heads, codes, n, out, stride);
+  parts_[0]->score_rows_multi(part_queries(queries, heads, 0).data(), heads, codes, n, out, stride, arithmetic);
   for (size_t p = 1; p < parts_.size(); ++p) {
     parts_[p]->score_rows_multi(part_queries(queries, heads, p).data(), heads, codes + code_offsets_[p], n,
-                                part_scores.data(), n);
+                                part_scores.data(), n, arithmetic);
     for (size_t h = 0; h < heads; ++h)
       for (size_t i = 0; i < n; ++i) out[h * stride + i] += part_scores[h * n + i];
   }
 }
 
 void ChannelSplit::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
-                                         size_t n, float* accumulators) const {
+                                         size_t n, float* accumulators, Arithmetic arithmetic) const {
   for (size_t p = 0; p < parts_.size(); ++p)
     with_accumulator_slices(accumulators, heads, accumulator_size_, accumulator_offsets_[p],
                             parts_[p]->accumulator_size(), [&](float* slices) {
                               parts_[p]->accumulate_rows_multi(weights, heads, stride, codes + code_offsets_[p], n,
-                                                               slices);
+                                                               slices, arithmetic);
                             });
 }
 

@@ -45,9 +45,9 @@ class ChannelSplit final : public VectorCodec {
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
-                        size_t stride) const override;
+                        size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
-                             float* accumulators) const override;
+                             float* accumulators, Arithmetic arithmetic) const override;
 
  private:
   // Takes a channel order (every channel once): the first dims go to part 0, and so on.

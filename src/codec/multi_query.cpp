@@ -22,24 +22,24 @@ bool VectorCodec::decode_domain_rows(const uint8_t*, size_t, float*, float*) con
 const float* VectorCodec::domain_query(const PreparedQuery&) const { return nullptr; }
 
 void VectorCodec::scores_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& codes,
-                               size_t first, size_t n, float* out, size_t stride) const {
+                               size_t first, size_t n, float* out, size_t stride, Arithmetic arithmetic) const {
   for (size_t h = 0; h < heads; ++h)
     require(queries[h] != nullptr && queries[h]->owner == this,
             "scores: query {} was prepared by a different codec than {}", h, spec());
   require(stride >= n, "scores: output stride {} is less than the {} rows", stride, n);
   check_range(codes, first, n, "scores");
-  if (n) score_rows_multi(queries, heads, codes.row(first), n, out, stride);
+  if (n) score_rows_multi(queries, heads, codes.row(first), n, out, stride, arithmetic);
 }
 
 void VectorCodec::accumulate_partial_multi(const float* weights, size_t heads, size_t stride, const CodeBuffer& codes,
-                                           size_t first, size_t n, float* accumulators) const {
+                                           size_t first, size_t n, float* accumulators, Arithmetic arithmetic) const {
   require(stride >= n, "accumulate: weight stride {} is less than the {} rows", stride, n);
   check_range(codes, first, n, "accumulate");
-  if (n) accumulate_rows_multi(weights, heads, stride, codes.row(first), n, accumulators);
+  if (n) accumulate_rows_multi(weights, heads, stride, codes.row(first), n, accumulators, arithmetic);
 }
 
 void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
-                                   float* out, size_t stride) const {
+                                   float* out, size_t stride, Arithmetic) const {
   const size_t width = accumulator_size(), block = block_rows(*this);
   std::vector<float> rows(block * width), row_scale(block);
   if (!decode_domain_rows(codes, 0, rows.data(), row_scale.data())) {
@@ -58,7 +58,7 @@ void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t h
 }
 
 void VectorCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
-                                        size_t n, float* accumulators) const {
+                                        size_t n, float* accumulators, Arithmetic) const {
   const size_t width = accumulator_size(), block = block_rows(*this);
   std::vector<float> rows(block * width), row_scale(block);
   if (!decode_domain_rows(codes, 0, rows.data(), row_scale.data())) {

@@ -7,6 +7,7 @@
 
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
+#include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch {
@@ -132,7 +133,7 @@ simd::RowSource TurboQuant::sign_rows(const uint8_t* codes) const {
 }
 
 void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
-                                  float* out, size_t stride) const {
+                                  float* out, size_t stride, Arithmetic arithmetic) const {
   const size_t d = dim(), m = signs_ ? signs_->rows() : 0;
   std::vector<float> rotated(heads * d), projected(heads * m);
   for (size_t h = 0; h < heads; ++h) {
@@ -140,8 +141,10 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
     std::copy_n(domain.data(), d, rotated.data() + h * d);
     std::copy_n(domain.data() + d, m, projected.data() + h * m);
   }
-  if (scalar_.bits() > 0) {
-    simd::row_scores(index_rows(codes), n, rotated.data(), heads, 1.0f, out, stride);
+  if (const auto rows = index_rows(codes); arithmetic == Arithmetic::kInteger && simd::int_index_usable(rows)) {
+    simd::int_index_scores(rows, n, rotated.data(), heads, 1.0f, out, stride);
+  } else if (scalar_.bits() > 0) {
+    simd::row_scores(rows, n, rotated.data(), heads, 1.0f, out, stride);
   } else {
     for (size_t h = 0; h < heads; ++h) std::fill(out + h * stride, out + h * stride + n, 0.0f);
   }
@@ -160,7 +163,7 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
 }
 
 void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
-                                       size_t n, float* accumulators) const {
+                                       size_t n, float* accumulators, Arithmetic arithmetic) const {
   const size_t width = accumulator_size();
   std::vector<float> norms(n), gammas(signs_ ? n : 0), scaled(heads * n), sign_scaled(signs_ ? heads * n : 0);
   load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.data());
@@ -171,7 +174,10 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
     if (signs_)
       for (size_t i = 0; i < n; ++i) sign_scaled[h * n + i] = scaled[h * n + i] * (sign_scale_ * gammas[i]);
   }
-  if (scalar_.bits() > 0) simd::row_weighted_sum(index_rows(codes), n, scaled.data(), heads, n, accumulators, width);
+  if (const auto rows = index_rows(codes); arithmetic == Arithmetic::kInteger && simd::int_index_usable(rows))
+    simd::int_index_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
+  else if (scalar_.bits() > 0)
+    simd::row_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
   if (signs_)
     simd::row_weighted_sum(sign_rows(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width);
 }

@@ -67,9 +67,9 @@ class TurboQuant final : public VectorCodec {
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   // Every query head reads each row of codes once, decoded in registers (simd/row_kernels).
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
-                        size_t stride) const override;
+                        size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
-                             float* accumulators) const override;
+                             float* accumulators, Arithmetic arithmetic) const override;
 
  private:
   simd::RowSource index_rows(const uint8_t* codes) const;

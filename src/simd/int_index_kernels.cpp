@@ -1,0 +1,434 @@
+// Highway implementations of int_index_kernels.hpp. Rows are unpacked a block at a time into
+// index bytes (L1-resident), looked up in the byte table with byte shuffles (16 entries per
+// 128-bit block) and multiplied in integers: with AVX-512 VNNI (target AVX3_DL) by vpdpbusd and
+// vpdpwssd, elsewhere by widening to 16 bits and pairwise multiply-adds. Every target computes the
+// same integer sums, hence the same floats as reference::.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/simd/int_index_kernels.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kvsketch/bitpack.hpp"
+#include "simd/int_index_kernels.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvsketch::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if HWY_TARGET == HWY_AVX3_DL
+// Highway 1.0's target string for AVX3_DL names "avxvnni" (the VEX form) where the EVEX form is
+// meant; the runtime check of the target includes AVX512-VNNI.
+#pragma GCC target("avx512vnni")
+#endif
+
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                   size_t out_stride) {
+  reference::int_index_scores(rows, n, queries, heads, scale, out, out_stride);
+}
+void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
+                        float* acc, size_t acc_stride) {
+  reference::int_index_weighted_sum(rows, n, weights, heads, weight_stride, acc, acc_stride);
+}
+#else
+
+using DU8 = hn::ScalableTag<uint8_t>;
+using DI8 = hn::ScalableTag<int8_t>;
+using DU16 = hn::ScalableTag<uint16_t>;
+using DI16 = hn::ScalableTag<int16_t>;
+using DI32 = hn::ScalableTag<int32_t>;
+using DI64 = hn::ScalableTag<int64_t>;
+using DF = hn::ScalableTag<float>;
+using VU8 = hn::Vec<DU8>;
+using VI8 = hn::Vec<DI8>;
+using VI16 = hn::Vec<DI16>;
+using VI32 = hn::Vec<DI32>;
+
+// Unpacks rows of b-bit indices into index bytes, zero past dim, in rows of `padded` bytes.
+class Unpacker {
+ public:
+  Unpacker(const RowSource& rows, size_t padded) : rows_(rows), padded_(padded) {
+#if HWY_TARGET == HWY_AVX3_DL
+    // 64 indices take 8 * bits bytes: each qword gathers the `bits` bytes of its 8 indices
+    // (vpermb), then vpmultishiftqb pulls every index's bits to the bottom of its byte.
+    const int bits = rows.bits;
+    const size_t row_bytes = packed_bytes(rows.dim, bits);
+    HWY_ALIGN uint8_t gather[64], shifts[64];
+    for (int g = 0; g < 8; ++g)
+      for (int k = 0; k < 8; ++k) {
+        gather[8 * g + k] = static_cast<uint8_t>(bits * g + k);
+        shifts[8 * g + k] = static_cast<uint8_t>(bits * k);
+      }
+    gather_ = _mm512_load_si512(gather);
+    shifts_ = _mm512_load_si512(shifts);
+    mask_ = _mm512_set1_epi8(static_cast<char>((1 << bits) - 1));
+    chunks_ = padded / 64;
+    // Per chunk: the bytes it may read (the row's end) and the indices it keeps (dim).
+    for (size_t k = 0; k < chunks_ && k < kMaxChunks; ++k) {
+      const size_t offset = k * 8 * static_cast<size_t>(bits);
+      const size_t available = offset < row_bytes ? std::min<size_t>(row_bytes - offset, 8 * bits) : 0;
+      load_[k] = (__mmask64{1} << available) - 1;
+      const size_t live = 64 * k < rows.dim ? std::min<size_t>(rows.dim - 64 * k, 64) : 0;
+      keep_[k] = live >= 64 ? ~__mmask64{0} : (__mmask64{1} << live) - 1;
+    }
+#endif
+  }
+
+  // Rows [first, first + count), row r at out + r * padded.
+  void Rows(size_t first, size_t count, uint8_t* out) const {
+#if HWY_TARGET == HWY_AVX3_DL
+    if (chunks_ <= kMaxChunks) {
+      for (size_t r = 0; r < count; ++r)
+        for (size_t k = 0; k < chunks_; ++k) _mm512_storeu_si512(out + r * padded_ + 64 * k, Chunk(first + r, k));
+      return;
+    }
+#endif
+    for (size_t r = 0; r < count; ++r) Portable(first + r, out + r * padded_);
+  }
+
+  // Rows [first, first + count) in groups of R = GroupRowsPerVector() rows: the vector of group
+  // g and 16-index block k holds block k of each of the group's rows, one per 128-bit block
+  // (rows past count are zero). A dot product then sums each row within its own block.
+  void Grouped(size_t first, size_t count, uint8_t* out) const {
+    const size_t per_vector = GroupRowsPerVector(), blocks = padded_ / 16, vector_bytes = hn::Lanes(DU8());
+    const size_t groups = (count + per_vector - 1) / per_vector;
+#if HWY_TARGET == HWY_AVX3_DL
+    if (chunks_ <= kMaxChunks) {
+      // Four rows' chunks in registers, then a 4 x 4 transpose of their 128-bit blocks.
+      for (size_t g = 0; g < groups; ++g) {
+        const size_t live = std::min<size_t>(4, count - 4 * g);
+        for (size_t k = 0; k < chunks_; ++k) {
+          __m512i v[4];
+          for (size_t r = 0; r < 4; ++r) v[r] = r < live ? Chunk(first + 4 * g + r, k) : _mm512_setzero_si512();
+          const __m512i t0 = _mm512_shuffle_i64x2(v[0], v[1], 0x44), t1 = _mm512_shuffle_i64x2(v[0], v[1], 0xEE);
+          const __m512i t2 = _mm512_shuffle_i64x2(v[2], v[3], 0x44), t3 = _mm512_shuffle_i64x2(v[2], v[3], 0xEE);
+          uint8_t* target = out + (g * blocks + 4 * k) * 64;
+          _mm512_storeu_si512(target, _mm512_shuffle_i64x2(t0, t2, 0x88));
+          _mm512_storeu_si512(target + 64, _mm512_shuffle_i64x2(t0, t2, 0xDD));
+          _mm512_storeu_si512(target + 128, _mm512_shuffle_i64x2(t1, t3, 0x88));
+          _mm512_storeu_si512(target + 192, _mm512_shuffle_i64x2(t1, t3, 0xDD));
+        }
+      }
+      return;
+    }
+#endif
+    std::vector<uint8_t> natural(padded_);
+    for (size_t g = 0; g < groups; ++g)
+      for (size_t r = 0; r < per_vector; ++r) {
+        if (g * per_vector + r < count) {
+          Portable(first + g * per_vector + r, natural.data());
+        } else {
+          std::fill(natural.begin(), natural.end(), uint8_t{0});
+        }
+        for (size_t k = 0; k < blocks; ++k)
+          std::memcpy(out + (g * blocks + k) * vector_bytes + 16 * r, natural.data() + 16 * k, 16);
+      }
+  }
+
+  // Rows per vector in the grouped layout: one row per 128-bit block.
+  static size_t GroupRowsPerVector() { return hn::Lanes(DU8()) / 16; }
+
+ private:
+  void Portable(size_t row, uint8_t* out) const {
+    unpack_bits(rows_.data + row * rows_.stride, rows_.dim, rows_.bits, out);
+    std::memset(out + rows_.dim, 0, padded_ - rows_.dim);
+  }
+
+  const RowSource& rows_;
+  size_t padded_;
+#if HWY_TARGET == HWY_AVX3_DL
+  __m512i Chunk(size_t row, size_t k) const {
+    const __m512i data = _mm512_maskz_loadu_epi8(load_[k], rows_.data + row * rows_.stride + k * 8 * rows_.bits);
+    const __m512i fields = _mm512_multishift_epi64_epi8(shifts_, _mm512_permutexvar_epi8(gather_, data));
+    return _mm512_maskz_mov_epi8(keep_[k], _mm512_and_si512(fields, mask_));
+  }
+  static constexpr size_t kMaxChunks = 16;  // dim <= 1024; wider rows take the portable path
+  __m512i gather_, shifts_, mask_;
+  __mmask64 load_[kMaxChunks] = {}, keep_[kMaxChunks] = {};
+  size_t chunks_ = 0;
+#endif
+};
+
+// acc += sum of the four byte products u[4e..4e+3] * s[4e..4e+3] in lane e (u unsigned, s signed).
+HWY_INLINE VI32 DotBytes(VI32 acc, VU8 u, VI8 s) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return VI32{_mm512_dpbusd_epi32(acc.raw, u.raw, s.raw)};
+#else
+  // Even and odd bytes widened in place, so that lane e still sums bytes 4e..4e+3.
+  const DI16 di16;
+  const DI32 di32;
+  VI32 unused = hn::Zero(di32);
+  const VI16 u16 = hn::BitCast(di16, u), s16 = hn::BitCast(di16, s);
+  const VI16 u_even = hn::And(u16, hn::Set(di16, 0xFF)), u_odd = hn::BitCast(di16, hn::ShiftRight<8>(hn::BitCast(DU16(), u)));
+  const VI16 s_even = hn::ShiftRight<8>(hn::ShiftLeft<8>(s16)), s_odd = hn::ShiftRight<8>(s16);
+  acc = hn::ReorderWidenMulAccumulate(di32, u_even, s_even, acc, unused);
+  return hn::ReorderWidenMulAccumulate(di32, u_odd, s_odd, acc, unused);
+#endif
+}
+
+// acc += a[2e] * b[2e] + a[2e+1] * b[2e+1] in lane e.
+HWY_INLINE VI32 DotWords(VI32 acc, VI16 a, VI16 b) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return VI32{_mm512_dpwssd_epi32(acc.raw, a.raw, b.raw)};
+#else
+  VI32 unused = hn::Zero(DI32());
+  return hn::ReorderWidenMulAccumulate(DI32(), a, b, acc, unused);
+#endif
+}
+
+// The table as unsigned bytes (level + 128) in every 128-bit block, for the shuffle lookups.
+VU8 TableVector(const ByteTable& table, int offset) {
+  HWY_ALIGN uint8_t bytes[16];
+  for (int l = 0; l < 16; ++l) bytes[l] = static_cast<uint8_t>(table.levels[l] + offset);
+  return hn::LoadDup128(DU8(), bytes);
+}
+
+// Per 128-bit block b of the result: the sums of heads 0..3 for the row of block b. acc[h]
+// holds head h's partial sums, one row per block; two interleave levels gather them.
+HWY_INLINE hn::Vec<DI32> BlockHeadSums(const VI32* acc) {
+  const DI32 di;
+  const DI64 d64;
+  const auto t01 = hn::Add(hn::InterleaveLower(di, acc[0], acc[1]), hn::InterleaveUpper(di, acc[0], acc[1]));
+  const auto t23 = hn::Add(hn::InterleaveLower(di, acc[2], acc[3]), hn::InterleaveUpper(di, acc[2], acc[3]));
+  const auto a = hn::BitCast(d64, t01), b = hn::BitCast(d64, t23);
+  return hn::Add(hn::BitCast(di, hn::InterleaveLower(d64, a, b)), hn::BitCast(di, hn::InterleaveUpper(d64, a, b)));
+}
+
+// kGroups groups of rows against four heads (missing heads have zero queries): sums of group g
+// at sums + g * Lanes(i32), as BlockHeadSums lays them out.
+template <int kGroups>
+HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, const int8_t* queries, int32_t* sums) {
+  const DU8 du8;
+  const DI8 di8;
+  const DI32 di32;
+  const size_t lanes = hn::Lanes(du8);
+  VI32 acc[kGroups][4];
+  for (int g = 0; g < kGroups; ++g)
+    for (int h = 0; h < 4; ++h) acc[g][h] = hn::Zero(di32);
+  for (size_t k = 0; k < blocks; ++k) {
+    VU8 values[kGroups];
+    for (int g = 0; g < kGroups; ++g)
+      values[g] = hn::TableLookupBytes(table, hn::LoadU(du8, grouped + (g * blocks + k) * lanes));
+    for (int h = 0; h < 4; ++h) {
+      const VI8 q = hn::LoadU(di8, queries + (h * blocks + k) * lanes);
+      for (int g = 0; g < kGroups; ++g) acc[g][h] = DotBytes(acc[g][h], values[g], q);
+    }
+  }
+  for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
+}
+
+size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
+
+void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                   size_t out_stride) {
+  const DI32 di32;
+  const DF df;
+  const size_t d = rows.dim, padded = PaddedDim(d), lanes = hn::Lanes(DU8()), blocks = padded / 16;
+  const size_t per_vector = Unpacker::GroupRowsPerVector();
+  const Unpacker unpacker(rows, padded);
+  const ByteTable table = byte_table(rows.table, rows.bits);
+  const VU8 table_v = TableVector(table, 128);
+  std::vector<uint8_t> grouped(kIntBlockRows * padded);
+  // Queries in groups of four heads, each 16-byte block repeated in every 128-bit block;
+  // (level + 128) * q sums to the wanted sum plus 128 * sum q.
+  const size_t head_groups = (heads + 3) / 4;
+  std::vector<int8_t> bytes(head_groups * 4 * blocks * lanes, 0), row(padded);
+  std::vector<float> factors(head_groups * 4, 0.0f);
+  std::vector<int32_t> offsets(head_groups * 4, 0);
+  for (size_t h = 0; h < heads; ++h) {
+    std::fill(row.begin(), row.end(), int8_t{0});
+    factors[h] = round_to_bytes(queries + h * d, d, row.data()) * table.scale * scale;
+    for (size_t j = 0; j < d; ++j) offsets[h] += 128 * row[j];
+    for (size_t k = 0; k < blocks; ++k)
+      for (size_t r = 0; r < per_vector; ++r)
+        std::memcpy(bytes.data() + (h * blocks + k) * lanes + 16 * r, row.data() + 16 * k, 16);
+  }
+  constexpr int kGroups = 4;
+  HWY_ALIGN int32_t sums[kGroups * HWY_MAX_BYTES / 4];
+  HWY_ALIGN float scores[kGroups * HWY_MAX_BYTES / 4];
+  for (size_t start = 0; start < n; start += kIntBlockRows) {
+    const size_t count = std::min(kIntBlockRows, n - start);
+    const size_t groups = (count + per_vector - 1) / per_vector;
+    unpacker.Grouped(start, count, grouped.data());
+    for (size_t hg = 0; hg < head_groups; ++hg) {
+      const size_t group_heads = std::min<size_t>(4, heads - 4 * hg);
+      const auto factor_v = hn::LoadDup128(df, factors.data() + 4 * hg);
+      const auto offset_v = hn::LoadDup128(di32, offsets.data() + 4 * hg);
+      const int8_t* q = bytes.data() + 4 * hg * blocks * lanes;
+      for (size_t g = 0; g < groups; g += kGroups) {
+        const size_t live_groups = std::min<size_t>(kGroups, groups - g);
+        const uint8_t* first = grouped.data() + g * blocks * lanes;
+        if (live_groups == kGroups) {
+          ScoreGroups<kGroups>(first, blocks, table_v, q, sums);
+        } else {
+          for (size_t k = 0; k < live_groups; ++k)
+            ScoreGroups<1>(first + k * blocks * lanes, blocks, table_v, q, sums + k * hn::Lanes(di32));
+        }
+        for (size_t k = 0; k < live_groups; ++k) {
+          const auto sum = hn::Sub(hn::LoadU(di32, sums + k * hn::Lanes(di32)), offset_v);
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, sum), factor_v), df, scores + k * hn::Lanes(di32));
+        }
+        // scores[4 * row + h] for the rows of these groups, in order.
+        const size_t first_row = g * per_vector, live_rows = std::min(count - first_row, live_groups * per_vector);
+        for (size_t h = 0; h < group_heads; ++h) {
+          float* target = out + (4 * hg + h) * out_stride + start + first_row;
+          for (size_t r = 0; r < live_rows; ++r) target[r] = scores[4 * r + h];
+        }
+      }
+    }
+  }
+}
+
+// Where the weighted-sum kernel's int32 lanes land: the byte interleave of two rows and the
+// widening to words permute coordinates within a chunk of Lanes(u8); found by running the same
+// steps on the coordinates themselves.
+std::vector<uint32_t> ChunkLaneOrder() {
+  const DU8 du8;
+  const DI16 di16;
+  const hn::Half<DI8> dhi;
+  const size_t lanes = hn::Lanes(du8);
+  HWY_ALIGN uint8_t iota[HWY_MAX_BYTES];
+  for (size_t m = 0; m < lanes; ++m) iota[m] = static_cast<uint8_t>(m);
+  const auto v = hn::BitCast(DI8(), hn::Load(du8, iota));
+  const auto low = hn::InterleaveLower(DI8(), v, v), high = hn::InterleaveUpper(DI8(), v, v);
+  const VI16 parts[4] = {hn::PromoteTo(di16, hn::LowerHalf(dhi, low)), hn::PromoteTo(di16, hn::UpperHalf(dhi, low)),
+                         hn::PromoteTo(di16, hn::LowerHalf(dhi, high)), hn::PromoteTo(di16, hn::UpperHalf(dhi, high))};
+  std::vector<uint32_t> order;
+  HWY_ALIGN int16_t words[HWY_MAX_BYTES / 2];
+  for (const VI16& part : parts) {
+    hn::Store(part, di16, words);
+    for (size_t e = 0; e < hn::Lanes(di16) / 2; ++e) order.push_back(static_cast<uint32_t>(words[2 * e] & 0xFF));
+  }
+  return order;
+}
+
+// One chunk of Lanes(u8) coordinates of a block for up to four heads: byte pairs of rows (i, i+1)
+// widened to words, times the pair's two weights, summed in int32 lanes.
+template <int kHeads>
+HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, size_t count, VU8 table,
+                                const int16_t* words, VI32 (*sums)[4]) {
+  const DU8 du8;
+  const DI8 di8;
+  const DI16 di16;
+  const DI32 di32;
+  const hn::Half<DI8> dhi;
+  for (int h = 0; h < kHeads; ++h)
+    for (int k = 0; k < 4; ++k) sums[h][k] = hn::Zero(di32);
+  for (size_t i = 0; i < count; i += 2) {
+    const VI8 a = hn::BitCast(di8, hn::TableLookupBytes(table, hn::LoadU(du8, index + i * padded + c)));
+    const VI8 b = hn::BitCast(di8, hn::TableLookupBytes(table, hn::LoadU(du8, index + (i + 1) * padded + c)));
+    const VI8 low = hn::InterleaveLower(di8, a, b), high = hn::InterleaveUpper(di8, a, b);
+    const VI16 parts[4] = {hn::PromoteTo(di16, hn::LowerHalf(dhi, low)), hn::PromoteTo(di16, hn::UpperHalf(dhi, low)),
+                           hn::PromoteTo(di16, hn::LowerHalf(dhi, high)), hn::PromoteTo(di16, hn::UpperHalf(dhi, high))};
+    for (int h = 0; h < kHeads; ++h) {
+      int32_t pair;  // words i and i + 1, the first in the low half
+      std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));
+      const VI16 w = hn::BitCast(di16, hn::Set(di32, pair));
+      for (int k = 0; k < 4; ++k) sums[h][k] = DotWords(sums[h][k], parts[k], w);
+    }
+  }
+}
+
+void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
+                        float* acc, size_t acc_stride) {
+  const DU8 du8;
+  const DI32 di32;
+  const DF df;
+  const size_t d = rows.dim, padded = PaddedDim(d), lanes = hn::Lanes(du8), quarter = hn::Lanes(di32);
+  const ByteTable table = byte_table(rows.table, rows.bits);
+  const VU8 table_v = TableVector(table, 0);
+  // An odd last row pairs with a zero row of weight 0.
+  std::vector<uint8_t> index((kIntBlockRows + 1) * padded, 0);
+  const std::vector<uint32_t> order = ChunkLaneOrder();
+  const Unpacker unpacker(rows, padded);
+  // The accumulators in lane order (exact moves), so that every addition matches the reference.
+  std::vector<float> lane_acc(heads * padded, 0.0f);
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t c = 0; c < padded; c += lanes)
+      for (size_t e = 0; e < lanes; ++e)
+        if (c + order[e] < d) lane_acc[h * padded + c + e] = acc[h * acc_stride + c + order[e]];
+  std::vector<int16_t> block_words(heads * kIntBlockRows);
+  std::vector<float> block_scale(heads);
+  std::vector<uint8_t> live(heads);
+  const hn::Rebind<int16_t, DI32> dw;
+  HWY_ALIGN float block_weights[kIntBlockRows];
+  for (size_t start = 0; start < n; start += kIntBlockRows) {
+    const size_t count = std::min(kIntBlockRows, n - start);
+    for (size_t h = 0; h < heads; ++h) {
+      // Weights past the block's rows are zero (pairs with the zero row after an odd count).
+      std::fill(block_weights + count, block_weights + kIntBlockRows, 0.0f);
+      std::copy_n(weights + h * weight_stride + start, count, block_weights);
+      auto top = hn::Zero(df);
+      for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df)) top = hn::Max(top, hn::Abs(hn::Load(df, block_weights + i)));
+      const float largest = hn::GetLane(hn::MaxOfLanes(df, top));
+      live[h] = largest != 0.0f;
+      if (!live[h]) continue;
+      const auto factor = hn::Set(df, 32767.0f / largest);
+      block_scale[h] = largest / 32767.0f * table.scale;
+      int16_t* words = block_words.data() + h * kIntBlockRows;
+      for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
+        hn::StoreU(hn::DemoteTo(dw, hn::NearestInt(hn::Mul(hn::Load(df, block_weights + i), factor))), dw, words + i);
+    }
+    unpacker.Rows(start, count, index.data());
+    if (count % 2) std::memset(index.data() + count * padded, 0, padded);
+    const size_t even = count + count % 2;
+    for (size_t c = 0; c < padded; c += lanes) {
+      size_t h = 0;
+      VI32 sums[4][4];
+      auto flush = [&](size_t first_head, size_t group) {
+        for (size_t g = 0; g < group; ++g) {
+          const size_t head = first_head + g;
+          if (!live[head]) continue;
+          const auto s = hn::Set(df, block_scale[head]);
+          for (int k = 0; k < 4; ++k) {
+            float* target = lane_acc.data() + head * padded + c + k * quarter;
+            hn::StoreU(hn::Add(hn::LoadU(df, target), hn::Mul(hn::ConvertTo(df, sums[g][k]), s)), df, target);
+          }
+        }
+      };
+      for (; h + 4 <= heads; h += 4) {
+        AccumulateChunk<4>(index.data(), padded, c, even, table_v, block_words.data() + h * kIntBlockRows, sums);
+        flush(h, 4);
+      }
+      for (; h < heads; ++h) {
+        AccumulateChunk<1>(index.data(), padded, c, even, table_v, block_words.data() + h * kIntBlockRows, sums);
+        flush(h, 1);
+      }
+    }
+  }
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t c = 0; c < padded; c += lanes)
+      for (size_t e = 0; e < lanes; ++e)
+        if (c + order[e] < d) acc[h * acc_stride + c + order[e]] = lane_acc[h * padded + c + e];
+}
+#endif
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvsketch::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvsketch::simd {
+
+HWY_EXPORT(IntScoresImpl);
+HWY_EXPORT(IntWeightedSumImpl);
+
+void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                      size_t out_stride) {
+  if (n == 0 || heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(IntScoresImpl)(rows, n, queries, heads, scale, out, out_stride);
+}
+
+void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
+                            size_t weight_stride, float* acc, size_t acc_stride) {
+  if (n == 0 || heads == 0) return;
+  HWY_DYNAMIC_DISPATCH(IntWeightedSumImpl)(rows, n, weights, heads, weight_stride, acc, acc_stride);
+}
+
+}  // namespace kvsketch::simd
+#endif

@@ -1,0 +1,51 @@
+// Decode attention over rows of b-bit indices (b = 1..4) in integer arithmetic: the table and each
+// query head are rounded to signed bytes, the weights to 16-bit integers per block of rows, the
+// products are summed exactly in 32 bits and only the sums are scaled back to floats.
+//
+// Why: the float kernels (row_kernels.hpp) spend one multiply-add per value and head; with
+// AVX-512 VNNI one instruction does 64 byte products (or 32 word products), so a GQA group's
+// scores and weighted sums cost a fraction of fp16's. Exact integer sums also make the result the
+// same bits on every instruction set. The rounding adds little: a byte table carries each
+// centroid within 0.4% of the table's largest, far below the b <= 4 quantization error.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "simd/row_kernels.hpp"
+
+namespace kvsketch::simd {
+
+// Rows per block: the weights of a block share one 16-bit scale, and 64 products of 2^15 by 2^7
+// stay below 2^31.
+inline constexpr size_t kIntBlockRows = 64;
+
+// Whether the integer kernels take these rows: kIndex with b = 1..4.
+bool int_index_usable(const RowSource& rows);
+
+// out[h * out_stride + i] ~= scale * <queries[h], row i> for h < heads, i < n, through the byte
+// table and byte queries.
+void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                      size_t out_stride);
+
+// acc[h * acc_stride + j] += ~sum_i weights[h * weight_stride + i] * row i [j], the weights of
+// each block of kIntBlockRows rows rounded to 16 bits against the block's largest magnitude.
+void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
+                            size_t weight_stride, float* acc, size_t acc_stride);
+
+// The rounding both the kernels and the reference use (round to nearest even, IEEE single).
+struct ByteTable {
+  int8_t levels[16] = {};  // table[l] ~= levels[l] * scale, |levels| <= 127
+  float scale = 0.0f;
+};
+ByteTable byte_table(const float* table, int bits);
+// out[j] = round(x[j] * 127 / max|x|); returns max|x| / 127 (0 when x is all zero).
+float round_to_bytes(const float* x, size_t n, int8_t* out);
+
+namespace reference {
+void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                      size_t out_stride);
+void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
+                            size_t weight_stride, float* acc, size_t acc_stride);
+}  // namespace reference
+
+}  // namespace kvsketch::simd

@@ -1,0 +1,79 @@
+// The integer kernels' rounding and their scalar definition (int_index_kernels.hpp).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kvsketch/bitpack.hpp"
+#include "simd/int_index_kernels.hpp"
+
+namespace kvsketch::simd {
+
+bool int_index_usable(const RowSource& rows) {
+  return rows.format == RowFormat::kIndex && rows.bits >= 1 && rows.bits <= 4 && rows.table != nullptr;
+}
+
+float round_to_bytes(const float* x, size_t n, int8_t* out) {
+  float top = 0.0f;
+  for (size_t j = 0; j < n; ++j) top = std::max(top, std::fabs(x[j]));
+  if (top == 0.0f) {
+    std::fill(out, out + n, int8_t{0});
+    return 0.0f;
+  }
+  const float factor = 127.0f / top;
+  for (size_t j = 0; j < n; ++j) out[j] = static_cast<int8_t>(std::nearbyint(x[j] * factor));
+  return top / 127.0f;
+}
+
+ByteTable byte_table(const float* table, int bits) {
+  ByteTable out;
+  out.scale = round_to_bytes(table, size_t{1} << bits, out.levels);
+  return out;
+}
+
+namespace reference {
+
+void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                      size_t out_stride) {
+  const size_t d = rows.dim;
+  const ByteTable table = byte_table(rows.table, rows.bits);
+  std::vector<uint8_t> index(d);
+  std::vector<int8_t> query(d);
+  for (size_t h = 0; h < heads; ++h) {
+    const float factor = round_to_bytes(queries + h * d, d, query.data()) * table.scale * scale;
+    for (size_t i = 0; i < n; ++i) {
+      unpack_bits(rows.data + i * rows.stride, d, rows.bits, index.data());
+      int32_t sum = 0;
+      for (size_t j = 0; j < d; ++j) sum += query[j] * table.levels[index[j]];
+      out[h * out_stride + i] = static_cast<float>(sum) * factor;
+    }
+  }
+}
+
+void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
+                            size_t weight_stride, float* acc, size_t acc_stride) {
+  const size_t d = rows.dim;
+  const ByteTable table = byte_table(rows.table, rows.bits);
+  std::vector<uint8_t> index(d);
+  std::vector<int32_t> sums(d);
+  for (size_t start = 0; start < n; start += kIntBlockRows) {
+    const size_t end = std::min(n, start + kIntBlockRows);
+    for (size_t h = 0; h < heads; ++h) {
+      const float* w = weights + h * weight_stride;
+      float top = 0.0f;
+      for (size_t i = start; i < end; ++i) top = std::max(top, std::fabs(w[i]));
+      if (top == 0.0f) continue;
+      const float factor = 32767.0f / top, block_scale = top / 32767.0f * table.scale;
+      std::fill(sums.begin(), sums.end(), 0);
+      for (size_t i = start; i < end; ++i) {
+        const int32_t word = static_cast<int32_t>(std::nearbyint(w[i] * factor));
+        unpack_bits(rows.data + i * rows.stride, d, rows.bits, index.data());
+        for (size_t j = 0; j < d; ++j) sums[j] += word * table.levels[index[j]];
+      }
+      float* a = acc + h * acc_stride;
+      for (size_t j = 0; j < d; ++j) a[j] = a[j] + static_cast<float>(sums[j]) * block_scale;
+    }
+  }
+}
+
+}  // namespace reference
+}  // namespace kvsketch::simd

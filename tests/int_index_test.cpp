@@ -1,0 +1,103 @@
+// The integer attention kernels: the same bits as their scalar definition on every instruction
+// set, and close to the float kernels they replace.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kvsketch/bitpack.hpp"
+#include "kvsketch/codebook.hpp"
+#include "kvsketch/random.hpp"
+#include "simd/int_index_kernels.hpp"
+#include "test_util.hpp"
+
+using namespace kvsketch;
+
+namespace {
+
+// Rows of random b-bit indices with a few bytes after each (as a codec's norms).
+struct IndexRowsData {
+  std::vector<uint8_t> codes;
+  simd::RowSource source;
+  IndexRowsData(size_t n, size_t dim, int bits, const float* table, uint64_t seed) {
+    const size_t stride = packed_bytes(dim, bits) + 3;
+    codes.assign(n * stride, 0);
+    RandomStream stream(seed, StreamPurpose::kTest);
+    std::vector<uint8_t> index(dim);
+    for (size_t i = 0; i < n; ++i) {
+      for (auto& v : index) v = static_cast<uint8_t>(stream.next_u64() >> (64 - bits));
+      pack_bits(index.data(), dim, bits, codes.data() + i * stride);
+      for (size_t k = packed_bytes(dim, bits); k < stride; ++k) codes[i * stride + k] = 0xFF;
+    }
+    source = {simd::RowFormat::kIndex, codes.data(), stride, dim, bits, table, stride};
+  }
+};
+
+std::vector<float> gaussians(size_t n, uint64_t seed) { return testutil::gaussian_matrix(n, 1, seed); }
+
+// Softmax-like weights spanning many orders of magnitude, with an all-zero block.
+std::vector<float> weights(size_t heads, size_t n, uint64_t seed) {
+  auto w = gaussians(heads * n, seed);
+  for (size_t k = 0; k < w.size(); ++k) w[k] = std::exp(4.0f * w[k]);
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t i = 64; i < std::min<size_t>(n, 128); ++i) w[h * n + i] = 0.0f;
+  return w;
+}
+
+}  // namespace
+
+TEST(IntIndexKernels, SameBitsAsReferenceOnEveryTarget) {
+  testutil::for_each_target([] {
+    for (int bits = 1; bits <= 4; ++bits) {
+      const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, 128, bits).centroids;
+      for (const size_t dim : {size_t{64}, size_t{80}, size_t{96}, size_t{128}, size_t{256}}) {
+        for (const size_t n : {size_t{1}, size_t{5}, size_t{131}}) {
+          for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}}) {
+            SCOPED_TRACE(testing::Message() << "bits " << bits << " dim " << dim << " n " << n << " heads " << heads);
+            const IndexRowsData rows(n, dim, bits, table.data(), 7 * dim + n);
+            const auto queries = gaussians(heads * dim, 11 * heads + dim);
+            std::vector<float> fast(heads * n), slow(heads * n);
+            simd::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, fast.data(), n);
+            simd::reference::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, slow.data(), n);
+            EXPECT_EQ(fast, slow);
+            const auto w = weights(heads, n, 13 * n + heads);
+            auto acc_fast = gaussians(heads * dim, 17), acc_slow = acc_fast;
+            simd::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_fast.data(), dim);
+            simd::reference::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_slow.data(), dim);
+            EXPECT_EQ(acc_fast, acc_slow);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(IntIndexKernels, CloseToTheFloatKernels) {
+  for (int bits = 2; bits <= 4; ++bits) {
+    const size_t dim = 128, n = 1000, heads = 4;
+    const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, dim, bits).centroids;
+    const IndexRowsData rows(n, dim, bits, table.data(), 99 + bits);
+    const auto queries = gaussians(heads * dim, 5);
+    std::vector<float> exact(heads * n), approx(heads * n);
+    simd::row_scores(rows.source, n, queries.data(), heads, 1.0f, exact.data(), n);
+    simd::int_index_scores(rows.source, n, queries.data(), heads, 1.0f, approx.data(), n);
+    double error = 0, total = 0;
+    for (size_t k = 0; k < exact.size(); ++k) {
+      error += std::pow(approx[k] - exact[k], 2.0);
+      total += std::pow(exact[k], 2.0);
+    }
+    // Byte queries and table: about 1% of the scores' spread (b-bit quantization is 10-50%).
+    EXPECT_LT(std::sqrt(error / total), 0.015) << bits << " bits";
+    EXPECT_GT(std::sqrt(error / total), 1e-4) << "the bytes should round something";
+
+    const auto w = weights(heads, n, 3);
+    std::vector<float> acc_exact(heads * dim, 0.0f), acc_approx(heads * dim, 0.0f);
+    simd::row_weighted_sum(rows.source, n, w.data(), heads, n, acc_exact.data(), dim);
+    simd::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_approx.data(), dim);
+    std::vector<float> difference(acc_exact.size());
+    for (size_t k = 0; k < difference.size(); ++k) difference[k] = acc_approx[k] - acc_exact[k];
+    EXPECT_LT(testutil::norm(difference.data(), difference.size()) / testutil::norm(acc_exact.data(), acc_exact.size()),
+              0.01)
+        << bits << " bits";
+  }
+}
