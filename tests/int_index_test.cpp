@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/codebook.hpp"
+#include "kvsketch/half.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "test_util.hpp"
@@ -27,7 +29,10 @@ struct IndexRowsData {
     for (size_t i = 0; i < n; ++i) {
       for (auto& v : index) v = static_cast<uint8_t>(stream.next_u64() >> (64 - bits));
       pack_bits(index.data(), dim, bits, codes.data() + i * stride);
-      for (size_t k = packed_bytes(dim, bits); k < stride; ++k) codes[i * stride + k] = 0xFF;
+      // A positive fp16 factor after the indices (a norm), as TurboQuant stores it.
+      const uint16_t factor = float_to_half(static_cast<float>(0.5 + stream.uniform()));
+      std::memcpy(codes.data() + i * stride + packed_bytes(dim, bits), &factor, sizeof(factor));
+      codes[i * stride + stride - 1] = 0xFF;
     }
     source = {simd::RowFormat::kIndex, codes.data(), stride, dim, bits, table, stride};
   }
@@ -64,6 +69,14 @@ TEST(IntIndexKernels, SameBitsAsReferenceOnEveryTarget) {
             auto acc_fast = gaussians(heads * dim, 17), acc_slow = acc_fast;
             simd::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_fast.data(), dim);
             simd::reference::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_slow.data(), dim);
+            EXPECT_EQ(acc_fast, acc_slow);
+            // With the fp16 factor each row carries.
+            const simd::RowFactor factors{packed_bytes(dim, bits), true};
+            simd::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, fast.data(), n, &factors);
+            simd::reference::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, slow.data(), n, &factors);
+            EXPECT_EQ(fast, slow);
+            simd::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_fast.data(), dim, &factors);
+            simd::reference::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_slow.data(), dim, &factors);
             EXPECT_EQ(acc_fast, acc_slow);
           }
         }

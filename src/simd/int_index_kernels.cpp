@@ -28,12 +28,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
-                   size_t out_stride) {
-  reference::int_index_scores(rows, n, queries, heads, scale, out, out_stride);
+                   size_t out_stride, const RowFactor* factors) {
+  reference::int_index_scores(rows, n, queries, heads, scale, out, out_stride, factors);
 }
 void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
-                        float* acc, size_t acc_stride) {
-  reference::int_index_weighted_sum(rows, n, weights, heads, weight_stride, acc, acc_stride);
+                        float* acc, size_t acc_stride, const RowFactor* factors) {
+  reference::int_index_weighted_sum(rows, n, weights, heads, weight_stride, acc, acc_stride, factors);
 }
 #else
 
@@ -222,10 +222,27 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
   for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
 }
 
+// Row factors of rows [first, first + count), count <= kIntBlockRows, into out (1 without).
+void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out) {
+  if (factors == nullptr || !factors->half) {
+    load_row_factors(rows, factors, first, count, out);
+    return;
+  }
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  HWY_ALIGN uint16_t halves[kIntBlockRows] = {};
+  const uint8_t* at = rows.data + first * rows.stride + factors->offset;
+  for (size_t i = 0; i < count; ++i) std::memcpy(halves + i, at + i * rows.stride, sizeof(uint16_t));
+  HWY_ALIGN float converted[kIntBlockRows];
+  for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
+    hn::Store(hn::PromoteTo(df, hn::Load(dh, reinterpret_cast<const hwy::float16_t*>(halves) + i)), df, converted + i);
+  std::copy_n(converted, count, out);
+}
+
 size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
 
 void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
-                   size_t out_stride) {
+                   size_t out_stride, const RowFactor* factors) {
   const DI32 di32;
   const DF df;
   const size_t d = rows.dim, padded = PaddedDim(d), lanes = hn::Lanes(DU8()), blocks = padded / 16;
@@ -238,11 +255,11 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   // (level + 128) * q sums to the wanted sum plus 128 * sum q.
   const size_t head_groups = (heads + 3) / 4;
   std::vector<int8_t> bytes(head_groups * 4 * blocks * lanes, 0), row(padded);
-  std::vector<float> factors(head_groups * 4, 0.0f);
+  std::vector<float> head_factors(head_groups * 4, 0.0f);
   std::vector<int32_t> offsets(head_groups * 4, 0);
   for (size_t h = 0; h < heads; ++h) {
     std::fill(row.begin(), row.end(), int8_t{0});
-    factors[h] = round_to_bytes(queries + h * d, d, row.data()) * table.scale * scale;
+    head_factors[h] = round_to_bytes(queries + h * d, d, row.data()) * table.scale * scale;
     for (size_t j = 0; j < d; ++j) offsets[h] += 128 * row[j];
     for (size_t k = 0; k < blocks; ++k)
       for (size_t r = 0; r < per_vector; ++r)
@@ -255,9 +272,11 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
     const size_t count = std::min(kIntBlockRows, n - start);
     const size_t groups = (count + per_vector - 1) / per_vector;
     unpacker.Grouped(start, count, grouped.data());
+    HWY_ALIGN float row_factor[kIntBlockRows];
+    LoadFactors(rows, factors, start, count, row_factor);
     for (size_t hg = 0; hg < head_groups; ++hg) {
       const size_t group_heads = std::min<size_t>(4, heads - 4 * hg);
-      const auto factor_v = hn::LoadDup128(df, factors.data() + 4 * hg);
+      const auto factor_v = hn::LoadDup128(df, head_factors.data() + 4 * hg);
       const auto offset_v = hn::LoadDup128(di32, offsets.data() + 4 * hg);
       const int8_t* q = bytes.data() + 4 * hg * blocks * lanes;
       for (size_t g = 0; g < groups; g += kGroups) {
@@ -277,7 +296,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
         const size_t first_row = g * per_vector, live_rows = std::min(count - first_row, live_groups * per_vector);
         for (size_t h = 0; h < group_heads; ++h) {
           float* target = out + (4 * hg + h) * out_stride + start + first_row;
-          for (size_t r = 0; r < live_rows; ++r) target[r] = scores[4 * r + h];
+          for (size_t r = 0; r < live_rows; ++r) target[r] = scores[4 * r + h] * row_factor[first_row + r];
         }
       }
     }
@@ -335,7 +354,7 @@ HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, s
 }
 
 void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
-                        float* acc, size_t acc_stride) {
+                        float* acc, size_t acc_stride, const RowFactor* factors) {
   const DU8 du8;
   const DI32 di32;
   const DF df;
@@ -359,10 +378,12 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
   HWY_ALIGN float block_weights[kIntBlockRows];
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
+    HWY_ALIGN float row_factor[kIntBlockRows];
+    LoadFactors(rows, factors, start, count, row_factor);
     for (size_t h = 0; h < heads; ++h) {
       // Weights past the block's rows are zero (pairs with the zero row after an odd count).
       std::fill(block_weights + count, block_weights + kIntBlockRows, 0.0f);
-      std::copy_n(weights + h * weight_stride + start, count, block_weights);
+      for (size_t i = 0; i < count; ++i) block_weights[i] = weights[h * weight_stride + start + i] * row_factor[i];
       auto top = hn::Zero(df);
       for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df)) top = hn::Max(top, hn::Abs(hn::Load(df, block_weights + i)));
       const float largest = hn::GetLane(hn::MaxOfLanes(df, top));
@@ -419,15 +440,15 @@ HWY_EXPORT(IntScoresImpl);
 HWY_EXPORT(IntWeightedSumImpl);
 
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
-                      size_t out_stride) {
+                      size_t out_stride, const RowFactor* factors) {
   if (n == 0 || heads == 0) return;
-  HWY_DYNAMIC_DISPATCH(IntScoresImpl)(rows, n, queries, heads, scale, out, out_stride);
+  HWY_DYNAMIC_DISPATCH(IntScoresImpl)(rows, n, queries, heads, scale, out, out_stride, factors);
 }
 
 void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
-                            size_t weight_stride, float* acc, size_t acc_stride) {
+                            size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors) {
   if (n == 0 || heads == 0) return;
-  HWY_DYNAMIC_DISPATCH(IntWeightedSumImpl)(rows, n, weights, heads, weight_stride, acc, acc_stride);
+  HWY_DYNAMIC_DISPATCH(IntWeightedSumImpl)(rows, n, weights, heads, weight_stride, acc, acc_stride, factors);
 }
 
 }  // namespace kvsketch::simd

@@ -22,15 +22,26 @@ inline constexpr size_t kIntBlockRows = 64;
 // Whether the integer kernels take these rows: kIndex with b = 1..4.
 bool int_index_usable(const RowSource& rows);
 
-// out[h * out_stride + i] ~= scale * <queries[h], row i> for h < heads, i < n, through the byte
-// table and byte queries.
-void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
-                      size_t out_stride);
+// A factor each row carries (TurboQuant's norm): fp16 or fp32 at row + offset, read in the same
+// pass as the indices.
+struct RowFactor {
+  size_t offset = 0;
+  bool half = true;
+};
 
-// acc[h * acc_stride + j] += ~sum_i weights[h * weight_stride + i] * row i [j], the weights of
-// each block of kIntBlockRows rows rounded to 16 bits against the block's largest magnitude.
+// out[h * out_stride + i] ~= scale * <queries[h], row i> * factor_i for h < heads, i < n, through
+// the byte table and byte queries (factor_i = 1 without row factors).
+void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
+                      size_t out_stride, const RowFactor* factors = nullptr);
+
+// acc[h * acc_stride + j] += ~sum_i weights[h * weight_stride + i] * factor_i * row i [j], the
+// weighted factors of each block of kIntBlockRows rows rounded to 16 bits against the block's
+// largest magnitude.
 void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
-                            size_t weight_stride, float* acc, size_t acc_stride);
+                            size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors = nullptr);
+
+// Row factors of rows [first, first + count) (1 without row factors).
+void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out);
 
 // The rounding both the kernels and the reference use (round to nearest even, IEEE single).
 struct ByteTable {
@@ -43,9 +54,9 @@ float round_to_bytes(const float* x, size_t n, int8_t* out);
 
 namespace reference {
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
-                      size_t out_stride);
+                      size_t out_stride, const RowFactor* factors = nullptr);
 void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
-                            size_t weight_stride, float* acc, size_t acc_stride);
+                            size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors = nullptr);
 }  // namespace reference
 
 }  // namespace kvsketch::simd

@@ -1,9 +1,11 @@
 // The integer kernels' rounding and their scalar definition (int_index_kernels.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
+#include "kvsketch/half.hpp"
 #include "simd/int_index_kernels.hpp"
 
 namespace kvsketch::simd {
@@ -24,6 +26,23 @@ float round_to_bytes(const float* x, size_t n, int8_t* out) {
   return top / 127.0f;
 }
 
+void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out) {
+  for (size_t i = 0; i < count; ++i) {
+    if (factors == nullptr) {
+      out[i] = 1.0f;
+      continue;
+    }
+    const uint8_t* at = rows.data + (first + i) * rows.stride + factors->offset;
+    if (factors->half) {
+      uint16_t half;
+      std::memcpy(&half, at, sizeof(half));
+      out[i] = half_to_float(half);
+    } else {
+      std::memcpy(out + i, at, sizeof(float));
+    }
+  }
+}
+
 ByteTable byte_table(const float* table, int bits) {
   ByteTable out;
   out.scale = round_to_bytes(table, size_t{1} << bits, out.levels);
@@ -33,39 +52,45 @@ ByteTable byte_table(const float* table, int bits) {
 namespace reference {
 
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
-                      size_t out_stride) {
+                      size_t out_stride, const RowFactor* factors) {
   const size_t d = rows.dim;
   const ByteTable table = byte_table(rows.table, rows.bits);
   std::vector<uint8_t> index(d);
   std::vector<int8_t> query(d);
+  std::vector<float> row_factor(n);
+  load_row_factors(rows, factors, 0, n, row_factor.data());
   for (size_t h = 0; h < heads; ++h) {
     const float factor = round_to_bytes(queries + h * d, d, query.data()) * table.scale * scale;
     for (size_t i = 0; i < n; ++i) {
       unpack_bits(rows.data + i * rows.stride, d, rows.bits, index.data());
       int32_t sum = 0;
       for (size_t j = 0; j < d; ++j) sum += query[j] * table.levels[index[j]];
-      out[h * out_stride + i] = static_cast<float>(sum) * factor;
+      out[h * out_stride + i] = static_cast<float>(sum) * factor * row_factor[i];
     }
   }
 }
 
 void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
-                            size_t weight_stride, float* acc, size_t acc_stride) {
+                            size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors) {
   const size_t d = rows.dim;
   const ByteTable table = byte_table(rows.table, rows.bits);
   std::vector<uint8_t> index(d);
   std::vector<int32_t> sums(d);
+  std::vector<float> row_factor(n), w(kIntBlockRows);
+  load_row_factors(rows, factors, 0, n, row_factor.data());
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t end = std::min(n, start + kIntBlockRows);
     for (size_t h = 0; h < heads; ++h) {
-      const float* w = weights + h * weight_stride;
       float top = 0.0f;
-      for (size_t i = start; i < end; ++i) top = std::max(top, std::fabs(w[i]));
+      for (size_t i = start; i < end; ++i) {
+        w[i - start] = weights[h * weight_stride + i] * row_factor[i];
+        top = std::max(top, std::fabs(w[i - start]));
+      }
       if (top == 0.0f) continue;
       const float factor = 32767.0f / top, block_scale = top / 32767.0f * table.scale;
       std::fill(sums.begin(), sums.end(), 0);
       for (size_t i = start; i < end; ++i) {
-        const int32_t word = static_cast<int32_t>(std::nearbyint(w[i] * factor));
+        const int32_t word = static_cast<int32_t>(std::nearbyint(w[i - start] * factor));
         unpack_bits(rows.data + i * rows.stride, d, rows.bits, index.data());
         for (size_t j = 0; j < d; ++j) sums[j] += word * table.levels[index[j]];
       }
