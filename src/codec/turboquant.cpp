@@ -19,6 +19,11 @@ struct TurboQuantQuery : PreparedQuery {
   std::vector<float> domain;  // [rotated q | prod: S rotated q]
 };
 
+// Where the integer kernels find each row's norm.
+simd::RowFactor stored_norms(size_t offset, NormPrecision precision) {
+  return {offset, precision == NormPrecision::kFp16};
+}
+
 }  // namespace
 
 TurboQuant::TurboQuant(size_t dim, const TurboQuantOptions& options)
@@ -141,13 +146,14 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
     std::copy_n(domain.data(), d, rotated.data() + h * d);
     std::copy_n(domain.data() + d, m, projected.data() + h * m);
   }
-  const bool integer = arithmetic == Arithmetic::kInteger && simd::int_index_usable(index_rows(codes));
+  const auto rows = index_rows(codes);
+  const bool integer = arithmetic == Arithmetic::kInteger && simd::int_index_usable(rows);
   if (integer && !signs_) {  // the norms are read in the kernel's pass over the rows
-    const simd::RowFactor norms{norm_offset_, options_.norm == NormPrecision::kFp16};
-    simd::int_index_scores(index_rows(codes), n, rotated.data(), heads, 1.0f, out, stride, &norms);
+    const simd::RowFactor norms = stored_norms(norm_offset_, options_.norm);
+    simd::int_index_scores(rows, n, rotated.data(), heads, 1.0f, out, stride, &norms);
     return;
   }
-  if (const auto rows = index_rows(codes); integer) {
+  if (integer) {
     simd::int_index_scores(rows, n, rotated.data(), heads, 1.0f, out, stride);
   } else if (scalar_.bits() > 0) {
     simd::row_scores(rows, n, rotated.data(), heads, 1.0f, out, stride);
@@ -171,10 +177,11 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
 void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                        size_t n, float* accumulators, Arithmetic arithmetic) const {
   const size_t width = accumulator_size();
-  const bool integer = arithmetic == Arithmetic::kInteger && simd::int_index_usable(index_rows(codes));
+  const auto rows = index_rows(codes);
+  const bool integer = arithmetic == Arithmetic::kInteger && simd::int_index_usable(rows);
   if (integer && !signs_) {  // the norms are read in the kernel's pass over the rows
-    const simd::RowFactor norms{norm_offset_, options_.norm == NormPrecision::kFp16};
-    simd::int_index_weighted_sum(index_rows(codes), n, weights, heads, stride, accumulators, width, &norms);
+    const simd::RowFactor norms = stored_norms(norm_offset_, options_.norm);
+    simd::int_index_weighted_sum(rows, n, weights, heads, stride, accumulators, width, &norms);
     return;
   }
   std::vector<float> norms(n), gammas(signs_ ? n : 0), scaled(heads * n), sign_scaled(signs_ ? heads * n : 0);
@@ -186,7 +193,7 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
     if (signs_)
       for (size_t i = 0; i < n; ++i) sign_scaled[h * n + i] = scaled[h * n + i] * (sign_scale_ * gammas[i]);
   }
-  if (const auto rows = index_rows(codes); integer)
+  if (integer)
     simd::int_index_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
   else if (scalar_.bits() > 0)
     simd::row_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);

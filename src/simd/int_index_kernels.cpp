@@ -181,7 +181,7 @@ HWY_INLINE VI32 DotWords(VI32 acc, VI16 a, VI16 b) {
 #endif
 }
 
-// The table as unsigned bytes (level + 128) in every 128-bit block, for the shuffle lookups.
+// The table's levels plus `offset` as bytes in every 128-bit block, for the shuffle lookups.
 VU8 TableVector(const ByteTable& table, int offset) {
   HWY_ALIGN uint8_t bytes[16];
   for (int l = 0; l < 16; ++l) bytes[l] = static_cast<uint8_t>(table.levels[l] + offset);
@@ -303,20 +303,30 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   }
 }
 
-// Where the weighted-sum kernel's int32 lanes land: the byte interleave of two rows and the
-// widening to words permute coordinates within a chunk of Lanes(u8); found by running the same
-// steps on the coordinates themselves.
+// The signed bytes of two rows as four word vectors of pairs (a[j], b[j]), for DotWords against a
+// pair of weights. The byte interleave and the widening permute coordinates within the chunk.
+HWY_INLINE void WidenPairs(VI8 a, VI8 b, VI16* parts) {
+  const DI8 di8;
+  const DI16 di16;
+  const hn::Half<DI8> dhi;
+  const VI8 low = hn::InterleaveLower(di8, a, b), high = hn::InterleaveUpper(di8, a, b);
+  parts[0] = hn::PromoteTo(di16, hn::LowerHalf(dhi, low));
+  parts[1] = hn::PromoteTo(di16, hn::UpperHalf(dhi, low));
+  parts[2] = hn::PromoteTo(di16, hn::LowerHalf(dhi, high));
+  parts[3] = hn::PromoteTo(di16, hn::UpperHalf(dhi, high));
+}
+
+// Where the weighted-sum kernel's int32 lanes land within a chunk of Lanes(u8) coordinates:
+// found by running WidenPairs on the coordinates themselves.
 std::vector<uint32_t> ChunkLaneOrder() {
   const DU8 du8;
   const DI16 di16;
-  const hn::Half<DI8> dhi;
   const size_t lanes = hn::Lanes(du8);
   HWY_ALIGN uint8_t iota[HWY_MAX_BYTES];
   for (size_t m = 0; m < lanes; ++m) iota[m] = static_cast<uint8_t>(m);
   const auto v = hn::BitCast(DI8(), hn::Load(du8, iota));
-  const auto low = hn::InterleaveLower(DI8(), v, v), high = hn::InterleaveUpper(DI8(), v, v);
-  const VI16 parts[4] = {hn::PromoteTo(di16, hn::LowerHalf(dhi, low)), hn::PromoteTo(di16, hn::UpperHalf(dhi, low)),
-                         hn::PromoteTo(di16, hn::LowerHalf(dhi, high)), hn::PromoteTo(di16, hn::UpperHalf(dhi, high))};
+  VI16 parts[4];
+  WidenPairs(v, v, parts);
   std::vector<uint32_t> order;
   HWY_ALIGN int16_t words[HWY_MAX_BYTES / 2];
   for (const VI16& part : parts) {
@@ -335,15 +345,13 @@ HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, s
   const DI8 di8;
   const DI16 di16;
   const DI32 di32;
-  const hn::Half<DI8> dhi;
   for (int h = 0; h < kHeads; ++h)
     for (int k = 0; k < 4; ++k) sums[h][k] = hn::Zero(di32);
   for (size_t i = 0; i < count; i += 2) {
     const VI8 a = hn::BitCast(di8, hn::TableLookupBytes(table, hn::LoadU(du8, index + i * padded + c)));
     const VI8 b = hn::BitCast(di8, hn::TableLookupBytes(table, hn::LoadU(du8, index + (i + 1) * padded + c)));
-    const VI8 low = hn::InterleaveLower(di8, a, b), high = hn::InterleaveUpper(di8, a, b);
-    const VI16 parts[4] = {hn::PromoteTo(di16, hn::LowerHalf(dhi, low)), hn::PromoteTo(di16, hn::UpperHalf(dhi, low)),
-                           hn::PromoteTo(di16, hn::LowerHalf(dhi, high)), hn::PromoteTo(di16, hn::UpperHalf(dhi, high))};
+    VI16 parts[4];
+    WidenPairs(a, b, parts);
     for (int h = 0; h < kHeads; ++h) {
       int32_t pair;  // words i and i + 1, the first in the low half
       std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));

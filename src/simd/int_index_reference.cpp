@@ -27,11 +27,11 @@ float round_to_bytes(const float* x, size_t n, int8_t* out) {
 }
 
 void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out) {
+  if (factors == nullptr) {
+    std::fill(out, out + count, 1.0f);
+    return;
+  }
   for (size_t i = 0; i < count; ++i) {
-    if (factors == nullptr) {
-      out[i] = 1.0f;
-      continue;
-    }
     const uint8_t* at = rows.data + (first + i) * rows.stride + factors->offset;
     if (factors->half) {
       uint16_t half;
