@@ -46,9 +46,9 @@ struct FlatIndexOptions {
   RerankStore rerank_store = RerankStore::kNone;
   size_t rerank_candidates = 0;  // per query; 0 = no re-ranking (needs a store when > 0)
   int threads = 0;               // 0 = all (OpenMP default)
-  // TurboQuant_mse at 1, 2 or 4 bits: scan 4-bit groups with byte tables in SIMD registers, then
-  // re-score the best candidates with float tables (same results, up to table rounding among the
-  // candidates kept). Ignored for other codecs.
+  // TurboQuant_mse at 1, 2 or 4 bits (and tq_pca while it uses no basis): scan 4-bit groups with
+  // byte tables in SIMD registers, then re-score the best candidates with float tables (same
+  // results, up to table rounding among the candidates kept). Ignored for other codecs.
   bool fast_scan = true;
   // Quantize x - mean, the mean of the first vectors added (up to 4096 of the first batch; of unit
   // vectors for cosine): rankings are
@@ -112,6 +112,8 @@ class FlatIndex {
   // The similarity of stored row `position` to q: code estimate, or the stored copy when exact.
   float exact_similarity(const float* q, size_t position) const;
   std::vector<float> prepared_queries(const float* queries, size_t nq) const;
+  // The fast-scan layout if requested and the codec (as calibrated) has one; only while empty.
+  void choose_layout();
   // Rows [first, first + count) of x as stored: unit vectors for cosine, minus the centre.
   void prepare_rows(const float* x, size_t first, size_t count, std::vector<float>& rows) const;
 
@@ -126,6 +128,7 @@ class FlatIndex {
   std::vector<float> copy32_;     // RerankStore::kFp32: rows x dim
   std::unordered_map<int64_t, size_t> position_;
   bool calibrated_ = false;  // data-dependent codecs calibrate on the first add
+  bool fast_scan_requested_ = true;
   std::vector<float> center_;  // with options.center: the mean subtracted (empty until the first add)
 };
 

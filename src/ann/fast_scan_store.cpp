@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "codec/pca_turboquant.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/fast_scan_kernels.hpp"
 
@@ -11,17 +12,21 @@ namespace {
 
 constexpr size_t kBlockRows = simd::kFastScanBlockRows;
 
+// The TurboQuant whose codes codec writes: itself, or tq_pca while it has no basis.
+const TurboQuant* scanned_turboquant(const VectorCodec& codec) {
+  if (const auto* pca = dynamic_cast<const PcaTurboQuant*>(&codec)) return pca->plain();
+  return dynamic_cast<const TurboQuant*>(&codec);
+}
+
 const TurboQuant& as_turboquant(const VectorCodec& codec) {
-  const auto* turboquant = dynamic_cast<const TurboQuant*>(&codec);
-  require(turboquant != nullptr && FastScanStore::supports(codec),
-          "fast scan: codec {} is not TurboQuant_mse at 1, 2 or 4 bits", codec.spec());
-  return *turboquant;
+  require(FastScanStore::supports(codec), "fast scan: codec {} is not TurboQuant_mse at 1, 2 or 4 bits", codec.spec());
+  return *scanned_turboquant(codec);
 }
 
 }  // namespace
 
 bool FastScanStore::supports(const VectorCodec& codec) {
-  const auto* turboquant = dynamic_cast<const TurboQuant*>(&codec);
+  const TurboQuant* turboquant = scanned_turboquant(codec);
   if (turboquant == nullptr) return false;
   const auto layout = turboquant->scan_layout();
   return layout && (layout->bits == 1 || layout->bits == 2 || layout->bits == 4);

@@ -18,7 +18,8 @@ namespace kvsketch {
 
 class FastScanStore {
  public:
-  // Whether codec has a layout this store can hold (TurboQuant_mse at 1, 2 or 4 bits).
+  // Whether codec has a layout this store can hold (TurboQuant_mse at 1, 2 or 4 bits, or tq_pca
+  // while it is that codec).
   static bool supports(const VectorCodec& codec);
   explicit FastScanStore(const VectorCodec& codec);
 

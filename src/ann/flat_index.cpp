@@ -44,8 +44,14 @@ FlatIndex::FlatIndex(size_t dim, const FlatIndexOptions& options) : dim_(dim), o
           "index: re-ranking {} candidates needs stored vectors (rerank_store fp16 or fp32)", options.rerank_candidates);
   require(options.threads >= 0, "index: threads must be >= 0 (0 = all), got {}", options.threads);
   options_.codec = codec_->spec();
-  options_.fast_scan = options.fast_scan && FastScanStore::supports(*codec_);
-  if (options_.fast_scan) fast_ = std::make_unique<FastScanStore>(*codec_);
+  fast_scan_requested_ = options.fast_scan;
+  choose_layout();
+}
+
+void FlatIndex::choose_layout() {
+  fast_.reset();
+  if (fast_scan_requested_ && FastScanStore::supports(*codec_)) fast_ = std::make_unique<FastScanStore>(*codec_);
+  options_.fast_scan = fast_ != nullptr;
 }
 
 FlatIndex::FlatIndex(FlatIndex&&) noexcept = default;
@@ -114,12 +120,6 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   const bool first_centre = options_.center && center_.empty();
   const bool calibrate = codec_->calibrated_by_data() && !calibrated_;
   const std::vector<uint8_t> calibration_before = codec_->calibration();
-  // Room for the whole batch up front (growing geometrically): no reallocation while chunks arrive.
-  const size_t room = std::max(old + n, 2 * old);
-  if (fast_) fast_->reserve(room);
-  if (!fast_ && codes_.data().capacity() < (old + n) * codec_->code_bytes())
-    codes_.data().reserve(room * codec_->code_bytes());
-  if (options_.metric == Metric::kL2 && norms_.capacity() < old + n) norms_.reserve(room);
   std::vector<float> rows;  // one chunk of rows as stored: unit vectors for cosine, minus the centre
   CodeBuffer encoded = codec_->make_buffer();
   try {
@@ -139,7 +139,14 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
           for (size_t j = 0; j < dim_; ++j) rows[i * dim_ + j] -= center_[j];
       }
       if (calibrate) codec_->calibrate(rows.data(), count);
+      if (calibrate && old == 0) choose_layout();  // tq_pca scans the fast layout only without a basis
     }
+    // Room for the whole batch up front (growing geometrically): no reallocation while chunks arrive.
+    const size_t room = std::max(old + n, 2 * old);
+    if (fast_) fast_->reserve(room);
+    if (!fast_ && codes_.data().capacity() < (old + n) * codec_->code_bytes())
+      codes_.data().reserve(room * codec_->code_bytes());
+    if (options_.metric == Metric::kL2 && norms_.capacity() < old + n) norms_.reserve(room);
     // Chunks through one small buffer (no copy of a large batch); a refused chunk takes back
     // the ones stored before it, so a refused add changes nothing.
     // Whole fast-scan blocks of 32 rows per chunk, so that chunks transpose block by block.
@@ -178,6 +185,7 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   } catch (...) {
     if (first_centre) center_.clear();
     if (calibrate) codec_->set_calibration(calibration_before);
+    if (calibrate && old == 0) choose_layout();
     if (fast_)
       fast_->truncate(old);
     else

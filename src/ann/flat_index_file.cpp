@@ -88,6 +88,7 @@ FlatIndex FlatIndex::load(const std::string& path) {
   } catch (const Error& e) {
     throw Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
   }
+  index.choose_layout();  // empty still: follows the codec's restored calibration
   require(index.fast_scan() == options.fast_scan, "load: {} is inconsistent: fast scan flag for codec {}", path,
           options.codec);
   index.options_.center = in.u64("centre flag") != 0;

@@ -118,6 +118,28 @@ const Codebook& lloyd_max_codebook(CoordinateLaw law, size_t dim, int bits) {
   std::lock_guard<std::mutex> lock(mutex);
   auto& books = cache[{static_cast<int>(law), dim}];
   if (!books[bits]) {
+    // The Gaussian law's centroids in units of sqrt(d) x do not depend on d: solved once (dim 2),
+    // then only scaled, with the same arithmetic as solve() (the same bits as solving again).
+    auto& reference = cache[{static_cast<int>(law), 2}];
+    if (law == CoordinateLaw::kGaussian && dim != 2) {
+      if (!reference[0]) {
+        const CumulativeTables tables(law, 2);
+        for (int b = 0; b <= kMaxBits; ++b) reference[b] = std::make_unique<Codebook>(solve(tables, law, 2, b));
+      }
+      const double to_x = 1.0 / std::sqrt(static_cast<double>(dim));
+      for (int b = 0; b <= kMaxBits; ++b) {
+        Codebook book = *reference[b];
+        book.dim = dim;
+        book.centroids.clear();
+        book.boundaries.clear();
+        for (const double value : book.centroids_scaled) book.centroids.push_back(static_cast<float>(value * to_x));
+        for (size_t i = 1; i < book.centroids_scaled.size(); ++i)
+          book.boundaries.push_back(
+              static_cast<float>(0.5 * (book.centroids_scaled[i - 1] + book.centroids_scaled[i]) * to_x));
+        books[b] = std::make_unique<Codebook>(std::move(book));
+      }
+      return *books[bits];
+    }
     // All widths at once: the tables are large (8 MB) and are dropped afterwards.
     const CumulativeTables tables(law, dim);
     for (int b = 0; b <= kMaxBits; ++b) books[b] = std::make_unique<Codebook>(solve(tables, law, dim, b));

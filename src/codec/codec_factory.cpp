@@ -4,6 +4,7 @@
 #include "codec/centered_codec.hpp"
 #include "codec/channel_split.hpp"
 #include "codec/group_quantizers.hpp"
+#include "codec/pca_turboquant.hpp"
 #include "codec/qjl.hpp"
 #include "codec/spec_parser.hpp"
 #include "codec/turboquant.hpp"
@@ -46,6 +47,19 @@ std::unique_ptr<VectorCodec> make_turboquant(const std::string& spec, const Pars
   return std::make_unique<TurboQuant>(dim, options);
 }
 
+std::unique_ptr<VectorCodec> make_pca_turboquant(const ParsedSpec& parsed, size_t dim, uint64_t seed) {
+  const SpecParameters p(parsed.name, parsed.values, {"b", "pca", "norm", "seed"});
+  require(p.has("b"), "codec 'tq_pca': parameter b (bits per coordinate, 1..8) is required, e.g. tq_pca:b=4");
+  require(dim >= 2, "codec 'tq_pca': dimension must be >= 2, got {}", dim);
+  PcaTurboQuantOptions options;
+  options.bits = static_cast<int>(p.integer("b", 4, 1, 8));
+  const std::string mode = p.choice("pca", "auto", {"auto", "on", "off"});
+  options.mode = mode == "auto" ? PcaMode::kAuto : mode == "on" ? PcaMode::kOn : PcaMode::kOff;
+  options.norm = parse_norm(p);
+  options.seed = static_cast<uint64_t>(p.integer("seed", static_cast<int64_t>(seed), 0, INT64_MAX));
+  return std::make_unique<PcaTurboQuant>(dim, options);
+}
+
 std::unique_ptr<VectorCodec> make_qjl(const ParsedSpec& parsed, size_t dim, uint64_t seed) {
   const SpecParameters p(parsed.name, parsed.values, {"m", "sketch", "outliers", "m_out", "norm", "rounds", "seed"});
   QjlOptions options;
@@ -68,6 +82,9 @@ std::string codec_spec_help() {
          "  int8                      1 byte per value + fp32 scale per vector\n"
          "  tq_mse:b=B                TurboQuant_mse, B = 1..8 bits per coordinate\n"
          "  tq_prod:b=B               TurboQuant_prod (unbiased), B = 1..8 (B=1: pure QJL on the rotated vector)\n"
+         "  tq_pca:b=B                tq_mse with rescale=1 after a principal-component basis from calibration,\n"
+         "                            bits per component by reverse water-filling (pca=auto: only for\n"
+         "                            anisotropic data; pca=on|off), same bytes as tq_mse:b=B\n"
          "  tq_mse:b=2.5, tq_prod:b=3.5 ...  outlier split: the loudest quarter of the channels at B+0.5 bits,\n"
          "                            the rest at B-0.5, each part rotated on its own (channels from calibration)\n"
          "  center:SPEC               SPEC applied to x - mean (per-channel mean from calibration, fp16)\n"
@@ -94,6 +111,7 @@ std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uin
   const ParsedSpec parsed = parse_spec(spec);
   if (parsed.name == "tq_mse") return make_turboquant(spec, parsed, dim, seed, false);
   if (parsed.name == "tq_prod") return make_turboquant(spec, parsed, dim, seed, true);
+  if (parsed.name == "tq_pca") return make_pca_turboquant(parsed, dim, seed);
   if (parsed.name == "qjl") return make_qjl(parsed, dim, seed);
   if (parsed.name == "kivi_k" || parsed.name == "kivi_v") {
     const SpecParameters p(parsed.name, parsed.values, {"b", "group"});

@@ -85,7 +85,8 @@ class TurboQuant final : public VectorCodec {
   float sign_scale_ = 0.0f;  // sqrt(pi/2) / (m * bias_factor)
   size_t sign_offset_, norm_offset_, code_bytes_, row_stride_;
 
-  friend class ChannelSplit;  // calls the row functions of its parts
+  friend class ChannelSplit;    // calls the row functions of its parts
+  friend class PcaTurboQuant;  // is this codec until it has a basis
 };
 
 }  // namespace kvsketch
