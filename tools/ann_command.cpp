@@ -23,7 +23,7 @@ struct EvalArguments {
 };
 
 struct BuildArguments {
-  std::string data, codec = "tq_mse:b=4,rescale=1", metric = "l2", out, rerank_store = "none";
+  std::string data, codec = "tq_pca:b=4", metric = "l2", out, rerank_store = "none";
   size_t queries = 0, rerank = 0;
   int threads = 0;
   uint64_t seed = 0;
@@ -148,7 +148,7 @@ std::function<void()> add_ann_command(CLI::App& app) {
   eval->add_option("--data", eval_args->data,
                    "sift-5k | fashion-mnist | gaussian:d=D,n=N | FILE.hdf5 (ann-benchmarks) | a matrix file")
       ->required();
-  eval->add_option("--codecs", eval_args->codecs, "Codec specs separated by ';' (default: tq_mse rescaled, tq_mse, "
+  eval->add_option("--codecs", eval_args->codecs, "Codec specs separated by ';' (default: tq_pca, tq_mse rescaled, tq_mse, "
                                                   "tq_prod at 2 and 4 bits)");
   eval->add_option("--k", eval_args->ks, "Depths of recall 1@k (1, 10, 100)");
   eval->add_option("--queries", eval_args->queries, "Queries (one-file data: the last N rows; default 500)");
@@ -163,7 +163,7 @@ std::function<void()> add_ann_command(CLI::App& app) {
   auto build_args = std::make_shared<BuildArguments>();
   auto* build = ann->add_subcommand("build", "Encode the base vectors of a dataset into an index file");
   build->add_option("--data", build_args->data, "Dataset or matrix file, as in ann eval")->required();
-  build->add_option("--codec", build_args->codec, "Codec spec (default tq_mse:b=4,rescale=1)");
+  build->add_option("--codec", build_args->codec, "Codec spec (default tq_pca:b=4)");
   build->add_option("--metric", build_args->metric, "ip | cosine | l2");
   build->add_option("--out", build_args->out, "Index file to write")->required();
   build->add_option("--queries", build_args->queries, "Rows held out as queries (one-file data)");

@@ -2,7 +2,7 @@
 // Every stored vector is one code row (its norms and scales inside), its id, and for the L2 metric
 // its fp16 norm; search scores each row straight from the codes with the query rotated once.
 //
-//   kvsketch::FlatIndex index(128, "tq_mse:b=4,rescale=1", kvsketch::Metric::kL2);
+//   kvsketch::FlatIndex index(128, "tq_pca:b=4", kvsketch::Metric::kL2);
 //   index.add(base, n);                               // ids 0..n-1 (or pass ids)
 //   kvsketch::Neighbors hits = index.search(queries, nq, 10);
 //   hits.id(q, 0);                                    // best match of query q
@@ -40,7 +40,7 @@ struct Neighbors {
 enum class RerankStore { kNone, kFp16, kFp32 };
 
 struct FlatIndexOptions {
-  std::string codec = "tq_mse:b=4,rescale=1";
+  std::string codec = "tq_pca:b=4";
   Metric metric = Metric::kInnerProduct;
   uint64_t seed = 0;
   RerankStore rerank_store = RerankStore::kNone;

@@ -21,8 +21,8 @@ double nominal_bits(const std::string& spec, const VectorCodec& codec) {
 }  // namespace
 
 std::vector<std::string> default_ann_codecs() {
-  return {"tq_mse:b=2,rescale=1", "tq_mse:b=2", "tq_prod:b=2",
-          "tq_mse:b=4,rescale=1", "tq_mse:b=4", "tq_prod:b=4"};
+  return {"tq_pca:b=2", "tq_mse:b=2,rescale=1", "tq_mse:b=2", "tq_prod:b=2",
+          "tq_pca:b=4", "tq_mse:b=4,rescale=1", "tq_mse:b=4", "tq_prod:b=4"};
 }
 
 void fill_recalls(AnnEvalRow& row, const AnnDataset& data, const Neighbors& truth, const Neighbors& found,
