@@ -16,8 +16,8 @@ namespace kvsketch {
 namespace {
 
 constexpr size_t kBlock = 8;              // components per allocation block: whole bytes at any width
-constexpr size_t kCheckRows = 2048;       // rows of the isotropy check
-constexpr int kPowerIterations = 24;
+constexpr size_t kCheckRows = 1024;       // rows of the isotropy check
+constexpr int kPowerIterations = 16;
 constexpr double kAnisotropyMargin = 2.0;  // leading eigenvalue over the isotropic edge that turns PCA on
 constexpr uint64_t kGroupRotationStream = 11;
 
