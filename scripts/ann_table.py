@@ -8,7 +8,7 @@ rows = json.load(sys.stdin)
 
 def short(codec):
     # Drop the parameters every TurboQuant row spells out by default.
-    for default in (",rotation=hadamard", ",rounds=2", ",codebook=beta", ",norm=fp16", ",sketch=hadamard", ",seed=0"):
+    for default in (",rotation=hadamard", ",rounds=2", ",codebook=beta", ",norm=fp16", ",sketch=hadamard", ",pca=auto", ",seed=0"):
         codec = codec.replace(default, "")
     return codec
 

@@ -115,7 +115,9 @@ void PcaTurboQuant::calibrate(const float* x, size_t n) {
   require_finite(x, n, dim(), "calibrate");
   const size_t d = dim();
   if (options_.mode == PcaMode::kAuto) {
-    // Isotropic rows of this count show a leading eigenvalue near mean * (1 + sqrt(d / n))^2.
+    // Fewer rows than 2d leave components unseen: vectors outside their span would lose that
+    // energy. Isotropic rows of this count show a leading eigenvalue near mean * (1 + sqrt(d / n))^2.
+    if (n < 2 * d) return use_basis({}, {});
     const size_t rows = std::min(n, kCheckRows);
     const auto [leading, trace] = leading_eigenvalue_and_trace(x, rows, d, options_.seed);
     const double edge = trace / static_cast<double>(d) *

@@ -16,7 +16,7 @@
 // one fp16 factor; the basis (d^2 floats) and the eigenvalues are the calibration state.
 //
 // Calibration is one pass, no iterations over the data beyond a power iteration: with pca=auto
-// (the default) the basis is used only when the leading eigenvalue of the calibration rows stands
+// (the default) the basis is used only with at least 2d rows and when the leading eigenvalue of the calibration rows stands
 // well above what isotropic data of that size shows (the Marchenko-Pastur edge); otherwise, and
 // before calibration, the codec is exactly tq_mse:b=B,rescale=1 with the same seed (same codes),
 // which keeps the O(d log d) encoding and the index's fast scan for isotropic data.
