@@ -77,9 +77,9 @@ void FlatIndex::prepare_rows(const float* x, size_t first, size_t count, std::ve
   for (size_t i = 0; i < count; ++i) {
     float* row = rows.data() + i * dim_;
     const float* in = x + (first + i) * dim_;
-    if (centre_now) {  // -1 * c is exact, so this is row - c rounded once on every target
-      std::copy_n(in, dim_, row);
-      simd::axpy(-1.0f, center_.data(), row, dim_);
+    if (centre_now) {  // row - c, rounded once: the same bits on every target
+      const float* centre = center_.data();
+      for (size_t j = 0; j < dim_; ++j) row[j] = in[j] - centre[j];
       continue;
     }
     std::copy_n(in, dim_, row);

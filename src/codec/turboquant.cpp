@@ -67,8 +67,8 @@ void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t fi
     std::memset(code, 0, code_bytes_);
     const float norm = finite_norm(row, first_row + i);
     if (norm == 0.0f) continue;  // zero vector: norm 0 decodes to exactly zero
-    std::memcpy(unit.data(), row, d * sizeof(float));
-    simd::scale(unit.data(), 1.0f / norm, d);
+    const float inverse = 1.0f / norm;  // one pass: the copy and the scaling (as simd::scale)
+    for (size_t j = 0; j < d; ++j) unit[j] = row[j] * inverse;
     rotation_->apply(unit.data(), unit.data());
     scalar_.encode(unit.data(), code, signs_ || options_.rescale ? residual.data() : nullptr, scratch.data());
     float stored = norm;
