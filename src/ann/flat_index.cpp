@@ -18,9 +18,9 @@ namespace {
 // scan's byte tables are small (16 bytes per group), so it takes more queries per pass.
 constexpr size_t kQueryGroup = 8, kFastScanQueryGroup = 32;
 constexpr size_t kChunkRows = 256;    // rows scored per kernel call; ranges are whole chunks
-constexpr size_t kMinRangeRows = 16384;
+constexpr size_t kMinRangeRows = 16384;     // below this a query's rows are not split across threads
 constexpr size_t kAddChunkBytes = 1 << 20;  // floats prepared per step of add: stays in L2
-constexpr size_t kCalibrationRows = 4096;  // the first rows added that give the centre  // below this a query's rows are not split across threads
+constexpr size_t kCalibrationRows = 4096;   // the first rows added: the centre and the codec's calibration
 
 void push_scores(TopK& top, const float* scores, size_t first, size_t count) {
   float threshold = top.threshold();

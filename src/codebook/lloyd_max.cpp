@@ -61,6 +61,17 @@ class CumulativeTables {
   std::vector<double> mass_, first_, second_, companded_;
 };
 
+// Centroids and boundaries in x units for dimension dim, from centroids_scaled (units of sqrt(d) x).
+void place_in_dimension(Codebook& book, size_t dim) {
+  const double to_x = 1.0 / std::sqrt(static_cast<double>(dim));
+  const std::vector<double>& c = book.centroids_scaled;
+  book.dim = dim;
+  book.centroids.clear();
+  book.boundaries.clear();
+  for (const double value : c) book.centroids.push_back(static_cast<float>(value * to_x));
+  for (size_t i = 1; i < c.size(); ++i) book.boundaries.push_back(static_cast<float>(0.5 * (c[i - 1] + c[i]) * to_x));
+}
+
 Codebook solve(const CumulativeTables& tables, CoordinateLaw law, size_t dim, int bits) {
   Codebook book{law, dim, bits, 0.0, {}, {}, {}, {}};
   const size_t levels = size_t{1} << bits;
@@ -99,10 +110,8 @@ Codebook solve(const CumulativeTables& tables, CoordinateLaw law, size_t dim, in
     book.cell_probability.push_back(mass / total);
   }
   book.cost = cost / total;
-  const double to_x = 1.0 / std::sqrt(static_cast<double>(dim));
   book.centroids_scaled = c;
-  for (double value : c) book.centroids.push_back(static_cast<float>(value * to_x));
-  for (size_t i = 1; i < levels; ++i) book.boundaries.push_back(static_cast<float>(edges[i] * to_x));
+  place_in_dimension(book, dim);
   return book;
 }
 
@@ -119,23 +128,16 @@ const Codebook& lloyd_max_codebook(CoordinateLaw law, size_t dim, int bits) {
   auto& books = cache[{static_cast<int>(law), dim}];
   if (!books[bits]) {
     // The Gaussian law's centroids in units of sqrt(d) x do not depend on d: solved once (dim 2),
-    // then only scaled, with the same arithmetic as solve() (the same bits as solving again).
+    // then only placed in this dimension, as solve() does (the same bits as solving again).
     auto& reference = cache[{static_cast<int>(law), 2}];
     if (law == CoordinateLaw::kGaussian && dim != 2) {
       if (!reference[0]) {
         const CumulativeTables tables(law, 2);
         for (int b = 0; b <= kMaxBits; ++b) reference[b] = std::make_unique<Codebook>(solve(tables, law, 2, b));
       }
-      const double to_x = 1.0 / std::sqrt(static_cast<double>(dim));
       for (int b = 0; b <= kMaxBits; ++b) {
         Codebook book = *reference[b];
-        book.dim = dim;
-        book.centroids.clear();
-        book.boundaries.clear();
-        for (const double value : book.centroids_scaled) book.centroids.push_back(static_cast<float>(value * to_x));
-        for (size_t i = 1; i < book.centroids_scaled.size(); ++i)
-          book.boundaries.push_back(
-              static_cast<float>(0.5 * (book.centroids_scaled[i - 1] + book.centroids_scaled[i]) * to_x));
+        place_in_dimension(book, dim);
         books[b] = std::make_unique<Codebook>(std::move(book));
       }
       return *books[bits];

@@ -222,7 +222,7 @@ void PcaTurboQuant::set_calibration(const std::vector<uint8_t>& state) {
   require(coded > 0, "{}: calibration eigenvalues code no component", spec());
   require(state.size() == 1 + 4 * (d + coded * d), "{}: calibration state has {} bytes, expected {}", spec(),
           state.size(), 1 + 4 * (d + coded * d));
-  std::vector<float> basis(d * d, 0.0f);
+  std::vector<float> basis(coded * d);
   std::memcpy(basis.data(), state.data() + 1 + 4 * d, 4 * coded * d);
   for (size_t i = 0; i < coded * d; ++i)
     require(std::isfinite(basis[i]), "{}: calibration basis entry {} is not finite", spec(), i);
@@ -249,15 +249,13 @@ void PcaTurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t
     if (norm == 0.0f) continue;
     project(row, y.data());
     simd::scale(y.data(), 1.0f / norm, coded_components_);
-    // <y, y~> summed over the groups, each <u, u~> = <u, u> - <u, u - u~> in a fixed order.
+    // <y, y~> summed over the groups: w_g^2 <u_g, u_g~> each.
     float inner = 0.0f;
     for (const Group& group : groups_) {
       group.rotation->apply(y.data() + group.first, unit.data());
       simd::scale(unit.data(), 1.0f / group.weight, group.size);
       group.stage->encode(unit.data(), code + group.offset, residual.data(), scratch.data());
-      const float part = simd::sum_of_squares(unit.data(), group.size) -
-                         simd::fixed_order_dot(unit.data(), residual.data(), group.size);
-      inner += group.weight * group.weight * part;
+      inner += group.weight * group.weight * group.stage->codeword_inner_product(unit.data(), residual.data());
     }
     // A row with (almost) nothing in the coded components scores 0 rather than a huge factor.
     store_norm(options_.norm, inner > 1e-4f ? norm / inner : 0.0f, code + factor_offset_);

@@ -80,7 +80,8 @@ class PcaTurboQuant final : public VectorCodec {
     std::unique_ptr<ScalarCodeStage> stage;
     std::unique_ptr<Rotation> rotation;
   };
-  // Installs a basis (rows: components, descending eigenvalues) and builds the groups; an empty
+  // Installs a basis (rows: components by descending eigenvalue, at least the coded ones; the rest
+  // are dropped) and builds the groups; an empty
   // basis returns to the plain codec.
   void use_basis(std::vector<float> basis, std::vector<float> eigenvalues);
   // y = P x (the coded components only; the rest are not needed).

@@ -31,6 +31,10 @@ void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* resid
     simd::subtract_table(rotated, scratch, dim_, codebook_->centroids.data(), codebook_->centroids.size(), residual);
 }
 
+float ScalarCodeStage::codeword_inner_product(const float* rotated, const float* residual) const {
+  return simd::sum_of_squares(rotated, dim_) - simd::fixed_order_dot(rotated, residual, dim_);
+}
+
 void ScalarCodeStage::decode(const uint8_t* packed, float* out) const {
   std::fill(out, out + dim_, 0.0f);
   decode_add(packed, 1.0f, out);

@@ -18,6 +18,9 @@ class ScalarCodeStage {
   // Quantizes `rotated` (dim floats); writes packed indices and, if `residual` is non-null,
   // rotated minus the centroid values. `scratch` holds dim bytes.
   void encode(const float* rotated, uint8_t* packed, float* residual, uint8_t* scratch) const;
+  // <rotated, its decoded codeword> from encode's residual: <u, u> - <u, u - u~>, in a fixed order
+  // (the same bits on every machine). Positive for u != 0: each centroid has its coordinates' sign.
+  float codeword_inner_product(const float* rotated, const float* residual) const;
   // out[j] = centroid of index j.
   void decode(const uint8_t* packed, float* out) const;
   // accumulator[j] += weight * centroid of index j.

@@ -72,11 +72,7 @@ void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t fi
     rotation_->apply(unit.data(), unit.data());
     scalar_.encode(unit.data(), code, signs_ || options_.rescale ? residual.data() : nullptr, scratch.data());
     float stored = norm;
-    if (options_.rescale) {
-      // <u, u~> = <u, u> - <u, u - u~>, in a fixed order: the same bits on every machine. Every
-      // centroid has the sign of the coordinates it stands for, so <u, u~> > 0.
-      stored = norm / (simd::sum_of_squares(unit.data(), d) - simd::fixed_order_dot(unit.data(), residual.data(), d));
-    }
+    if (options_.rescale) stored = norm / scalar_.codeword_inner_product(unit.data(), residual.data());
     store_norm(options_.norm, stored, code + norm_offset_);
     if (!signs_) continue;
     // The residual lives in the rotated domain, where the sketch acts.
