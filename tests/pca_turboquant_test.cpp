@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <numeric>
 
 #include "codec/pca_turboquant.hpp"
@@ -220,6 +221,20 @@ TEST(PcaTurboQuant, IndexOnSiftBeatsOneWidthAndSurvivesSaveLoad) {
     const auto scores = exact_scores(data.base, data.queries, found, data.metric);
     recall[codec] = {recall_1_at_k(truth, scores, found, 1, data.metric),
                      recall_1_at_k(truth, scores, found, 10, data.metric)};
+    if (codec.rfind("tq_pca", 0) == 0) {  // what the calibration chose: eigenvalue flatness, widths
+      const std::vector<uint8_t> state = index.codec().calibration();
+      ASSERT_EQ(state[0], 1);  // SIFT is anisotropic: the basis is in use
+      std::vector<float> eigenvalues(128);
+      std::memcpy(eigenvalues.data(), state.data() + 1, 4 * 128);
+      double log_sum = 0.0, sum = 0.0;
+      for (const float value : eigenvalues) log_sum += std::log(value), sum += value;
+      std::map<int, int> widths;
+      for (const int bits : dynamic_cast<const PcaTurboQuant&>(index.codec()).component_bits()) ++widths[bits];
+      std::printf("[sift %s] geometric / arithmetic mean of the eigenvalues %.3f; components per width:", codec.c_str(),
+                  std::exp(log_sum / 128) / (sum / 128));
+      for (const auto& [bits, count] : widths) std::printf(" %d bits x %d", bits, count);
+      std::printf("\n");
+    }
     if (codec != "tq_pca:b=2") continue;
     const std::string path = ::testing::TempDir() + "/kvsketch_pca.kvi";
     index.save(path);
