@@ -29,6 +29,15 @@ TEST(Simd, FwhtBitExact) {
       simd::reference::fwht(expected.data(), n);
       simd::multiply_fwht(fused.data(), factors.data(), n);
       EXPECT_EQ(fused, expected) << "fused, n=" << n;
+      // Out of place, scaled on the way: (x * scale) * factor, then the transform.
+      const auto input = testutil::gaussian_matrix(1, n, n + 3);
+      std::vector<float> scaled(n), reference_scaled(n);
+      simd::scaled_multiply_fwht(input.data(), 0.61f, factors.data(), scaled.data(), n);
+      simd::reference::scaled_multiply_fwht(input.data(), 0.61f, factors.data(), reference_scaled.data(), n);
+      EXPECT_EQ(scaled, reference_scaled) << "scaled, n=" << n;
+      for (size_t i = 0; i < n; ++i) expected[i] = input[i] * 0.61f * factors[i];
+      simd::reference::fwht(expected.data(), n);
+      EXPECT_EQ(reference_scaled, expected) << "scaled reference, n=" << n;
     }
   });
 }
@@ -65,6 +74,28 @@ TEST(Simd, SubtractTableBitExact) {
       simd::reference::subtract_table(values.data(), indices.data(), n, table.data(), table_size, expected.data());
       EXPECT_EQ(got, expected) << "table_size=" << table_size;
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(expected[i], values[i] - table[indices[i]]);
+    }
+  });
+}
+
+TEST(Simd, CodewordDotBitExact) {
+  for_each_target([] {
+    for (size_t table_size : {2, 4, 8, 16, 17}) {
+      for (size_t n : {1, 63, 64, 1000, 1536}) {
+        auto values = testutil::gaussian_matrix(1, n, 7);
+        auto table = testutil::gaussian_matrix(1, table_size, 8);
+        std::vector<uint8_t> indices(n);
+        for (size_t i = 0; i < n; ++i) indices[i] = static_cast<uint8_t>((i * 7919) % table_size);
+        std::vector<float> residual(n);
+        simd::reference::subtract_table(values.data(), indices.data(), n, table.data(), table_size, residual.data());
+        const float expected = simd::reference::sum_of_squares(values.data(), n) -
+                               simd::reference::fixed_order_dot(values.data(), residual.data(), n);
+        EXPECT_EQ(simd::codeword_dot(values.data(), indices.data(), n, table.data(), table_size), expected)
+            << "table_size=" << table_size << " n=" << n;
+        double exact = 0.0;
+        for (size_t i = 0; i < n; ++i) exact += static_cast<double>(values[i]) * table[indices[i]];
+        EXPECT_NEAR(expected, exact, 1e-4 * n);
+      }
     }
   });
 }

@@ -64,6 +64,25 @@ TEST(Rotation, SameSeedSameTransform) {
   EXPECT_NE(a, c);
 }
 
+TEST(Rotation, ApplyScaledIsScaleThenApplyToTheBit) {
+  // The encoders rotate x / ||x|| in one pass; it must be the codes of scaling a copy first.
+  for (size_t d : {3, 100, 128, 1536}) {
+    auto x = gaussian_matrix(1, d, 5);
+    const float scale = 0.3719f;
+    std::vector<float> scaled(d), expected(d), got(d), in_place(x);
+    for (size_t j = 0; j < d; ++j) scaled[j] = x[j] * scale;
+    for (const auto& rotation : {make_rotation(RotationKind::kHadamard, d, 2), make_rotation(RotationKind::kHaar, d, 2)}) {
+      if (d > 200 && rotation->name() == "haar") continue;
+      rotation->apply(scaled.data(), expected.data());
+      rotation->apply_scaled(x.data(), scale, got.data());
+      EXPECT_EQ(got, expected) << rotation->name() << " d=" << d;
+      in_place = x;
+      rotation->apply_scaled(in_place.data(), scale, in_place.data());
+      EXPECT_EQ(in_place, expected) << rotation->name() << " in place, d=" << d;
+    }
+  }
+}
+
 TEST(Rotation, RejectsBadArguments) {
   EXPECT_THROW(RandomizedHadamard(0, 2, 1), Error);
   EXPECT_THROW(RandomizedHadamard(16, 0, 1), Error);

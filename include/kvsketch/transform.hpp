@@ -30,6 +30,9 @@ class Rotation {
   virtual size_t dim() const = 0;
   // out = Pi x (in-place allowed: out == x).
   virtual void apply(const float* x, float* out) const = 0;
+  // out = Pi y with y[j] = x[j] * scale (rounded as such): the same bits as scaling a copy and
+  // applying, in one pass less (in-place allowed).
+  virtual void apply_scaled(const float* x, float scale, float* out) const = 0;
   // out = Pi^T x (in-place allowed).
   virtual void apply_transpose(const float* x, float* out) const = 0;
   virtual std::string name() const = 0;
@@ -39,7 +42,8 @@ class RandomizedHadamard final : public Rotation {
  public:
   RandomizedHadamard(size_t dim, int rounds, uint64_t seed);
   size_t dim() const override { return dim_; }
-  void apply(const float* x, float* out) const override;
+  void apply(const float* x, float* out) const override { apply_scaled(x, 1.0f, out); }
+  void apply_scaled(const float* x, float scale, float* out) const override;
   void apply_transpose(const float* x, float* out) const override;
   std::string name() const override;
   int rounds() const { return rounds_; }
@@ -64,7 +68,8 @@ class HaarRotation final : public Rotation {
  public:
   HaarRotation(size_t dim, uint64_t seed);
   size_t dim() const override { return dim_; }
-  void apply(const float* x, float* out) const override;
+  void apply(const float* x, float* out) const override { apply_scaled(x, 1.0f, out); }
+  void apply_scaled(const float* x, float scale, float* out) const override;
   void apply_transpose(const float* x, float* out) const override;
   std::string name() const override { return "haar"; }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "codec/pca_turboquant.hpp"
+#include "core/huge_pages.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/fast_scan_kernels.hpp"
 
@@ -95,8 +96,8 @@ void FastScanStore::append(const CodeBuffer& encoded) {
 
 void FastScanStore::reserve(size_t rows) {
   const size_t blocks = (rows + kBlockRows - 1) / kBlockRows * groups_ * 16;
-  if (blocks_.capacity() < blocks) blocks_.reserve(blocks);
-  if (tails_.capacity() < rows * tail_bytes_) tails_.reserve(rows * tail_bytes_);
+  reserve_huge(blocks_, blocks);
+  reserve_huge(tails_, rows * tail_bytes_);
 }
 
 void FastScanStore::move_row(size_t from, size_t to) {

@@ -239,7 +239,7 @@ float PcaTurboQuant::factor_of(const uint8_t* code) const { return load_norm(opt
 void PcaTurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
   if (basis_.empty()) return plain_->encode_rows(x, n, codes, first_row);
   const size_t d = dim(), bytes = code_bytes();
-  std::vector<float> y(coded_components_), unit(d), residual(d);
+  std::vector<float> y(coded_components_), unit(d);
   std::vector<uint8_t> scratch(d);
   for (size_t i = 0; i < n; ++i) {
     const float* row = x + i * d;
@@ -254,8 +254,7 @@ void PcaTurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t
     for (const Group& group : groups_) {
       group.rotation->apply(y.data() + group.first, unit.data());
       simd::scale(unit.data(), 1.0f / group.weight, group.size);
-      group.stage->encode(unit.data(), code + group.offset, residual.data(), scratch.data());
-      inner += group.weight * group.weight * group.stage->codeword_inner_product(unit.data(), residual.data());
+      inner += group.weight * group.weight * group.stage->encode_codeword_product(unit.data(), code + group.offset, scratch.data());
     }
     // A row with (almost) nothing in the coded components scores 0 rather than a huge factor.
     store_norm(options_.norm, inner > 1e-4f ? norm / inner : 0.0f, code + factor_offset_);

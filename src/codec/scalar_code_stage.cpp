@@ -31,6 +31,13 @@ void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* resid
     simd::subtract_table(rotated, scratch, dim_, codebook_->centroids.data(), codebook_->centroids.size(), residual);
 }
 
+float ScalarCodeStage::encode_codeword_product(const float* rotated, uint8_t* packed, uint8_t* scratch) const {
+  if (bits_ == 0) return 0.0f;
+  simd::quantize(rotated, dim_, codebook_->boundaries.data(), bits_, scratch);
+  pack_bits(scratch, dim_, bits_, packed);
+  return simd::codeword_dot(rotated, scratch, dim_, codebook_->centroids.data(), codebook_->centroids.size());
+}
+
 float ScalarCodeStage::codeword_inner_product(const float* rotated, const float* residual) const {
   return simd::sum_of_squares(rotated, dim_) - simd::fixed_order_dot(rotated, residual, dim_);
 }

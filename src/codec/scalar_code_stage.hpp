@@ -21,6 +21,9 @@ class ScalarCodeStage {
   // <rotated, its decoded codeword> from encode's residual: <u, u> - <u, u - u~>, in a fixed order
   // (the same bits on every machine). Positive for u != 0: each centroid has its coordinates' sign.
   float codeword_inner_product(const float* rotated, const float* residual) const;
+  // encode without a residual, returning codeword_inner_product: the same codes and bits in one
+  // pass less.
+  float encode_codeword_product(const float* rotated, uint8_t* packed, uint8_t* scratch) const;
   // out[j] = centroid of index j.
   void decode(const uint8_t* packed, float* out) const;
   // accumulator[j] += weight * centroid of index j.

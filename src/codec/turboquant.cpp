@@ -67,12 +67,14 @@ void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t fi
     std::memset(code, 0, code_bytes_);
     const float norm = finite_norm(row, first_row + i);
     if (norm == 0.0f) continue;  // zero vector: norm 0 decodes to exactly zero
-    const float inverse = 1.0f / norm;  // one pass: the copy and the scaling (as simd::scale)
-    for (size_t j = 0; j < d; ++j) unit[j] = row[j] * inverse;
-    rotation_->apply(unit.data(), unit.data());
-    scalar_.encode(unit.data(), code, signs_ || options_.rescale ? residual.data() : nullptr, scratch.data());
+    rotation_->apply_scaled(row, 1.0f / norm, unit.data());  // the unit vector, rotated
     float stored = norm;
-    if (options_.rescale) stored = norm / scalar_.codeword_inner_product(unit.data(), residual.data());
+    if (options_.rescale && !signs_) {  // the rescale alone needs no residual
+      stored = norm / scalar_.encode_codeword_product(unit.data(), code, scratch.data());
+    } else {
+      scalar_.encode(unit.data(), code, signs_ || options_.rescale ? residual.data() : nullptr, scratch.data());
+      if (options_.rescale) stored = norm / scalar_.codeword_inner_product(unit.data(), residual.data());
+    }
     store_norm(options_.norm, stored, code + norm_offset_);
     if (!signs_) continue;
     // The residual lives in the rotated domain, where the sketch acts.

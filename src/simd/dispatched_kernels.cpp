@@ -20,12 +20,14 @@ namespace kvsketch::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The transform runs in few sweeps over memory: one sweep does the optional sign multiply and all
-// butterflies whose partner lies in the same vector (lane permutations), then each further sweep
-// does up to three butterfly stages on eight vectors held in registers. The butterflies, and so
-// the bits, are exactly those of reference::fwht; only the order of independent ones changes.
-template <class D>
-HWY_INLINE void InRegisterSweep(D d, float* data, const float* factors, size_t n) {
+// The transform runs in few sweeps over memory. The first reads the input, applies the optional
+// scale and sign multiply, all butterflies whose partner lies in the same vector (lane
+// permutations) and the first (up to three) stages across the 2^kStages neighbouring vectors it
+// holds; each further sweep does up to three stages on eight vectors held in registers. The
+// butterflies, and so the bits, are exactly those of reference::fwht; only the order of
+// independent ones changes.
+template <int kStages, class D>
+HWY_INLINE void FirstSweep(D d, const float* in, float scale, const float* factors, float* out, size_t n) {
   // Stage s pairs lane i with lane i ^ 2^s; the lower one adds, the upper one subtracts.
   HWY_ALIGN static constexpr int32_t partner[4][16] = {
       {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14},
@@ -37,18 +39,32 @@ HWY_INLINE void InRegisterSweep(D d, float* data, const float* factors, size_t n
       {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
       {1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1},
       {1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1}};
+  constexpr int kVectors = 1 << kStages;
   const size_t lanes = hn::Lanes(d);
   size_t stages = 0;
   while ((size_t{2} << stages) <= lanes) ++stages;
-  for (size_t i = 0; i < n; i += lanes) {
-    auto v = hn::LoadU(d, data + i);
-    if (factors) v = hn::Mul(v, hn::LoadU(d, factors + i));
-    for (size_t s = 0; s < stages; ++s) {
-      const auto swapped = hn::TableLookupLanes(v, hn::SetTableIndices(d, partner[s]));
-      // v * (+-1) is exact, so the fused multiply-add rounds once, exactly like a + b and a - b.
-      v = hn::MulAdd(v, hn::Load(d, signs[s]), swapped);
+  const auto scale_vector = hn::Set(d, scale);
+  for (size_t block = 0; block < n; block += kVectors * lanes) {
+    hn::Vec<D> v[kVectors];
+    for (int j = 0; j < kVectors; ++j) {
+      const size_t i = block + j * lanes;
+      v[j] = hn::LoadU(d, in + i);
+      if (scale != 1.0f) v[j] = hn::Mul(v[j], scale_vector);  // x * scale, then * factor: as two steps
+      if (factors) v[j] = hn::Mul(v[j], hn::LoadU(d, factors + i));
+      for (size_t s = 0; s < stages; ++s) {
+        const auto swapped = hn::TableLookupLanes(v[j], hn::SetTableIndices(d, partner[s]));
+        // v * (+-1) is exact, so the fused multiply-add rounds once, exactly like a + b and a - b.
+        v[j] = hn::MulAdd(v[j], hn::Load(d, signs[s]), swapped);
+      }
     }
-    hn::StoreU(v, d, data + i);
+    for (int distance = 1; distance < kVectors; distance *= 2)
+      for (int j = 0; j < kVectors; ++j)
+        if ((j & distance) == 0) {
+          const auto a = v[j], b = v[j + distance];
+          v[j] = hn::Add(a, b);
+          v[j + distance] = hn::Sub(a, b);
+        }
+    for (int j = 0; j < kVectors; ++j) hn::StoreU(v[j], d, out + block + j * lanes);
   }
 }
 
@@ -73,22 +89,36 @@ HWY_INLINE void RegisterBlockSweep(D d, float* data, size_t n, size_t half) {
   }
 }
 
-void MultiplyFwhtImpl(float* data, const float* factors, size_t n) {
+void ScaledMultiplyFwhtImpl(const float* in, float scale, const float* factors, float* out, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   if (n < lanes || lanes == 1 || lanes > 16) {
-    if (factors) reference::multiply(data, factors, n);
-    reference::fwht(data, n);  // too short for a full vector: same butterflies, scalar
+    reference::scaled_multiply_fwht(in, scale, factors, out, n);  // too short for a full vector
     return;
   }
-  InRegisterSweep(d, data, factors, n);
   size_t half = lanes;
-  for (; half * 8 <= n; half *= 8) RegisterBlockSweep<3>(d, data, n, half);
-  if (half * 4 <= n) {
-    RegisterBlockSweep<2>(d, data, n, half);
-  } else if (half * 2 <= n) {
-    RegisterBlockSweep<1>(d, data, n, half);
+  if (n >= 8 * lanes) {
+    FirstSweep<3>(d, in, scale, factors, out, n);
+    half = 8 * lanes;
+  } else if (n >= 4 * lanes) {
+    FirstSweep<2>(d, in, scale, factors, out, n);
+    half = 4 * lanes;
+  } else if (n >= 2 * lanes) {
+    FirstSweep<1>(d, in, scale, factors, out, n);
+    half = 2 * lanes;
+  } else {
+    FirstSweep<0>(d, in, scale, factors, out, n);
   }
+  for (; half * 8 <= n; half *= 8) RegisterBlockSweep<3>(d, out, n, half);
+  if (half * 4 <= n) {
+    RegisterBlockSweep<2>(d, out, n, half);
+  } else if (half * 2 <= n) {
+    RegisterBlockSweep<1>(d, out, n, half);
+  }
+}
+
+void MultiplyFwhtImpl(float* data, const float* factors, size_t n) {
+  ScaledMultiplyFwhtImpl(data, 1.0f, factors, data, n);
 }
 
 void FwhtImpl(float* data, size_t n) { MultiplyFwhtImpl(data, nullptr, n); }
@@ -111,39 +141,28 @@ void ScaleImpl(float* data, float factor, size_t n) {
   for (; i < n; ++i) data[i] *= factor;
 }
 
-// 16 partial sums regardless of vector width, reduced in the same fixed tree as the reference.
+// kFixedOrderPartials partial sums regardless of vector width, reduced in the same fixed tree as
+// the reference: several independent accumulators, so the adds do not wait on one another.
 float FixedOrderDotImpl(const float* x, const float* y, size_t n) {
+  constexpr size_t kPartials = reference::kFixedOrderPartials;
   const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  if (lanes < 4 || lanes > 16 || 16 % lanes != 0) return reference::fixed_order_dot(x, y, n);
-  HWY_ALIGN float partial[16] = {};
-  const size_t vectors = 16 / lanes;
-  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    auto v0 = hn::LoadU(d, x + i);
-    acc0 = hn::Add(acc0, hn::Mul(v0, hn::LoadU(d, y + i + 0 * lanes)));
-    if (vectors > 1) {
-      auto v1 = hn::LoadU(d, x + i + lanes);
-      acc1 = hn::Add(acc1, hn::Mul(v1, hn::LoadU(d, y + i + 1 * lanes)));
-    }
-    if (vectors > 2) {
-      auto v2 = hn::LoadU(d, x + i + 2 * lanes);
-      auto v3 = hn::LoadU(d, x + i + 3 * lanes);
-      acc2 = hn::Add(acc2, hn::Mul(v2, hn::LoadU(d, y + i + 2 * lanes)));
-      acc3 = hn::Add(acc3, hn::Mul(v3, hn::LoadU(d, y + i + 3 * lanes)));
-    }
+  constexpr size_t kLanes = hn::MaxLanes(d);
+  if constexpr (kLanes < 4 || kLanes > kPartials || kPartials % kLanes != 0) {
+    return reference::fixed_order_dot(x, y, n);
+  } else {
+    if (hn::Lanes(d) != kLanes) return reference::fixed_order_dot(x, y, n);
+    constexpr size_t kVectors = kPartials / kLanes;
+    HWY_ALIGN float partial[kPartials];
+    hn::Vec<decltype(d)> acc[kVectors];
+    for (size_t k = 0; k < kVectors; ++k) acc[k] = hn::Zero(d);
+    size_t i = 0;
+    for (; i + kPartials <= n; i += kPartials)
+      for (size_t k = 0; k < kVectors; ++k)
+        acc[k] = hn::Add(acc[k], hn::Mul(hn::LoadU(d, x + i + k * kLanes), hn::LoadU(d, y + i + k * kLanes)));
+    for (size_t k = 0; k < kVectors; ++k) hn::Store(acc[k], d, partial + k * kLanes);
+    for (; i < n; ++i) partial[i % kPartials] += x[i] * y[i];
+    return reference::reduce_partials(partial);
   }
-  hn::Store(acc0, d, partial);
-  if (vectors > 1) hn::Store(acc1, d, partial + lanes);
-  if (vectors > 2) {
-    hn::Store(acc2, d, partial + 2 * lanes);
-    hn::Store(acc3, d, partial + 3 * lanes);
-  }
-  for (; i < n; ++i) partial[i % 16] += x[i] * y[i];
-  for (size_t width = 8; width >= 1; width /= 2)
-    for (size_t i = 0; i < width; ++i) partial[i] += partial[i + width];
-  return partial[0];
 }
 
 float SumOfSquaresImpl(const float* x, size_t n) { return FixedOrderDotImpl(x, x, n); }
@@ -285,6 +304,52 @@ void SubtractTableImpl(const float* values, const uint8_t* indices, size_t n, co
   reference::subtract_table(values + i, indices + i, n - i, table, table_size, out + i);
 }
 
+// sum_of_squares(values) - fixed_order_dot(values, values - table[indices]), the residual never
+// stored: the same products and partial sums in the same order, so the same bits.
+float CodewordDotImpl(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size) {
+  constexpr size_t kPartials = reference::kFixedOrderPartials;
+  const hn::ScalableTag<float> d;
+  constexpr size_t kLanes = hn::MaxLanes(d);
+  HWY_ALIGN float squares[kPartials] = {}, products[kPartials] = {};
+  size_t i = 0;
+  if constexpr (kLanes >= 8 && kLanes <= 16 && kPartials % kLanes == 0) {
+    const hn::RebindToSigned<decltype(d)> di;
+    const hn::Rebind<uint8_t, decltype(d)> du8;
+    if (hn::Lanes(d) == kLanes && table_size <= 2 * kLanes) {
+      constexpr size_t kVectors = kPartials / kLanes;
+      HWY_ALIGN float padded[2 * kLanes] = {};
+      std::copy(table, table + table_size, padded);
+      const auto low = hn::Load(d, padded), high = hn::Load(d, padded + kLanes);
+      const bool two_registers = table_size > kLanes;
+      const auto lane_mask = hn::Set(di, static_cast<int32_t>(kLanes - 1));
+      hn::Vec<decltype(d)> square_sums[kVectors], product_sums[kVectors];
+      for (size_t k = 0; k < kVectors; ++k) square_sums[k] = product_sums[k] = hn::Zero(d);
+      for (; i + kPartials <= n; i += kPartials)
+        for (size_t k = 0; k < kVectors; ++k) {
+          const auto v = hn::LoadU(d, values + i + k * kLanes);
+          const auto index = hn::PromoteTo(di, hn::LoadU(du8, indices + i + k * kLanes));
+          const auto in_register = hn::IndicesFromVec(d, hn::And(index, lane_mask));
+          auto centroid = hn::TableLookupLanes(low, in_register);
+          if (two_registers)
+            centroid = hn::IfThenElse(hn::RebindMask(d, hn::Gt(index, lane_mask)),
+                                      hn::TableLookupLanes(high, in_register), centroid);
+          square_sums[k] = hn::Add(square_sums[k], hn::Mul(v, v));
+          product_sums[k] = hn::Add(product_sums[k], hn::Mul(v, hn::Sub(v, centroid)));
+        }
+      for (size_t k = 0; k < kVectors; ++k) {
+        hn::Store(square_sums[k], d, squares + k * kLanes);
+        hn::Store(product_sums[k], d, products + k * kLanes);
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    const float residual = values[i] - table[indices[i]];
+    squares[i % kPartials] += values[i] * values[i];
+    products[i % kPartials] += values[i] * residual;
+  }
+  return reference::reduce_partials(squares) - reference::reduce_partials(products);
+}
+
 void MatvecColumnsImpl(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -355,6 +420,7 @@ namespace kvsketch::simd {
 
 HWY_EXPORT(FwhtImpl);
 HWY_EXPORT(MultiplyFwhtImpl);
+HWY_EXPORT(ScaledMultiplyFwhtImpl);
 HWY_EXPORT(MultiplyImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(SumOfSquaresImpl);
@@ -363,6 +429,7 @@ HWY_EXPORT(QuantizeImpl);
 HWY_EXPORT(MatvecColumnsImpl);
 HWY_EXPORT(SignBitsImpl);
 HWY_EXPORT(SubtractTableImpl);
+HWY_EXPORT(CodewordDotImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(TargetNameImpl);
@@ -370,6 +437,9 @@ HWY_EXPORT(TargetNameImpl);
 void fwht(float* data, size_t n) { HWY_DYNAMIC_DISPATCH(FwhtImpl)(data, n); }
 void multiply_fwht(float* data, const float* factors, size_t n) {
   HWY_DYNAMIC_DISPATCH(MultiplyFwhtImpl)(data, factors, n);
+}
+void scaled_multiply_fwht(const float* in, float scale, const float* factors, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(ScaledMultiplyFwhtImpl)(in, scale, factors, out, n);
 }
 void multiply(float* data, const float* factors, size_t n) { HWY_DYNAMIC_DISPATCH(MultiplyImpl)(data, factors, n); }
 void scale(float* data, float factor, size_t n) { HWY_DYNAMIC_DISPATCH(ScaleImpl)(data, factor, n); }
@@ -384,6 +454,9 @@ void sign_bits(const float* x, size_t n, uint8_t* packed) { HWY_DYNAMIC_DISPATCH
 void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,
                     float* out) {
   HWY_DYNAMIC_DISPATCH(SubtractTableImpl)(values, indices, n, table, table_size, out);
+}
+float codeword_dot(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size) {
+  return HWY_DYNAMIC_DISPATCH(CodewordDotImpl)(values, indices, n, table, table_size);
 }
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
   HWY_DYNAMIC_DISPATCH(MatvecColumnsImpl)(matrix, rows, cols, x, out);

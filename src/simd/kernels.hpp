@@ -12,11 +12,13 @@ namespace kvsketch::simd {
 void fwht(float* data, size_t n);
 // multiply(data, factors, n) then fwht(data, n), in fewer passes over memory.
 void multiply_fwht(float* data, const float* factors, size_t n);
+// out[i] = (in[i] * scale) * factors[i] (factors may be null), then fwht(out, n); in == out allowed.
+void scaled_multiply_fwht(const float* in, float scale, const float* factors, float* out, size_t n);
 // data[i] *= factors[i]
 void multiply(float* data, const float* factors, size_t n);
 // data[i] *= factor
 void scale(float* data, float factor, size_t n);
-// Sum of x[i]^2 in a fixed order (16 interleaved partial sums, then a fixed tree).
+// Sum of x[i]^2 in a fixed order (64 interleaved partial sums, then a fixed tree).
 float sum_of_squares(const float* x, size_t n);
 // Sum of x[i] * y[i] in the same fixed order (bit-exact across instruction sets).
 float fixed_order_dot(const float* x, const float* y, size_t n);
@@ -25,6 +27,9 @@ void quantize(const float* values, size_t n, const float* boundaries, int bits, 
 // out[i] = values[i] - table[indices[i]] (the residual after quantization; any table size).
 void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,
                     float* out);
+// <values, table[indices]> as sum_of_squares(values) - fixed_order_dot(values, residual) with the
+// residual of subtract_table: the same bits, without storing the residual.
+float codeword_dot(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size);
 // packed bit i = (x[i] > 0), LSB-first; packed holds ceil(n / 8) bytes.
 void sign_bits(const float* x, size_t n, uint8_t* packed);
 // out[r] = sum_c matrix[c * rows + r] * x[c], for c = 0..cols-1 in order (column-major matrix).
@@ -49,14 +54,20 @@ void select_target_from_environment();
 namespace reference {
 void fwht(float* data, size_t n);
 void multiply_fwht(float* data, const float* factors, size_t n);
+void scaled_multiply_fwht(const float* in, float scale, const float* factors, float* out, size_t n);
 void multiply(float* data, const float* factors, size_t n);
 void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
 float fixed_order_dot(const float* x, const float* y, size_t n);
+// The fixed order: x[i] * y[i] added to partial i % kFixedOrderPartials, then the pairwise tree
+// (partial[i] += partial[i + width] for width = 32, 16, ..., 1) of reduce_partials.
+constexpr size_t kFixedOrderPartials = 64;
+float reduce_partials(float* partial);  // overwrites partial
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices);
 void sign_bits(const float* x, size_t n, uint8_t* packed);
 void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,
                     float* out);
+float codeword_dot(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size);
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out);
 float dot(const float* a, const float* b, size_t n);
 void axpy(float w, const float* x, float* out, size_t n);

@@ -1,6 +1,8 @@
 // Scalar references for the dispatched kernels: the definition of what each kernel computes.
 #include "simd/kernels.hpp"
 
+#include <vector>
+
 namespace kvsketch::simd::reference {
 
 void fwht(float* data, size_t n) {
@@ -24,6 +26,14 @@ void multiply_fwht(float* data, const float* factors, size_t n) {
   fwht(data, n);
 }
 
+void scaled_multiply_fwht(const float* in, float scale, const float* factors, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = in[i] * scale;
+    if (factors) out[i] *= factors[i];
+  }
+  fwht(out, n);
+}
+
 void scale(float* data, float factor, size_t n) {
   for (size_t i = 0; i < n; ++i) data[i] *= factor;
 }
@@ -31,9 +41,13 @@ void scale(float* data, float factor, size_t n) {
 float sum_of_squares(const float* x, size_t n) { return fixed_order_dot(x, x, n); }
 
 float fixed_order_dot(const float* x, const float* y, size_t n) {
-  float partial[16] = {};
-  for (size_t i = 0; i < n; ++i) partial[i % 16] += x[i] * y[i];
-  for (size_t width = 8; width >= 1; width /= 2)
+  float partial[kFixedOrderPartials] = {};
+  for (size_t i = 0; i < n; ++i) partial[i % kFixedOrderPartials] += x[i] * y[i];
+  return reduce_partials(partial);
+}
+
+float reduce_partials(float* partial) {
+  for (size_t width = kFixedOrderPartials / 2; width >= 1; width /= 2)
     for (size_t i = 0; i < width; ++i) partial[i] += partial[i + width];
   return partial[0];
 }
@@ -73,6 +87,12 @@ float dot(const float* a, const float* b, size_t n) {
 
 void axpy(float w, const float* x, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] += w * x[i];
+}
+
+float codeword_dot(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size) {
+  std::vector<float> residual(n);
+  subtract_table(values, indices, n, table, table_size, residual.data());
+  return sum_of_squares(values, n) - fixed_order_dot(values, residual.data(), n);
 }
 
 }  // namespace kvsketch::simd::reference

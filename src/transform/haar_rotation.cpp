@@ -43,8 +43,9 @@ HaarRotation::HaarRotation(size_t dim, uint64_t seed) : dim_(dim) {
     }
 }
 
-void HaarRotation::apply(const float* x, float* out) const {
-  std::vector<float> input(x, x + dim_);
+void HaarRotation::apply_scaled(const float* x, float scale, float* out) const {
+  std::vector<float> input(dim_);
+  for (size_t j = 0; j < dim_; ++j) input[j] = x[j] * scale;
   simd::matvec_columns(transposed_.data(), dim_, dim_, input.data(), out);
 }
 

@@ -38,9 +38,18 @@ RandomizedHadamard::RandomizedHadamard(size_t dim, int rounds, uint64_t seed) : 
   final_flips_ = std::move(pending);
 }
 
-void RandomizedHadamard::apply(const float* x, float* out) const {
-  if (out != x) std::memcpy(out, x, dim_ * sizeof(float));
-  for (const Step& step : steps_) simd::multiply_fwht(out + step.offset, step.factors.data(), window_);
+void RandomizedHadamard::apply_scaled(const float* x, float scale, float* out) const {
+  // The first step reads x (scaling on the way); the coordinates outside its window are scaled
+  // into place. The steps after it work in place.
+  const Step& first = steps_.front();
+  if (window_ != dim_) {
+    const size_t rest = first.offset == 0 ? window_ : 0, count = dim_ - window_;
+    if (out != x) std::memcpy(out + rest, x + rest, count * sizeof(float));
+    if (scale != 1.0f) simd::scale(out + rest, scale, count);
+  }
+  simd::scaled_multiply_fwht(x + first.offset, scale, first.factors.data(), out + first.offset, window_);
+  for (size_t s = 1; s < steps_.size(); ++s)
+    simd::multiply_fwht(out + steps_[s].offset, steps_[s].factors.data(), window_);
   if (window_ != dim_) simd::multiply(out, final_flips_.data(), dim_);
 }
 

@@ -1,0 +1,22 @@
+// Large arrays that an index fills once (codes of 100k+ vectors) fault in a 4 KiB page at a time;
+// on virtual machines each fault costs microseconds. Asking for transparent huge pages on the
+// whole 2 MiB pages inside such an array makes the first touch 512 times fewer faults. Advice
+// only: where the kernel has no huge pages (or another OS) nothing changes, including the bits.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace kvsketch {
+
+// Advises huge pages on the 2 MiB-aligned part of [data, data + bytes); below 4 MiB does nothing.
+void advise_huge_pages(void* data, size_t bytes);
+
+// reserve() that advises huge pages on a new large allocation before anything touches it.
+template <class T>
+void reserve_huge(std::vector<T>& v, size_t count) {
+  if (v.capacity() >= count) return;
+  v.reserve(count);
+  advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
+}
+
+}  // namespace kvsketch
