@@ -181,6 +181,28 @@ TEST(Simd, ByteTablesMatchDirectSums) {
   EXPECT_NEAR(out, expected, 1e-5);
 }
 
+TEST(Simd, FastScanPackBlockOnEveryTarget) {
+  for_each_target([] {
+    for (size_t code_bytes : {1, 15, 16, 17, 64, 770}) {
+      std::vector<uint8_t> codes(32 * code_bytes);
+      for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+      const uint8_t* rows[32];
+      for (size_t j = 0; j < 32; ++j) rows[j] = codes.data() + j * code_bytes;
+      std::vector<uint8_t> got(2 * code_bytes * 16), expected(got.size());
+      simd::fast_scan_pack_block(rows, code_bytes, got.data());
+      simd::reference::fast_scan_pack_block(rows, code_bytes, expected.data());
+      EXPECT_EQ(got, expected) << "code_bytes=" << code_bytes;
+      // The definition: nibble g of row r sits in byte r % 16 of group g, low half for r < 16.
+      for (size_t r = 0; r < 32; ++r)
+        for (size_t g = 0; g < 2 * code_bytes; ++g) {
+          const uint8_t byte = expected[g * 16 + r % 16];
+          const uint8_t nibble = r < 16 ? byte & 15 : byte >> 4;
+          ASSERT_EQ(nibble, (rows[r][g / 2] >> (4 * (g % 2))) & 15) << r << " " << g;
+        }
+    }
+  });
+}
+
 TEST(Simd, FastScanSumsExactOnEveryTarget) {
   for_each_target([] {
     // 3 blocks, up to 1100 groups: more than one flush of the u16 sums on every target.

@@ -60,20 +60,12 @@ void FastScanStore::append(const CodeBuffer& encoded) {
   blocks_.resize((total + kBlockRows - 1) / kBlockRows * groups_ * 16, 0);
   tails_.resize(total * tail_bytes_);
   size_t i = 0;
-  // Whole blocks of 32 rows: byte k of rows j and 16 + j gives byte j of groups 2k and 2k + 1.
+  // Whole blocks of 32 rows, transposed at once.
   for (; rows_ % kBlockRows == 0 && i + kBlockRows <= n; i += kBlockRows, rows_ += kBlockRows) {
     uint8_t* block = blocks_.data() + (rows_ / kBlockRows) * groups_ * 16;
     const uint8_t* rows[kBlockRows];
     for (size_t j = 0; j < kBlockRows; ++j) rows[j] = encoded.row(i + j);
-    for (size_t k = 0; k < layout_.index_bytes; ++k) {
-      uint8_t* low = block + 2 * k * 16;
-      uint8_t* high = low + 16;
-      for (size_t j = 0; j < 16; ++j) {
-        const uint8_t a = rows[j][k], b = rows[16 + j][k];
-        low[j] = static_cast<uint8_t>((a & 15) | (b << 4));
-        high[j] = static_cast<uint8_t>((a >> 4) | (b & 0xF0));
-      }
-    }
+    simd::fast_scan_pack_block(rows, layout_.index_bytes, block);
     for (size_t j = 0; j < kBlockRows; ++j)
       std::copy_n(rows[j] + layout_.index_bytes, tail_bytes_, tails_.data() + (rows_ + j) * tail_bytes_);
   }

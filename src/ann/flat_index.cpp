@@ -6,6 +6,7 @@
 
 #include "ann/fast_scan_store.hpp"
 #include "ann/top_k.hpp"
+#include "core/huge_pages.hpp"
 #include "kvsketch/ann.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
@@ -72,6 +73,7 @@ size_t FlatIndex::bytes_per_vector() const {
 }
 
 void FlatIndex::prepare_rows(const float* x, size_t first, size_t count, std::vector<float>& rows) const {
+  reserve_huge(rows, count * dim_);  // the calibration rows are tens of MB: few faults
   rows.resize(count * dim_);
   const bool centre_now = !center_.empty() && options_.metric != Metric::kCosine;
   for (size_t i = 0; i < count; ++i) {

@@ -18,7 +18,45 @@ namespace hn = hwy::HWY_NAMESPACE;
 void FastScanSumsImpl(const uint8_t* codes, size_t groups, size_t blocks, const uint8_t* tables, uint32_t* sums) {
   reference::fast_scan_sums(codes, groups, blocks, tables, sums);
 }
+void FastScanPackBlockImpl(const uint8_t* const* rows, size_t code_bytes, uint8_t* block) {
+  reference::fast_scan_pack_block(rows, code_bytes, block);
+}
 #else
+// 16 code bytes of 32 rows at a time: rows j and 16 + j merged into the low and the high nibble
+// groups' bytes, then a 16 x 16 byte transpose (four rounds of interleaving vector i with i + 8)
+// turns byte position c of the 16 rows into group bytes.
+void FastScanPackBlockImpl(const uint8_t* const* rows, size_t code_bytes, uint8_t* block) {
+  const hn::FixedTag<uint8_t, 16> d;
+  const auto low_nibble = hn::Set(d, uint8_t{0x0F}), high_nibble = hn::Set(d, uint8_t{0xF0});
+  size_t k = 0;
+  for (; k + 16 <= code_bytes; k += 16) {
+    hn::Vec<decltype(d)> low[16], high[16], next[16];
+    for (size_t j = 0; j < 16; ++j) {
+      const auto a = hn::LoadU(d, rows[j] + k), b = hn::LoadU(d, rows[16 + j] + k);
+      low[j] = hn::Or(hn::And(a, low_nibble), hn::ShiftLeft<4>(b));
+      high[j] = hn::Or(hn::ShiftRight<4>(a), hn::And(b, high_nibble));
+    }
+    for (auto* v : {low, high}) {
+      for (int round = 0; round < 4; ++round) {
+        for (size_t i = 0; i < 8; ++i) {
+          next[2 * i] = hn::InterleaveLower(d, v[i], v[i + 8]);
+          next[2 * i + 1] = hn::InterleaveUpper(d, v[i], v[i + 8]);
+        }
+        for (size_t i = 0; i < 16; ++i) v[i] = next[i];
+      }
+    }
+    for (size_t c = 0; c < 16; ++c) {
+      hn::StoreU(low[c], d, block + 2 * (k + c) * 16);
+      hn::StoreU(high[c], d, block + (2 * (k + c) + 1) * 16);
+    }
+  }
+  if (k < code_bytes) {  // the last few bytes
+    const uint8_t* rest[kFastScanBlockRows];
+    for (size_t j = 0; j < kFastScanBlockRows; ++j) rest[j] = rows[j] + k;
+    reference::fast_scan_pack_block(rest, code_bytes - k, block + 2 * k * 16);
+  }
+}
+
 void FastScanSumsImpl(const uint8_t* codes, size_t groups, size_t blocks, const uint8_t* tables, uint32_t* sums) {
   const hn::ScalableTag<uint8_t> d8;
   const hn::Repartition<uint16_t, decltype(d8)> d16;
@@ -71,6 +109,23 @@ HWY_AFTER_NAMESPACE();
 namespace kvsketch::simd {
 
 HWY_EXPORT(FastScanSumsImpl);
+HWY_EXPORT(FastScanPackBlockImpl);
+
+void fast_scan_pack_block(const uint8_t* const* rows, size_t code_bytes, uint8_t* block) {
+  HWY_DYNAMIC_DISPATCH(FastScanPackBlockImpl)(rows, code_bytes, block);
+}
+
+void reference::fast_scan_pack_block(const uint8_t* const* rows, size_t code_bytes, uint8_t* block) {
+  for (size_t k = 0; k < code_bytes; ++k) {
+    uint8_t* low = block + 2 * k * 16;
+    uint8_t* high = low + 16;
+    for (size_t j = 0; j < 16; ++j) {
+      const uint8_t a = rows[j][k], b = rows[16 + j][k];
+      low[j] = static_cast<uint8_t>((a & 15) | (b << 4));
+      high[j] = static_cast<uint8_t>((a >> 4) | (b & 0xF0));
+    }
+  }
+}
 
 void fast_scan_sums(const uint8_t* codes, size_t groups, size_t blocks, const uint8_t* tables, uint32_t* sums) {
   HWY_DYNAMIC_DISPATCH(FastScanSumsImpl)(codes, groups, blocks, tables, sums);
