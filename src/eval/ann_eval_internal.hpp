@@ -1,6 +1,9 @@
 // Pieces of `kvsketch ann eval` shared by its own rows and the FAISS baselines.
 #pragma once
 #include <chrono>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "kvsketch/ann_eval.hpp"
 
@@ -8,6 +11,14 @@ namespace kvsketch {
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Hands memory freed by earlier rows back to the system, so that each timed build pays for fresh
+// pages (faults, zeroing) as a build in its own process would, whichever row it is.
+inline void return_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
 }
 
 // The rows scaled to unit norm (zero rows stay zero), for the cosine metric.

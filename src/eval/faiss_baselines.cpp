@@ -37,6 +37,7 @@ AnnEvalRow measure(Candidate& candidate, const AnnDataset& data, const std::vect
   row.codec = candidate.codec;
   row.bits = bits;
   row.bytes_per_vector = candidate.code_bytes;
+  return_free_memory();
   const auto start = std::chrono::steady_clock::now();
   candidate.index->train(n, base.data());
   candidate.index->add(n, base.data());
