@@ -75,7 +75,8 @@ void BM_MemoryRead(benchmark::State& state) {
 
 void register_all() {
   for (const auto& [spec, dim] : std::vector<std::pair<std::string, size_t>>{
-           {"tq_mse:b=4", 128}, {"tq_prod:b=3", 128}, {"tq_mse:b=4", 1536}, {"tq_prod:b=3", 1536},
+           {"tq_mse:b=4", 128}, {"tq_prod:b=3", 128}, {"tq_mse:b=4", 1536}, {"tq_mse:b=4,rescale=1", 1536},
+           {"tq_prod:b=3", 1536},
            {"qjl:m=256", 128}, {"int8", 128}})
     benchmark::RegisterBenchmark(("encode/" + spec + "/d=" + std::to_string(dim)).c_str(), BM_Encode, spec, dim)
         ->Unit(benchmark::kMillisecond);
