@@ -1,7 +1,9 @@
 // The kvsketch tool as a user runs it.
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <memory>
@@ -97,6 +99,19 @@ TEST(Cli, AnnEvalJsonHasTheDocumentedKeysAndFaissRows) {
   const auto centred = nlohmann::json::parse(output);
   EXPECT_NE(uncentred[0]["codec"].get<std::string>().find("+uncentred"), std::string::npos);
   EXPECT_LT(uncentred[0]["recall_1_at_1"].get<double>(), centred[0]["recall_1_at_1"].get<double>());
+  // --repetitions: every build timed, build_s their median; the index (and so recall) unchanged.
+  std::tie(status, output) =
+      run("ann eval --data sift-5k --queries 100 --codecs 'tq_mse:b=2,rescale=1' --k 1,10 --repetitions 3 --json");
+  ASSERT_EQ(status, 0) << output;
+  const auto repeated = nlohmann::json::parse(output);
+  auto each = repeated[0]["build_s_each"].get<std::vector<double>>();
+  ASSERT_EQ(each.size(), 3u);
+  std::sort(each.begin(), each.end());
+  EXPECT_EQ(repeated[0]["build_s"].get<double>(), each[1]);
+  EXPECT_EQ(repeated[0]["recall_1_at_1"], centred[0]["recall_1_at_1"]);
+  std::tie(status, output) = run("ann eval --data sift-5k --repetitions 0");
+  EXPECT_NE(status, 0);
+  EXPECT_NE(output.find("--repetitions"), std::string::npos) << output;
 }
 
 TEST(Cli, AnnBuildSearchAndBadInput) {

@@ -53,6 +53,9 @@ struct AnnEvalConfig {
   size_t rerank = 0;                 // candidates re-ranked from stored fp16 copies (0 = off)
   bool center = true;                // FlatIndexOptions::center
   size_t timed_single_queries = 200;  // single-query timing over this many queries at most
+  // Our indexes are built this many times, each from fresh memory; build_s is the median (noisy
+  // machines). FAISS baselines are built once (their training takes minutes).
+  size_t build_repetitions = 1;
 };
 
 struct AnnEvalRow {
@@ -61,6 +64,7 @@ struct AnnEvalRow {
   size_t bytes_per_vector = 0;     // everything stored per vector except the id
   std::optional<double> recall_1_at_1, recall_1_at_10, recall_1_at_100, recall_10_at_10;
   double build_s = 0, ms_per_query = 0, ms_per_query_batch = 0;
+  std::vector<double> build_s_each;  // every timed build, in order (one for FAISS)
 };
 
 std::vector<std::string> default_ann_codecs();

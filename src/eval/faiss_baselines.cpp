@@ -42,6 +42,7 @@ AnnEvalRow measure(Candidate& candidate, const AnnDataset& data, const std::vect
   candidate.index->train(n, base.data());
   candidate.index->add(n, base.data());
   row.build_s = seconds_since(start);
+  row.build_s_each = {row.build_s};
   Neighbors found;
   found.queries = static_cast<size_t>(nq);
   found.k = k_max;
