@@ -141,6 +141,20 @@ void ScaleImpl(float* data, float factor, size_t n) {
   for (; i < n; ++i) data[i] *= factor;
 }
 
+// reduce_partials on kVectors accumulators holding partial[k * lanes + l]: the levels that add
+// whole vectors (partial[i] += partial[i + width] for width >= lanes) in registers, the rest on the
+// stored lanes; the same additions as the reference, so the same bits.
+template <class D, size_t kVectors>
+HWY_INLINE float ReduceAccumulators(D d, hn::Vec<D> (&acc)[kVectors]) {
+  for (size_t count = kVectors; count > 1; count /= 2)
+    for (size_t k = 0; k < count / 2; ++k) acc[k] = hn::Add(acc[k], acc[k + count / 2]);
+  HWY_ALIGN float lanes[hn::MaxLanes(d)];
+  hn::Store(acc[0], d, lanes);
+  for (size_t width = hn::Lanes(d) / 2; width >= 1; width /= 2)
+    for (size_t i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  return lanes[0];
+}
+
 // kFixedOrderPartials partial sums regardless of vector width, reduced in the same fixed tree as
 // the reference: several independent accumulators, so the adds do not wait on one another.
 float FixedOrderDotImpl(const float* x, const float* y, size_t n) {
@@ -159,6 +173,7 @@ float FixedOrderDotImpl(const float* x, const float* y, size_t n) {
     for (; i + kPartials <= n; i += kPartials)
       for (size_t k = 0; k < kVectors; ++k)
         acc[k] = hn::Add(acc[k], hn::Mul(hn::LoadU(d, x + i + k * kLanes), hn::LoadU(d, y + i + k * kLanes)));
+    if (i == n) return ReduceAccumulators(d, acc);
     for (size_t k = 0; k < kVectors; ++k) hn::Store(acc[k], d, partial + k * kLanes);
     for (; i < n; ++i) partial[i % kPartials] += x[i] * y[i];
     return reference::reduce_partials(partial);
@@ -336,6 +351,7 @@ float CodewordDotImpl(const float* values, const uint8_t* indices, size_t n, con
           square_sums[k] = hn::Add(square_sums[k], hn::Mul(v, v));
           product_sums[k] = hn::Add(product_sums[k], hn::Mul(v, hn::Sub(v, centroid)));
         }
+      if (i == n) return ReduceAccumulators(d, square_sums) - ReduceAccumulators(d, product_sums);
       for (size_t k = 0; k < kVectors; ++k) {
         hn::Store(square_sums[k], d, squares + k * kLanes);
         hn::Store(product_sums[k], d, products + k * kLanes);
