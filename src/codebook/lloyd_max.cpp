@@ -45,11 +45,9 @@ class CumulativeTables {
   double second(double t) const { return at(second_, t); }
   // mass(t) and first(t) from one position computation: the same values, in half the work.
   void mass_and_first(double t, double& mass, double& first) const {
-    const double position = (std::clamp(t, -limit_, limit_) + limit_) / step_;
-    const size_t k = std::min(static_cast<size_t>(position), kCells - 1);
-    const double fraction = position - k;
-    mass = mass_[k] + fraction * (mass_[k + 1] - mass_[k]);
-    first = first_[k] + fraction * (first_[k + 1] - first_[k]);
+    const Position at_t = locate(t);
+    mass = interpolate(mass_, at_t);
+    first = interpolate(first_, at_t);
   }
   // The u where the cumulative f^(1/3) reaches `fraction` of its total.
   double companded_quantile(double fraction) const {
@@ -59,12 +57,19 @@ class CumulativeTables {
   }
 
  private:
-  double at(const std::vector<double>& table, double t) const {
+  struct Position {
+    size_t cell;
+    double fraction;
+  };
+  Position locate(double t) const {
     const double position = (std::clamp(t, -limit_, limit_) + limit_) / step_;
     const size_t k = std::min(static_cast<size_t>(position), kCells - 1);
-    const double fraction = position - k;
-    return table[k] + fraction * (table[k + 1] - table[k]);
+    return {k, position - k};
   }
+  static double interpolate(const std::vector<double>& table, Position p) {
+    return table[p.cell] + p.fraction * (table[p.cell + 1] - table[p.cell]);
+  }
+  double at(const std::vector<double>& table, double t) const { return interpolate(table, locate(t)); }
   double limit_, step_;
   std::vector<double> mass_, first_, second_, companded_;
 };

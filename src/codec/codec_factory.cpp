@@ -50,7 +50,6 @@ std::unique_ptr<VectorCodec> make_turboquant(const std::string& spec, const Pars
 std::unique_ptr<VectorCodec> make_pca_turboquant(const ParsedSpec& parsed, size_t dim, uint64_t seed) {
   const SpecParameters p(parsed.name, parsed.values, {"b", "pca", "norm", "seed"});
   require(p.has("b"), "codec 'tq_pca': parameter b (bits per coordinate, 1..8) is required, e.g. tq_pca:b=4");
-  require(dim >= 2, "codec 'tq_pca': dimension must be >= 2, got {}", dim);
   PcaTurboQuantOptions options;
   options.bits = static_cast<int>(p.integer("b", 4, 1, 8));
   const std::string mode = p.choice("pca", "auto", {"auto", "on", "off"});

@@ -94,8 +94,10 @@ PcaTurboQuant::PcaTurboQuant(size_t dim, const PcaTurboQuantOptions& options) : 
   plain_ = std::make_unique<TurboQuant>(dim, plain);
   factor_offset_ = packed_bytes(dim, options.bits);
   // The bit allocation weighs every width's distortion, and the groups' codebooks derive from
-  // these: solved now (once per process; about 0.5 s, mostly the 8-bit one), not inside calibration.
-  for (int b = 0; b <= 8; ++b) gaussian_distortion(b);
+  // these: solved now (once per process; about 0.5 s, mostly the 8-bit one), not inside
+  // calibration. pca=off never uses a basis from calibration.
+  if (options.mode != PcaMode::kOff)
+    for (int b = 0; b <= 8; ++b) gaussian_distortion(b);
 }
 
 PcaTurboQuant::~PcaTurboQuant() = default;

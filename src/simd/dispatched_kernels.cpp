@@ -20,6 +20,18 @@ namespace kvsketch::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The butterfly stages between the kVectors vectors held: vector j with j + 1, then j + 2, ...
+template <class V, int kVectors>
+HWY_INLINE void ButterfliesAcross(V (&v)[kVectors]) {
+  for (int distance = 1; distance < kVectors; distance *= 2)
+    for (int j = 0; j < kVectors; ++j)
+      if ((j & distance) == 0) {
+        const auto a = v[j], b = v[j + distance];
+        v[j] = hn::Add(a, b);
+        v[j + distance] = hn::Sub(a, b);
+      }
+}
+
 // The transform runs in few sweeps over memory. The first reads the input, applies the optional
 // scale and sign multiply, all butterflies whose partner lies in the same vector (lane
 // permutations) and the first (up to three) stages across the 2^kStages neighbouring vectors it
@@ -57,13 +69,7 @@ HWY_INLINE void FirstSweep(D d, const float* in, float scale, const float* facto
         v[j] = hn::MulAdd(v[j], hn::Load(d, signs[s]), swapped);
       }
     }
-    for (int distance = 1; distance < kVectors; distance *= 2)
-      for (int j = 0; j < kVectors; ++j)
-        if ((j & distance) == 0) {
-          const auto a = v[j], b = v[j + distance];
-          v[j] = hn::Add(a, b);
-          v[j + distance] = hn::Sub(a, b);
-        }
+    ButterfliesAcross(v);
     for (int j = 0; j < kVectors; ++j) hn::StoreU(v[j], d, out + block + j * lanes);
   }
 }
@@ -77,13 +83,7 @@ HWY_INLINE void RegisterBlockSweep(D d, float* data, size_t n, size_t half) {
     for (size_t offset = block; offset < block + half; offset += lanes) {
       hn::Vec<D> v[kVectors];
       for (int j = 0; j < kVectors; ++j) v[j] = hn::LoadU(d, data + offset + j * half);
-      for (int distance = 1; distance < kVectors; distance *= 2)
-        for (int j = 0; j < kVectors; ++j)
-          if ((j & distance) == 0) {
-            const auto a = v[j], b = v[j + distance];
-            v[j] = hn::Add(a, b);
-            v[j + distance] = hn::Sub(a, b);
-          }
+      ButterfliesAcross(v);
       for (int j = 0; j < kVectors; ++j) hn::StoreU(v[j], d, data + offset + j * half);
     }
   }
