@@ -49,10 +49,78 @@ using VI8 = hn::Vec<DI8>;
 using VI16 = hn::Vec<DI16>;
 using VI32 = hn::Vec<DI32>;
 
+// Unpacks a row of b-bit indices (b <= 4) L = Lanes(DC) <= 32 at a time, the L * b / 8 <= 16
+// input bytes loaded once into every 128-bit block: each index's 16-bit lane gathers the one or
+// two bytes holding its bits (a byte shuffle), a multiply by 2^(8 - s) and a shift right by 8
+// keep the 8 bits from its offset s, and the even bytes of both halves, masked to b bits, are the
+// indices in order. About 9 instructions per 32 indices where the scalar loop takes one per bit.
+class ShuffleUnpacker {
+ public:
+  using DC = hn::CappedTag<uint8_t, 32>;
+
+  ShuffleUnpacker(const RowSource& rows, size_t padded) : bits_(rows.bits) {
+    const DC dc;
+    const size_t lanes = hn::Lanes(dc), row_bytes = packed_bytes(rows.dim, rows.bits);
+    usable_ = rows.bits >= 1 && rows.bits <= 4 && row_bytes >= 16 && padded % lanes == 0;
+    if (!usable_) return;
+    chunks_ = padded / lanes;
+    shuffles_.assign(chunks_ * 2 * lanes, 0x80);
+    load_at_.resize(chunks_);
+    multipliers_.resize(lanes);
+    const size_t b = static_cast<size_t>(rows.bits);
+    for (size_t i = 0; i < lanes; ++i) multipliers_[i] = static_cast<uint16_t>(1u << (8 - (b * i) % 8));
+    for (size_t k = 0; k < chunks_; ++k) {
+      // The 16 bytes loaded end inside the row: the last chunks load from row_bytes - 16.
+      const size_t start = k * lanes * b / 8;
+      load_at_[k] = std::min(start, row_bytes - 16);
+      const size_t shift = start - load_at_[k];
+      for (size_t i = 0; i < lanes && k * lanes + i < rows.dim; ++i) {
+        const size_t bit = b * i, byte = shift + bit / 8;
+        uint8_t* lane = shuffles_.data() + k * 2 * lanes + 2 * i;  // A (first half) then B
+        lane[0] = static_cast<uint8_t>(byte);
+        if (bit % 8 + b > 8) lane[1] = static_cast<uint8_t>(byte + 1);
+      }
+    }
+  }
+
+  bool usable() const { return usable_; }
+
+  size_t chunks() const { return chunks_; }
+
+  // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim).
+  HWY_INLINE hn::Vec<DC> Chunk(const uint8_t* packed, size_t k) const {
+    const DC dc;
+    const hn::Repartition<uint16_t, DC> d16;
+    const size_t lanes = hn::Lanes(dc);
+    const auto source = hn::LoadDup128(dc, packed + load_at_[k]);
+    const uint8_t* shuffle = shuffles_.data() + k * 2 * lanes;
+    auto low = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
+    auto high = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + lanes)));
+    low = hn::ShiftRight<8>(hn::Mul(low, hn::LoadU(d16, multipliers_.data())));
+    high = hn::ShiftRight<8>(hn::Mul(high, hn::LoadU(d16, multipliers_.data() + lanes / 2)));
+    const auto bytes = hn::ConcatEven(dc, hn::BitCast(dc, high), hn::BitCast(dc, low));
+    return hn::And(bytes, hn::Set(dc, static_cast<uint8_t>((1u << bits_) - 1)));
+  }
+
+  // Index bytes of the row at `packed`, chunks() * L of them.
+  void Row(const uint8_t* packed, uint8_t* out) const {
+    const DC dc;
+    for (size_t k = 0; k < chunks_; ++k) hn::StoreU(Chunk(packed, k), dc, out + k * hn::Lanes(dc));
+  }
+
+ private:
+  int bits_;
+  bool usable_ = false;
+  size_t chunks_ = 0;
+  std::vector<uint8_t> shuffles_;   // per chunk: the byte pairs of the L indices' 16-bit lanes
+  std::vector<uint32_t> load_at_;   // per chunk: where its 16-byte load starts in the row
+  std::vector<uint16_t> multipliers_;  // per index of a chunk: 2^(8 - bit offset)
+};
+
 // Unpacks rows of b-bit indices into index bytes, zero past dim, in rows of `padded` bytes.
 class Unpacker {
  public:
-  Unpacker(const RowSource& rows, size_t padded) : rows_(rows), padded_(padded) {
+  Unpacker(const RowSource& rows, size_t padded) : rows_(rows), padded_(padded), shuffle_(rows, padded) {
 #if HWY_TARGET == HWY_AVX3_DL
     // 64 indices take 8 * bits bytes: each qword gathers the `bits` bytes of its 8 indices
     // (vpermb), then vpmultishiftqb pulls every index's bits to the bottom of its byte.
@@ -117,6 +185,24 @@ class Unpacker {
       return;
     }
 #endif
+    if (shuffle_.usable() && vector_bytes == 32 && hn::Lanes(ShuffleUnpacker::DC()) == 32) {
+      // Two rows per vector: a chunk of each row holds blocks 2c and 2c + 1, and the 128-bit
+      // halves of the two chunks are swapped into place.
+      using D32 = ShuffleUnpacker::DC;
+      const D32 d32;
+      for (size_t g = 0; g < groups; ++g) {
+        const uint8_t* first_row = rows_.data + (first + 2 * g) * rows_.stride;
+        const bool second = 2 * g + 1 < count;
+        for (size_t c = 0; c < shuffle_.chunks(); ++c) {
+          const auto a = shuffle_.Chunk(first_row, c);
+          const auto b = second ? shuffle_.Chunk(first_row + rows_.stride, c) : hn::Zero(d32);
+          uint8_t* target = out + (g * blocks + 2 * c) * 32;
+          hn::StoreU(hn::ConcatLowerLower(d32, b, a), d32, target);
+          hn::StoreU(hn::ConcatUpperUpper(d32, b, a), d32, target + 32);
+        }
+      }
+      return;
+    }
     std::vector<uint8_t> natural(padded_);
     for (size_t g = 0; g < groups; ++g)
       for (size_t r = 0; r < per_vector; ++r) {
@@ -135,12 +221,14 @@ class Unpacker {
 
  private:
   void Portable(size_t row, uint8_t* out) const {
+    if (shuffle_.usable()) return shuffle_.Row(rows_.data + row * rows_.stride, out);
     unpack_bits(rows_.data + row * rows_.stride, rows_.dim, rows_.bits, out);
     std::memset(out + rows_.dim, 0, padded_ - rows_.dim);
   }
 
   const RowSource& rows_;
   size_t padded_;
+  ShuffleUnpacker shuffle_;
 #if HWY_TARGET == HWY_AVX3_DL
   __m512i Chunk(size_t row, size_t k) const {
     const __m512i data = _mm512_maskz_loadu_epi8(load_[k], rows_.data + row * rows_.stride + k * 8 * rows_.bits);
