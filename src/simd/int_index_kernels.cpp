@@ -242,23 +242,6 @@ class Unpacker {
 #endif
 };
 
-// acc += sum of the four byte products u[4e..4e+3] * s[4e..4e+3] in lane e (u unsigned, s signed).
-HWY_INLINE VI32 DotBytes(VI32 acc, VU8 u, VI8 s) {
-#if HWY_TARGET == HWY_AVX3_DL
-  return VI32{_mm512_dpbusd_epi32(acc.raw, u.raw, s.raw)};
-#else
-  // Even and odd bytes widened in place, so that lane e still sums bytes 4e..4e+3.
-  const DI16 di16;
-  const DI32 di32;
-  VI32 unused = hn::Zero(di32);
-  const VI16 u16 = hn::BitCast(di16, u), s16 = hn::BitCast(di16, s);
-  const VI16 u_even = hn::And(u16, hn::Set(di16, 0xFF)), u_odd = hn::BitCast(di16, hn::ShiftRight<8>(hn::BitCast(DU16(), u)));
-  const VI16 s_even = hn::ShiftRight<8>(hn::ShiftLeft<8>(s16)), s_odd = hn::ShiftRight<8>(s16);
-  acc = hn::ReorderWidenMulAccumulate(di32, u_even, s_even, acc, unused);
-  return hn::ReorderWidenMulAccumulate(di32, u_odd, s_odd, acc, unused);
-#endif
-}
-
 // acc += a[2e] * b[2e] + a[2e+1] * b[2e+1] in lane e.
 HWY_INLINE VI32 DotWords(VI32 acc, VI16 a, VI16 b) {
 #if HWY_TARGET == HWY_AVX3_DL
@@ -287,12 +270,33 @@ HWY_INLINE hn::Vec<DI32> BlockHeadSums(const VI32* acc) {
   return hn::Add(hn::BitCast(di, hn::InterleaveLower(d64, a, b)), hn::BitCast(di, hn::InterleaveUpper(d64, a, b)));
 }
 
+// The query operand of the score kernel: with VNNI the signed bytes themselves (vpdpbusd takes
+// them as they are); elsewhere each vector of bytes as two vectors of words, its even and its odd
+// bytes sign-extended, widened once per query instead of once per row.
+#if HWY_TARGET == HWY_AVX3_DL
+using QueryLane = int8_t;
+#else
+using QueryLane = int16_t;
+#endif
+
+// The query operand for one vector of query bytes (Lanes(u8) QueryLanes at out).
+HWY_INLINE void StoreQueryOperand(VI8 bytes, QueryLane* out) {
+#if HWY_TARGET == HWY_AVX3_DL
+  hn::StoreU(bytes, DI8(), out);
+#else
+  const DI16 di16;
+  const VI16 words = hn::BitCast(di16, bytes);
+  hn::StoreU(hn::ShiftRight<8>(hn::ShiftLeft<8>(words)), di16, out);
+  hn::StoreU(hn::ShiftRight<8>(words), di16, out + hn::Lanes(di16));
+#endif
+}
+
 // kGroups groups of rows against four heads (missing heads have zero queries): sums of group g
-// at sums + g * Lanes(i32), as BlockHeadSums lays them out.
+// at sums + g * Lanes(i32), as BlockHeadSums lays them out. acc[g][h] lane e sums the products
+// of the value bytes 4e..4e+3 (unsigned) with the query's (signed).
 template <int kGroups>
-HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, const int8_t* queries, int32_t* sums) {
+HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, const QueryLane* queries, int32_t* sums) {
   const DU8 du8;
-  const DI8 di8;
   const DI32 di32;
   const size_t lanes = hn::Lanes(du8);
   VI32 acc[kGroups][4];
@@ -302,10 +306,30 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
     VU8 values[kGroups];
     for (int g = 0; g < kGroups; ++g)
       values[g] = hn::TableLookupBytes(table, hn::LoadU(du8, grouped + (g * blocks + k) * lanes));
+#if HWY_TARGET == HWY_AVX3_DL
     for (int h = 0; h < 4; ++h) {
-      const VI8 q = hn::LoadU(di8, queries + (h * blocks + k) * lanes);
-      for (int g = 0; g < kGroups; ++g) acc[g][h] = DotBytes(acc[g][h], values[g], q);
+      const VI8 q = hn::LoadU(DI8(), queries + (h * blocks + k) * lanes);
+      for (int g = 0; g < kGroups; ++g) acc[g][h] = VI32{_mm512_dpbusd_epi32(acc[g][h].raw, values[g].raw, q.raw)};
     }
+#else
+    // Even and odd value bytes widened in place, so that lane e still sums bytes 4e..4e+3.
+    const DI16 di16;
+    const DU16 du16;
+    VI16 even[kGroups], odd[kGroups];
+    for (int g = 0; g < kGroups; ++g) {
+      even[g] = hn::BitCast(di16, hn::And(hn::BitCast(du16, values[g]), hn::Set(du16, 0xFF)));
+      odd[g] = hn::BitCast(di16, hn::ShiftRight<8>(hn::BitCast(du16, values[g])));
+    }
+    for (int h = 0; h < 4; ++h) {
+      const QueryLane* q = queries + (h * blocks + k) * lanes;
+      const VI16 q_even = hn::LoadU(di16, q), q_odd = hn::LoadU(di16, q + hn::Lanes(di16));
+      for (int g = 0; g < kGroups; ++g) {
+        VI32 unused = hn::Zero(di32);
+        acc[g][h] = hn::ReorderWidenMulAccumulate(di32, even[g], q_even, acc[g][h], unused);
+        acc[g][h] = hn::ReorderWidenMulAccumulate(di32, odd[g], q_odd, acc[g][h], unused);
+      }
+    }
+#endif
   }
   for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
 }
@@ -343,6 +367,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   // (level + 128) * q sums to the wanted sum plus 128 * sum q.
   const size_t head_groups = (heads + 3) / 4;
   std::vector<int8_t> bytes(head_groups * 4 * blocks * lanes, 0), row(padded);
+  std::vector<QueryLane> operands(bytes.size());
   std::vector<float> head_factors(head_groups * 4, 0.0f);
   std::vector<int32_t> offsets(head_groups * 4, 0);
   for (size_t h = 0; h < heads; ++h) {
@@ -353,6 +378,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
       for (size_t r = 0; r < per_vector; ++r)
         std::memcpy(bytes.data() + (h * blocks + k) * lanes + 16 * r, row.data() + 16 * k, 16);
   }
+  for (size_t v = 0; v < bytes.size(); v += lanes) StoreQueryOperand(hn::LoadU(DI8(), bytes.data() + v), operands.data() + v);
   constexpr int kGroups = 4;
   HWY_ALIGN int32_t sums[kGroups * HWY_MAX_BYTES / 4];
   HWY_ALIGN float scores[kGroups * HWY_MAX_BYTES / 4];
@@ -366,7 +392,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
       const size_t group_heads = std::min<size_t>(4, heads - 4 * hg);
       const auto factor_v = hn::LoadDup128(df, head_factors.data() + 4 * hg);
       const auto offset_v = hn::LoadDup128(di32, offsets.data() + 4 * hg);
-      const int8_t* q = bytes.data() + 4 * hg * blocks * lanes;
+      const QueryLane* q = operands.data() + 4 * hg * blocks * lanes;
       for (size_t g = 0; g < groups; g += kGroups) {
         const size_t live_groups = std::min<size_t>(kGroups, groups - g);
         const uint8_t* first = grouped.data() + g * blocks * lanes;
