@@ -51,16 +51,16 @@ using VI32 = hn::Vec<DI32>;
 
 // Unpacks a row of b-bit indices (b <= 4) L = Lanes(DC) <= 32 at a time, the L * b / 8 <= 16
 // input bytes loaded once into every 128-bit block: each index's 16-bit lane gathers the one or
-// two bytes holding its bits (a byte shuffle), a multiply by 2^(8 - s) and a shift right by 8
-// keep the 8 bits from its offset s, and the even bytes of both halves, masked to b bits, are the
-// indices in order. About 9 instructions per 32 indices where the scalar loop takes one per bit.
+// two bytes holding its bits (a byte shuffle), a multiply by 2^(16 - s - b) puts the b bits from
+// its offset s at the top, a shift right by 16 - b brings them down, and packuswb makes bytes.
+// 8 instructions per 32 indices where the scalar loop takes one per bit.
 class ShuffleUnpacker {
  public:
   using DC = hn::CappedTag<uint8_t, 32>;
+  using D16 = hn::Repartition<uint16_t, DC>;
 
   ShuffleUnpacker(const RowSource& rows, size_t padded) : bits_(rows.bits) {
-    const DC dc;
-    const size_t lanes = hn::Lanes(dc), row_bytes = packed_bytes(rows.dim, rows.bits);
+    const size_t lanes = hn::Lanes(DC()), row_bytes = packed_bytes(rows.dim, rows.bits);
     usable_ = rows.bits >= 1 && rows.bits <= 4 && row_bytes >= 16 && padded % lanes == 0;
     if (!usable_) return;
     chunks_ = padded / lanes;
@@ -68,7 +68,12 @@ class ShuffleUnpacker {
     load_at_.resize(chunks_);
     multipliers_.resize(lanes);
     const size_t b = static_cast<size_t>(rows.bits);
-    for (size_t i = 0; i < lanes; ++i) multipliers_[i] = static_cast<uint16_t>(1u << (8 - (b * i) % 8));
+    // packuswb fills each 128-bit block with 8 words of the first vector, then 8 of the second:
+    // index i of a chunk lives in vector (i % 16) / 8, word 8 * (i / 16) + i % 8.
+    const auto vector_of = [](size_t i) { return (i % 16) / 8; };
+    const auto word_of = [](size_t i) { return 8 * (i / 16) + i % 8; };
+    for (size_t i = 0; i < lanes; ++i)
+      multipliers_[vector_of(i) * lanes / 2 + word_of(i)] = static_cast<uint16_t>(1u << (16 - (b * i) % 8 - b));
     for (size_t k = 0; k < chunks_; ++k) {
       // The 16 bytes loaded end inside the row: the last chunks load from row_bytes - 16.
       const size_t start = k * lanes * b / 8;
@@ -76,7 +81,7 @@ class ShuffleUnpacker {
       const size_t shift = start - load_at_[k];
       for (size_t i = 0; i < lanes && k * lanes + i < rows.dim; ++i) {
         const size_t bit = b * i, byte = shift + bit / 8;
-        uint8_t* lane = shuffles_.data() + k * 2 * lanes + 2 * i;  // A (first half) then B
+        uint8_t* lane = shuffles_.data() + k * 2 * lanes + vector_of(i) * lanes + 2 * word_of(i);
         lane[0] = static_cast<uint8_t>(byte);
         if (bit % 8 + b > 8) lane[1] = static_cast<uint8_t>(byte + 1);
       }
@@ -90,16 +95,15 @@ class ShuffleUnpacker {
   // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim).
   HWY_INLINE hn::Vec<DC> Chunk(const uint8_t* packed, size_t k) const {
     const DC dc;
-    const hn::Repartition<uint16_t, DC> d16;
+    const D16 d16;
     const size_t lanes = hn::Lanes(dc);
     const auto source = hn::LoadDup128(dc, packed + load_at_[k]);
     const uint8_t* shuffle = shuffles_.data() + k * 2 * lanes;
-    auto low = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
-    auto high = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + lanes)));
-    low = hn::ShiftRight<8>(hn::Mul(low, hn::LoadU(d16, multipliers_.data())));
-    high = hn::ShiftRight<8>(hn::Mul(high, hn::LoadU(d16, multipliers_.data() + lanes / 2)));
-    const auto bytes = hn::ConcatEven(dc, hn::BitCast(dc, high), hn::BitCast(dc, low));
-    return hn::And(bytes, hn::Set(dc, static_cast<uint8_t>((1u << bits_) - 1)));
+    auto first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
+    auto second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + lanes)));
+    first = hn::ShiftRightSame(hn::Mul(first, hn::LoadU(d16, multipliers_.data())), 16 - bits_);
+    second = hn::ShiftRightSame(hn::Mul(second, hn::LoadU(d16, multipliers_.data() + lanes / 2)), 16 - bits_);
+    return PackBlocks(first, second);
   }
 
   // Index bytes of the row at `packed`, chunks() * L of them.
@@ -109,12 +113,21 @@ class ShuffleUnpacker {
   }
 
  private:
+  // packuswb: per 128-bit block, the words (< 256) of a's block, then b's, as bytes.
+  static HWY_INLINE hn::Vec<DC> PackBlocks(hn::Vec<D16> a, hn::Vec<D16> b) {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+    return hn::Vec<DC>{_mm_packus_epi16(a.raw, b.raw)};
+#else
+    return hn::Vec<DC>{_mm256_packus_epi16(a.raw, b.raw)};
+#endif
+  }
+
   int bits_;
   bool usable_ = false;
   size_t chunks_ = 0;
   std::vector<uint8_t> shuffles_;   // per chunk: the byte pairs of the L indices' 16-bit lanes
   std::vector<uint32_t> load_at_;   // per chunk: where its 16-byte load starts in the row
-  std::vector<uint16_t> multipliers_;  // per index of a chunk: 2^(8 - bit offset)
+  std::vector<uint16_t> multipliers_;  // per 16-bit lane: 2^(16 - bit offset - b)
 };
 
 // Unpacks rows of b-bit indices into index bytes, zero past dim, in rows of `padded` bytes.
@@ -417,29 +430,51 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   }
 }
 
-// The signed bytes of two rows as four word vectors of pairs (a[j], b[j]), for DotWords against a
-// pair of weights. The byte interleave and the widening permute coordinates within the chunk.
-HWY_INLINE void WidenPairs(VI8 a, VI8 b, VI16* parts) {
-  const DI8 di8;
+// The weighted sum takes a chunk of coordinates of a row pair at a time and keeps, for four
+// heads, kParts accumulators each. A chunk is a whole vector (16 accumulators) where there are
+// 32 vector registers (AVX-512); on AVX2, with 16, it is half a vector (128 bits, which still
+// holds the 16-entry table), so that the 8 accumulators stay in registers instead of spilling.
+#undef KVSKETCH_HALF_CHUNKS
+#if HWY_TARGET == HWY_AVX2
+#define KVSKETCH_HALF_CHUNKS 1
+using DChunk = hn::Half<DI8>;
+constexpr int kParts = 2;
+#else
+#define KVSKETCH_HALF_CHUNKS 0
+using DChunk = DI8;
+constexpr int kParts = 4;
+#endif
+using VChunk = hn::Vec<DChunk>;
+
+// The signed bytes of two rows as kParts word vectors of pairs (a[j], b[j]), for DotWords
+// against a pair of weights. The byte interleave and the widening permute coordinates within the
+// chunk.
+HWY_INLINE void WidenPairs(VChunk a, VChunk b, VI16* parts) {
+  const DChunk dc;
   const DI16 di16;
+  const VChunk low = hn::InterleaveLower(dc, a, b), high = hn::InterleaveUpper(dc, a, b);
+#if !KVSKETCH_HALF_CHUNKS
   const hn::Half<DI8> dhi;
-  const VI8 low = hn::InterleaveLower(di8, a, b), high = hn::InterleaveUpper(di8, a, b);
   parts[0] = hn::PromoteTo(di16, hn::LowerHalf(dhi, low));
   parts[1] = hn::PromoteTo(di16, hn::UpperHalf(dhi, low));
   parts[2] = hn::PromoteTo(di16, hn::LowerHalf(dhi, high));
   parts[3] = hn::PromoteTo(di16, hn::UpperHalf(dhi, high));
+#else
+  parts[0] = hn::PromoteTo(di16, low);
+  parts[1] = hn::PromoteTo(di16, high);
+#endif
 }
 
-// Where the weighted-sum kernel's int32 lanes land within a chunk of Lanes(u8) coordinates:
+// Where the weighted-sum kernel's int32 lanes land within a chunk of Lanes(DChunk) coordinates:
 // found by running WidenPairs on the coordinates themselves.
 std::vector<uint32_t> ChunkLaneOrder() {
-  const DU8 du8;
+  const DChunk dc;
   const DI16 di16;
-  const size_t lanes = hn::Lanes(du8);
-  HWY_ALIGN uint8_t iota[HWY_MAX_BYTES];
-  for (size_t m = 0; m < lanes; ++m) iota[m] = static_cast<uint8_t>(m);
-  const auto v = hn::BitCast(DI8(), hn::Load(du8, iota));
-  VI16 parts[4];
+  const size_t lanes = hn::Lanes(dc);
+  HWY_ALIGN int8_t iota[HWY_MAX_BYTES];
+  for (size_t m = 0; m < lanes; ++m) iota[m] = static_cast<int8_t>(m);
+  const VChunk v = hn::Load(dc, iota);
+  VI16 parts[kParts];
   WidenPairs(v, v, parts);
   std::vector<uint32_t> order;
   HWY_ALIGN int16_t words[HWY_MAX_BYTES / 2];
@@ -450,39 +485,42 @@ std::vector<uint32_t> ChunkLaneOrder() {
   return order;
 }
 
-// One chunk of Lanes(u8) coordinates of a block for up to four heads: byte pairs of rows (i, i+1)
-// widened to words, times the pair's two weights, summed in int32 lanes.
+// One chunk of Lanes(DChunk) coordinates of a block for up to four heads: byte pairs of rows
+// (i, i+1) widened to words, times the pair's two weights, summed in int32 lanes.
 template <int kHeads>
-HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, size_t count, VU8 table,
-                                const int16_t* words, VI32 (*sums)[4]) {
-  const DU8 du8;
-  const DI8 di8;
+HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, size_t count, VChunk table,
+                                const int16_t* words, VI32 (*sums)[kParts]) {
+  const DChunk dc;
+  const hn::Rebind<uint8_t, DChunk> du8;
   const DI16 di16;
   const DI32 di32;
   for (int h = 0; h < kHeads; ++h)
-    for (int k = 0; k < 4; ++k) sums[h][k] = hn::Zero(di32);
+    for (int k = 0; k < kParts; ++k) sums[h][k] = hn::Zero(di32);
   for (size_t i = 0; i < count; i += 2) {
-    const VI8 a = hn::BitCast(di8, hn::TableLookupBytes(table, hn::LoadU(du8, index + i * padded + c)));
-    const VI8 b = hn::BitCast(di8, hn::TableLookupBytes(table, hn::LoadU(du8, index + (i + 1) * padded + c)));
-    VI16 parts[4];
+    const VChunk a = hn::TableLookupBytes(table, hn::BitCast(dc, hn::LoadU(du8, index + i * padded + c)));
+    const VChunk b = hn::TableLookupBytes(table, hn::BitCast(dc, hn::LoadU(du8, index + (i + 1) * padded + c)));
+    VI16 parts[kParts];
     WidenPairs(a, b, parts);
     for (int h = 0; h < kHeads; ++h) {
       int32_t pair;  // words i and i + 1, the first in the low half
       std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));
       const VI16 w = hn::BitCast(di16, hn::Set(di32, pair));
-      for (int k = 0; k < 4; ++k) sums[h][k] = DotWords(sums[h][k], parts[k], w);
+      for (int k = 0; k < kParts; ++k) sums[h][k] = DotWords(sums[h][k], parts[k], w);
     }
   }
 }
 
 void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
                         float* acc, size_t acc_stride, const RowFactor* factors) {
-  const DU8 du8;
+  const DChunk dc;
   const DI32 di32;
   const DF df;
-  const size_t d = rows.dim, padded = PaddedDim(d), lanes = hn::Lanes(du8), quarter = hn::Lanes(di32);
+  const size_t d = rows.dim, padded = PaddedDim(d), chunk = hn::Lanes(dc), quarter = hn::Lanes(di32);
   const ByteTable table = byte_table(rows.table, rows.bits);
-  const VU8 table_v = TableVector(table, 0);
+  // The table repeats in every 128-bit block, so any part of it serves a chunk.
+  HWY_ALIGN int8_t table_bytes[HWY_MAX_BYTES];
+  hn::Store(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_bytes);
+  const VChunk table_v = hn::Load(dc, table_bytes);
   // An odd last row pairs with a zero row of weight 0.
   std::vector<uint8_t> index((kIntBlockRows + 1) * padded, 0);
   const std::vector<uint32_t> order = ChunkLaneOrder();
@@ -490,8 +528,8 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
   // The accumulators in lane order (exact moves), so that every addition matches the reference.
   std::vector<float> lane_acc(heads * padded, 0.0f);
   for (size_t h = 0; h < heads; ++h)
-    for (size_t c = 0; c < padded; c += lanes)
-      for (size_t e = 0; e < lanes; ++e)
+    for (size_t c = 0; c < padded; c += chunk)
+      for (size_t e = 0; e < chunk; ++e)
         if (c + order[e] < d) lane_acc[h * padded + c + e] = acc[h * acc_stride + c + order[e]];
   std::vector<int16_t> block_words(heads * kIntBlockRows);
   std::vector<float> block_scale(heads);
@@ -520,15 +558,15 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
     unpacker.Rows(start, count, index.data());
     if (count % 2) std::memset(index.data() + count * padded, 0, padded);
     const size_t even = count + count % 2;
-    for (size_t c = 0; c < padded; c += lanes) {
+    for (size_t c = 0; c < padded; c += chunk) {
       size_t h = 0;
-      VI32 sums[4][4];
+      VI32 sums[4][kParts];
       auto flush = [&](size_t first_head, size_t group) {
         for (size_t g = 0; g < group; ++g) {
           const size_t head = first_head + g;
           if (!live[head]) continue;
           const auto s = hn::Set(df, block_scale[head]);
-          for (int k = 0; k < 4; ++k) {
+          for (int k = 0; k < kParts; ++k) {
             float* target = lane_acc.data() + head * padded + c + k * quarter;
             hn::StoreU(hn::Add(hn::LoadU(df, target), hn::Mul(hn::ConvertTo(df, sums[g][k]), s)), df, target);
           }
@@ -545,8 +583,8 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
     }
   }
   for (size_t h = 0; h < heads; ++h)
-    for (size_t c = 0; c < padded; c += lanes)
-      for (size_t e = 0; e < lanes; ++e)
+    for (size_t c = 0; c < padded; c += chunk)
+      for (size_t e = 0; e < chunk; ++e)
         if (c + order[e] < d) acc[h * acc_stride + c + order[e]] = lane_acc[h * padded + c + e];
 }
 #endif
