@@ -6,6 +6,7 @@
 #include "kvsketch/codebook.hpp"
 #include "simd/fast_scan_kernels.hpp"
 #include "simd/kernels.hpp"
+#include "simd/quantizer_grid.hpp"
 #include "simd/table_sums.hpp"
 #include "test_util.hpp"
 
@@ -113,6 +114,31 @@ TEST(Simd, QuantizeBitExact) {
       EXPECT_EQ(a[3], 0);
     }
   });
+}
+
+TEST(Simd, QuantizeGridIsTheSameCountOnEveryTarget) {
+  for_each_target([] {
+    for (const CoordinateLaw law : {CoordinateLaw::kBeta, CoordinateLaw::kGaussian})
+      for (const size_t dim : {size_t{64}, size_t{128}, size_t{1536}})
+        for (int bits = 3; bits <= 4; ++bits) {
+          SCOPED_TRACE(testing::Message() << "dim " << dim << " bits " << bits);
+          const auto& book = lloyd_max_codebook(law, dim, bits);
+          const simd::QuantizerGrid grid = simd::make_quantizer_grid(book.boundaries.data(), bits);
+          ASSERT_TRUE(grid.usable);  // the encoders' fast path serves every width it is built for
+          EXPECT_LE(grid.per_cell, simd::QuantizerGrid::kMaxPerCell);
+          auto values = testutil::gaussian_matrix(1, 997, 3 + bits, 1.0 / std::sqrt(static_cast<double>(dim)));
+          // Every boundary, its float neighbours, zeros and far outliers (the clamped cells).
+          for (const float b : book.boundaries)
+            for (const float v : {b, std::nextafter(b, -1e30f), std::nextafter(b, 1e30f)}) values.push_back(v);
+          for (const float v : {0.0f, -0.0f, 10.0f, -10.0f, 1e30f, -1e30f}) values.push_back(v);
+          std::vector<uint8_t> fast(values.size()), slow(values.size());
+          simd::quantize_grid(values.data(), values.size(), grid, fast.data());
+          simd::reference::quantize(values.data(), values.size(), book.boundaries.data(), bits, slow.data());
+          EXPECT_EQ(fast, slow);
+        }
+  });
+  // Too few boundaries for a grid: the caller keeps the direct count.
+  EXPECT_FALSE(simd::make_quantizer_grid(lloyd_max_codebook(CoordinateLaw::kBeta, 128, 2).boundaries.data(), 2).usable);
 }
 
 TEST(Simd, MatvecBitExact) {

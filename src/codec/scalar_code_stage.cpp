@@ -4,6 +4,7 @@
 
 #include "kvsketch/bitpack.hpp"
 #include "simd/kernels.hpp"
+#include "simd/quantizer_grid.hpp"
 #include "simd/table_sums.hpp"
 
 namespace kvsketch {
@@ -18,6 +19,12 @@ ScalarCodeStage::ScalarCodeStage(size_t dim, int bits, CoordinateLaw law)
       for (size_t f = 0; f < per_byte; ++f)
         byte_decode_[v * per_byte + f] = codebook_->centroids[(v >> (f * bits_)) & mask];
   }
+  if (bits_ > 0) grid_ = simd::make_quantizer_grid(codebook_->boundaries.data(), bits_);
+}
+
+void ScalarCodeStage::quantize(const float* rotated, uint8_t* indices) const {
+  if (grid_.usable) return simd::quantize_grid(rotated, dim_, grid_, indices);
+  simd::quantize(rotated, dim_, codebook_->boundaries.data(), bits_, indices);
 }
 
 void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* residual, uint8_t* scratch) const {
@@ -25,7 +32,7 @@ void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* resid
     if (residual) std::copy(rotated, rotated + dim_, residual);
     return;
   }
-  simd::quantize(rotated, dim_, codebook_->boundaries.data(), bits_, scratch);
+  quantize(rotated, scratch);
   pack_bits(scratch, dim_, bits_, packed);
   if (residual)
     simd::subtract_table(rotated, scratch, dim_, codebook_->centroids.data(), codebook_->centroids.size(), residual);
@@ -33,7 +40,7 @@ void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* resid
 
 float ScalarCodeStage::encode_codeword_product(const float* rotated, uint8_t* packed, uint8_t* scratch) const {
   if (bits_ == 0) return 0.0f;
-  simd::quantize(rotated, dim_, codebook_->boundaries.data(), bits_, scratch);
+  quantize(rotated, scratch);
   pack_bits(scratch, dim_, bits_, packed);
   return simd::codeword_dot(rotated, scratch, dim_, codebook_->centroids.data(), codebook_->centroids.size());
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kvsketch/codebook.hpp"
+#include "simd/quantizer_grid.hpp"
 
 namespace kvsketch {
 
@@ -35,11 +36,14 @@ class ScalarCodeStage {
 
  private:
   bool byte_tables() const { return bits_ == 1 || bits_ == 2 || bits_ == 4 || bits_ == 8; }
+  // indices[j] = the index of rotated[j] (dim bytes): by the grid where it serves.
+  void quantize(const float* rotated, uint8_t* indices) const;
   size_t dim_;
   int bits_;
   size_t bytes_;
   const Codebook* codebook_;
   std::vector<float> byte_decode_;  // byte value -> 8/b centroids (byte-aligned widths)
+  simd::QuantizerGrid grid_;        // the boundaries on a uniform grid (b = 3, 4)
 };
 
 }  // namespace kvsketch

@@ -14,6 +14,7 @@
 #include <hwy/targets.h>
 #include "kvsketch/error.hpp"
 #include "simd/kernels.hpp"
+#include "simd/quantizer_grid.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvsketch::simd {
@@ -286,6 +287,53 @@ void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bi
   }
 }
 
+// quantizer_grid.hpp: the cell by the same float operations as quantizer_grid_cell, then the
+// cell's base index plus its boundaries below v (kPerCell table look-ups and comparisons).
+template <int kPerCell>
+void QuantizeGridLoop(const float* values, size_t n, const QuantizerGrid& grid, uint8_t* indices) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t lanes = hn::Lanes(d);
+  const auto low = hn::Set(d, grid.low), inverse_step = hn::Set(d, grid.inverse_step);
+  const auto last = hn::Set(d, static_cast<float>(QuantizerGrid::kCells - 1));
+  const auto base = hn::Load(di, grid.base);
+  hn::Vec<decltype(d)> thresholds[kPerCell];
+  for (int m = 0; m < kPerCell; ++m) thresholds[m] = hn::Load(d, grid.thresholds[m]);
+  HWY_ALIGN int32_t lane_indices[64];
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, values + i);
+    const auto x = hn::Min(hn::Max(hn::Mul(hn::Sub(v, low), inverse_step), hn::Zero(d)), last);
+    const auto whole = hn::ConvertTo(di, x);  // truncation, as the scalar cast
+    const auto cell = hn::IndicesFromVec(d, whole);
+    auto index = hn::TableLookupLanes(base, hn::IndicesFromVec(di, whole));
+    for (int m = 0; m < kPerCell; ++m) {
+      // The mask is all-ones (-1) where v is above the boundary: subtracting it counts.
+      const auto above = hn::VecFromMask(d, hn::Gt(v, hn::TableLookupLanes(thresholds[m], cell)));
+      index = hn::Sub(index, hn::BitCast(di, above));
+    }
+    StoreIndices(di, index, indices + i, lane_indices);
+  }
+  for (; i < n; ++i) {
+    const int c = quantizer_grid_cell(values[i], grid.low, grid.inverse_step);
+    int index = grid.base[c];
+    for (int m = 0; m < kPerCell; ++m) index += values[i] > grid.thresholds[m][c];
+    indices[i] = static_cast<uint8_t>(index);
+  }
+}
+
+void QuantizeGridImpl(const float* values, size_t n, const QuantizerGrid& grid, uint8_t* indices) {
+  // Measured on one 1536-float vector at 4 bits: the grid takes 0.75x the search's time on AVX2,
+  // 1.5x on AVX-512 (whose search needs one look-up per step, the grid four per vector).
+  if (hn::Lanes(hn::ScalableTag<float>()) != QuantizerGrid::kCells)
+    return QuantizeImpl(values, n, grid.boundaries, grid.bits, indices);
+  switch (grid.per_cell) {
+    case 1: return QuantizeGridLoop<1>(values, n, grid, indices);
+    case 2: return QuantizeGridLoop<2>(values, n, grid, indices);
+    default: return QuantizeGridLoop<3>(values, n, grid, indices);
+  }
+}
+
 void SignBitsImpl(const float* x, size_t n, uint8_t* packed) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -442,6 +490,7 @@ HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(SumOfSquaresImpl);
 HWY_EXPORT(FixedOrderDotImpl);
 HWY_EXPORT(QuantizeImpl);
+HWY_EXPORT(QuantizeGridImpl);
 HWY_EXPORT(MatvecColumnsImpl);
 HWY_EXPORT(SignBitsImpl);
 HWY_EXPORT(SubtractTableImpl);
@@ -465,6 +514,9 @@ float fixed_order_dot(const float* x, const float* y, size_t n) {
 }
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices) {
   HWY_DYNAMIC_DISPATCH(QuantizeImpl)(values, n, boundaries, bits, indices);
+}
+void quantize_grid(const float* values, size_t n, const QuantizerGrid& grid, uint8_t* indices) {
+  HWY_DYNAMIC_DISPATCH(QuantizeGridImpl)(values, n, grid, indices);
 }
 void sign_bits(const float* x, size_t n, uint8_t* packed) { HWY_DYNAMIC_DISPATCH(SignBitsImpl)(x, n, packed); }
 void subtract_table(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size,
