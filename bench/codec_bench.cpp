@@ -10,9 +10,13 @@
 #include <cstring>
 #include <numeric>
 
+#include "kvsketch/bitpack.hpp"
+#include "kvsketch/codebook.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/random.hpp"
+#include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
+#include "simd/quantizer_grid.hpp"
 
 namespace {
 
@@ -57,6 +61,57 @@ void BM_Scores(benchmark::State& state, const std::string& spec, size_t dim) {
   state.SetLabel(std::string(kvsketch::simd::active_target()));
 }
 
+// One rotated vector of 1536 coordinates to 4-bit indices: the boundary search against the
+// grid (quantizer_grid.hpp) that the encoder uses on 8-lane targets. Items = coordinates.
+void BM_Quantize(benchmark::State& state, bool grid) {
+  const size_t dim = 1536;
+  const auto& book = kvsketch::lloyd_max_codebook(kvsketch::CoordinateLaw::kBeta, dim, 4);
+  const auto table = kvsketch::simd::make_quantizer_grid(book.boundaries.data(), 4);
+  auto x = gaussian(dim, 5);
+  for (float& v : x) v /= 40.0f;  // about 1 / sqrt(dim): a rotated unit vector's scale
+  std::vector<uint8_t> indices(dim);
+  for (auto _ : state) {
+    if (grid)
+      kvsketch::simd::quantize_grid(x.data(), dim, table, indices.data());
+    else
+      kvsketch::simd::quantize(x.data(), dim, book.boundaries.data(), 4, indices.data());
+    benchmark::DoNotOptimize(indices.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * dim));
+  state.SetLabel(std::string(kvsketch::simd::active_target()));
+}
+
+// The integer attention kernels over 16,384 cache-resident rows of 3-bit indices (d = 128, fp16
+// norm per row) for one GQA group of 4 heads: scores, or the weighted sum. Items = rows.
+void BM_IntIndexKernel(benchmark::State& state, bool weighted_sum) {
+  const size_t n = 16384, dim = 128, heads = 4;
+  const int bits = 3;
+  const auto& table = kvsketch::lloyd_max_codebook(kvsketch::CoordinateLaw::kBeta, dim, bits).centroids;
+  const size_t stride = kvsketch::packed_bytes(dim, bits) + 2;
+  std::vector<uint8_t> codes(n * stride);
+  kvsketch::RandomStream stream(6);
+  for (auto& c : codes) c = static_cast<uint8_t>(stream.next_u64());
+  for (size_t i = 0; i < n; ++i) {  // norms: fp16 1.0
+    codes[i * stride + stride - 2] = 0x00;
+    codes[i * stride + stride - 1] = 0x3C;
+  }
+  const kvsketch::simd::RowSource rows{kvsketch::simd::RowFormat::kIndex, codes.data(), stride, dim, bits,
+                                       table.data(), stride};
+  const kvsketch::simd::RowFactor norms{kvsketch::packed_bytes(dim, bits), true};
+  const auto queries = gaussian(heads * dim, 7);
+  std::vector<float> weights(heads * n, 1.0f / static_cast<float>(n)), out(heads * n), acc(heads * dim);
+  for (auto _ : state) {
+    if (weighted_sum)
+      kvsketch::simd::int_index_weighted_sum(rows, n, weights.data(), heads, n, acc.data(), dim, &norms);
+    else
+      kvsketch::simd::int_index_scores(rows, n, queries.data(), heads, 0.088f, out.data(), n, &norms);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(acc.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+  state.SetLabel(std::string(kvsketch::simd::active_target()));
+}
+
 // Reading `bytes` of memory with wide loads: the bandwidth ceiling for a scoring pass.
 void BM_MemoryRead(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
@@ -83,6 +138,12 @@ void register_all() {
   for (const std::string spec : {"tq_mse:b=4", "tq_mse:b=2", "tq_prod:b=3", "tq_mse:b=3", "qjl:m=256", "fp16", "int8"})
     benchmark::RegisterBenchmark(("scores/" + spec + "/d=128/n=100000").c_str(), BM_Scores, spec, size_t{128})
         ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("quantize/search/b=4/d=1536", BM_Quantize, false)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("quantize/grid/b=4/d=1536", BM_Quantize, true)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("int_index/scores/b=3/d=128/heads=4/n=16384", BM_IntIndexKernel, false)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("int_index/weighted_sum/b=3/d=128/heads=4/n=16384", BM_IntIndexKernel, true)
+      ->Unit(benchmark::kMicrosecond);
   // 6.6 MB = the tq_mse:b=4 codes of 100k vectors; 512 MB = far beyond any cache.
   benchmark::RegisterBenchmark("memory_read", BM_MemoryRead)->Arg(6'600'000)->Arg(512 << 20)->Unit(benchmark::kMillisecond);
 }
