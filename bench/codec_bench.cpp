@@ -71,10 +71,7 @@ void BM_Quantize(benchmark::State& state, bool grid) {
   for (float& v : x) v /= 40.0f;  // about 1 / sqrt(dim): a rotated unit vector's scale
   std::vector<uint8_t> indices(dim);
   for (auto _ : state) {
-    if (grid)
-      kvsketch::simd::quantize_grid(x.data(), dim, table, indices.data());
-    else
-      kvsketch::simd::quantize(x.data(), dim, book.boundaries.data(), 4, indices.data());
+    kvsketch::simd::quantize(x.data(), dim, book.boundaries.data(), 4, indices.data(), grid ? &table : nullptr);
     benchmark::DoNotOptimize(indices.data());
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * dim));

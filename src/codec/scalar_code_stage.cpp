@@ -23,8 +23,7 @@ ScalarCodeStage::ScalarCodeStage(size_t dim, int bits, CoordinateLaw law)
 }
 
 void ScalarCodeStage::quantize(const float* rotated, uint8_t* indices) const {
-  if (grid_.usable) return simd::quantize_grid(rotated, dim_, grid_, indices);
-  simd::quantize(rotated, dim_, codebook_->boundaries.data(), bits_, indices);
+  simd::quantize(rotated, dim_, codebook_->boundaries.data(), bits_, indices, &grid_);
 }
 
 void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* residual, uint8_t* scratch) const {

@@ -198,7 +198,7 @@ class Unpacker {
       return;
     }
 #endif
-    if (shuffle_.usable() && vector_bytes == 32 && hn::Lanes(ShuffleUnpacker::DC()) == 32) {
+    if (shuffle_.usable() && vector_bytes == 32) {  // AVX2: a chunk of 32 indices is a whole vector
       // Two rows per vector: a chunk of each row holds blocks 2c and 2c + 1, and the 128-bit
       // halves of the two chunks are swapped into place.
       using D32 = ShuffleUnpacker::DC;

@@ -1,6 +1,5 @@
 #include "simd/quantizer_grid.hpp"
 
-#include <algorithm>
 #include <cmath>
 
 namespace kvsketch::simd {
@@ -11,8 +10,6 @@ QuantizerGrid make_quantizer_grid(const float* boundaries, int bits) {
   const int count = (1 << bits) - 1;
   const float span = boundaries[count - 1] - boundaries[0];
   if (!(span > 0.0f) || !std::isfinite(span)) return grid;
-  grid.bits = bits;
-  std::copy(boundaries, boundaries + count, grid.boundaries);
   grid.low = boundaries[0];
   grid.inverse_step = static_cast<float>(QuantizerGrid::kCells) / span;
   for (auto& row : grid.thresholds)

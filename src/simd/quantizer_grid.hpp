@@ -17,10 +17,6 @@ struct QuantizerGrid {
   static constexpr int kMaxPerCell = 3;    // comparisons per value
   bool usable = false;  // false: too few boundaries, or a cell holds more than kMaxPerCell
   int per_cell = 0;     // the most boundaries any cell holds
-  // The boundaries themselves: where 16 lanes hold all of them (AVX-512), a search in one
-  // register is faster than the grid's look-ups, and quantize_grid takes it.
-  int bits = 0;
-  float boundaries[15] = {};
   float low = 0.0f, inverse_step = 0.0f;
   // Padded to 16 lanes, so that any vector width up to 512 bits loads a whole table.
   alignas(64) int32_t base[16] = {};  // boundaries in the cells below
@@ -35,10 +31,8 @@ inline int quantizer_grid_cell(float v, float low, float inverse_step) {
   return static_cast<int>(x);
 }
 
-// The grid for sorted boundaries (2^bits - 1 of them); usable only for bits 3 and 4.
+// The grid for sorted boundaries (2^bits - 1 of them); usable only for bits 3 and 4. Pass it to
+// simd::quantize (kernels.hpp) with the same boundaries.
 QuantizerGrid make_quantizer_grid(const float* boundaries, int bits);
-
-// indices[i] = number of boundaries strictly below values[i], as quantize() (grid.usable).
-void quantize_grid(const float* values, size_t n, const QuantizerGrid& grid, uint8_t* indices);
 
 }  // namespace kvsketch::simd
