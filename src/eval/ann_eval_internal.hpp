@@ -1,17 +1,15 @@
 // Pieces of `kvsketch ann eval` shared by its own rows and the FAISS baselines.
 #pragma once
-#include <chrono>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
+#include "eval/bench_timing.hpp"
 #include "kvsketch/ann_eval.hpp"
 
 namespace kvsketch {
 
-inline double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using bench::seconds_since;
 
 // Hands memory freed by earlier rows back to the system, so that each timed build pays for fresh
 // pages (faults, zeroing) as a build in its own process would, whichever row it is.
