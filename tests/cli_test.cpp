@@ -164,4 +164,19 @@ TEST(Cli, SparseJsonHasTheDocumentedKeys) {
   std::tie(status, output) = run("sparse --synthetic flat --tokens 2048 --methods 'magicpig:K=40,L=10'");
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("K=40 out of range"), std::string::npos) << output;
+  std::tie(status, output) = run("sparse --synthetic flat --tokens 2048 --synthetic-model latent --methods window");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("unknown model 'latent'; expected independent or hidden-state"), std::string::npos) << output;
+}
+
+// The two synthetic models make different caches from one seed, each the same on every run.
+TEST(Cli, SyntheticModelsAreDistinctAndReproducible) {
+  auto exact_window = [](const std::string& model) {
+    auto [status, output] = run("sparse --synthetic long-tailed --tokens 1024 --num-queries 4 --synthetic-model " +
+                                model + " --methods window --json");
+    EXPECT_EQ(status, 0) << output;
+    return nlohmann::json::parse(output)[0]["rel_error"].get<double>();
+  };
+  EXPECT_EQ(exact_window("hidden-state"), exact_window("hidden-state"));
+  EXPECT_NE(exact_window("hidden-state"), exact_window("independent"));
 }

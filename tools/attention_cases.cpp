@@ -25,10 +25,11 @@ std::vector<AttentionCase> load_attention_cases(const CaseArguments& args) {
     cases.push_back(std::move(c));
     return cases;
   }
+  const SyntheticModel model = parse_synthetic_model(args.model);
   std::vector<std::string> regimes = {args.synthetic};
   if (args.synthetic == "default") regimes = synthetic_regimes();
   for (const std::string& regime : regimes) {
-    SyntheticCache s = make_synthetic_cache(regime, args.tokens, args.dim, args.query_count, args.seed);
+    SyntheticCache s = make_synthetic_cache(regime, args.tokens, args.dim, args.query_count, args.seed, model);
     cases.push_back({regime, s.tokens, s.dim, s.queries, std::move(s.keys), std::move(s.values),
                      std::move(s.query_rows)});
   }

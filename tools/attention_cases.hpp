@@ -10,9 +10,14 @@ namespace kvsketch::tools {
 
 struct CaseArguments {
   std::string synthetic, keys, values, queries;
+  std::string model = "independent";  // of the synthetic cache: independent or hidden-state
   size_t tokens = 4096, dim = 128, query_count = 16;
   uint64_t seed = 1;
 };
+
+inline constexpr const char* kSyntheticModelHelp =
+    "How the synthetic cache is made: independent (keys and values drawn apart) or hidden-state "
+    "(both projections of one hidden state per token)";
 
 // --synthetic NAME (default: every regime) or all of --keys, --values, --queries (the first
 // `tokens` rows of the keys and values).

@@ -18,7 +18,7 @@ namespace kvsketch::tools {
 namespace {
 
 struct Arguments {
-  std::string policies, synthetic, keys, values, queries;
+  std::string policies, synthetic, keys, values, queries, model = "independent";
   size_t tokens = 4096, dim = 128, query_count = 16;
   uint64_t seed = 1;
   bool json = false;
@@ -27,7 +27,7 @@ struct Arguments {
 void run(const Arguments& args) {
   std::vector<std::string> policies = split_list(args.policies, ';');
   if (policies.empty()) policies = standard_policies();
-  const auto cases = load_attention_cases({args.synthetic, args.keys, args.values, args.queries, args.tokens, args.dim,
+  const auto cases = load_attention_cases({args.synthetic, args.keys, args.values, args.queries, args.model, args.tokens, args.dim,
                                            args.query_count, args.seed});
   nlohmann::json rows = nlohmann::json::array();
   if (!args.json)
@@ -68,6 +68,7 @@ std::function<void()> add_attention_command(CLI::App& app) {
                       "Policies separated by ';' (KEYCODEC|VALUECODEC|sinks=N|window=N|layerL=K/V); "
                       "default: the standard comparison");
   command->add_option("--synthetic", args->synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
+  command->add_option("--synthetic-model", args->model, kSyntheticModelHelp);
   command->add_option("--keys", args->keys, "Captured keys, [tokens, head_dim] (.npy, .safetensors[:NAME], .fvecs, .tsv)");
   command->add_option("--values", args->values, "Captured values, [tokens, head_dim]");
   command->add_option("--queries", args->queries, "Captured queries, [queries, head_dim]");

@@ -23,6 +23,7 @@ std::function<void()> add_sparse_command(CLI::App& app) {
                       "Selectors separated by ';' (magicpig:K=10,L=150; topk:budget=F; uniform:budget=F; "
                       "oracle:budget=F; window; exact); default: the standard comparison");
   command->add_option("--synthetic", args->synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
+  command->add_option("--synthetic-model", args->model, kSyntheticModelHelp);
   command->add_option("--keys", args->keys, "Captured keys, [tokens, head_dim]");
   command->add_option("--values", args->values, "Captured values, [tokens, head_dim]");
   command->add_option("--queries", args->queries, "Captured queries, [queries, head_dim]");

@@ -14,8 +14,12 @@
 //    token order); decoded tokens are kept raw until b 2^T have gathered, then compressed the same
 //    way (the public code keeps them all).
 // Common decisions (specs/balancekv.md section 6): the walk's p_j = 1/2 - gain * s_j / R^2, R^2 the
-// largest diagonal entry, clamped to [0, 1] (no FAIL); gain 4 as the public code (the paper's
-// c = 30 log(n / delta) leaves p within a hair of 1/2, a random halving); keys centred by the batch
+// largest diagonal entry, clamped to [0, 1] (no FAIL). The default gain, 1e6, makes p 0 or 1 unless
+// |s_j| < 1e-6 R^2: each sign opposes the running sum. That is what the public code does: its
+// gamma = 4 multiplies unnormalised kernel entries, of order e^(||k||^2 / sqrt d) ||v||^2 >> 1 on
+// real keys, so its p saturates too. (The paper's c = 30 log(n / delta) leaves p within a hair of
+// 1/2, a random halving; gain 4 against R^2 is still nearly random when one large key sets R^2.)
+// Keys centred by the batch
 // mean inside the kernel; temp scales the exponent (1: the paper's kernel); a token at level l
 // weighs 2^l (log weight l ln 2).
 #include "sparse/balancekv.hpp"

@@ -17,6 +17,9 @@ enum class BalanceMode {
   kPrefill,  // the experiments' practical variant: T global halvings of blocks, exactly half each time
 };
 
+// The walk's default gain (see balancekv.cpp): each sign opposes the running sum.
+inline constexpr double kDefaultBalanceGain = 1e6;
+
 class BalanceKV final : public TokenSelector {
  public:
   // levels = T (compression 1 / 2^T), batch = t (the block b of the practical variant), gain of the

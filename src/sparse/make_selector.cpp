@@ -32,7 +32,7 @@ std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim
     require(mode == "joint" || mode == "paper" || mode == "prefill",
             "'balancekv': mode={} is not joint, paper or prefill", mode);
     return std::make_unique<BalanceKV>(dim, levels, static_cast<size_t>(p.integer("block", 256, 2, 65536)),
-                                       p.real("gain", 4.0, 0.0, 1e6), p.real("temp", 1.0, 0.0, 1.0), seed,
+                                       p.real("gain", kDefaultBalanceGain, 0.0, 1e6), p.real("temp", 1.0, 0.0, 1.0), seed,
                                        mode == "joint" ? BalanceMode::kJoint
                                        : mode == "paper" ? BalanceMode::kPaper
                                                          : BalanceMode::kPrefill);
