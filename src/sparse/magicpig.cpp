@@ -67,17 +67,19 @@ MagicPig::MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint
   for (float& value : columns) value = static_cast<float>(rng.gaussian());
   // Stored as panels of kPanelRows directions, each column-major: a panel's columns are contiguous,
   // so hashing streams through memory (the whole matrix does not fit a core's cache).
-  projection_.resize(dim * rows);
+  std::vector<float> panels(dim * rows);
   for (size_t first = 0; first < rows; first += kPanelRows) {
     const size_t height = std::min(kPanelRows, rows - first);
     for (size_t c = 0; c < dim; ++c)
-      for (size_t r = 0; r < height; ++r) projection_[first * dim + c * height + r] = columns[c * rows + first + r];
+      for (size_t r = 0; r < height; ++r) panels[first * dim + c * height + r] = columns[c * rows + first + r];
   }
-  neg_log_u_grid_.resize(kGridIntervals + 1);
+  projection_ = std::make_shared<const std::vector<float>>(std::move(panels));
+  std::vector<double> grid(kGridIntervals + 1);
   for (size_t i = 0; i <= kGridIntervals; ++i) {
     const double cosine = kGridFloor + (1.0 - kGridFloor) * static_cast<double>(i) / kGridIntervals;
-    neg_log_u_grid_[i] = exact_neg_log_inclusion(cosine, bits, tables, hits);
+    grid[i] = exact_neg_log_inclusion(cosine, bits, tables, hits);
   }
+  neg_log_u_grid_ = std::make_shared<const std::vector<double>>(std::move(grid));
 }
 
 std::string MagicPig::spec() const {
@@ -91,7 +93,7 @@ void MagicPig::codes_of(const float* x, std::vector<uint32_t>& out) const {
   std::vector<float> projected(rows);
   for (size_t first = 0; first < rows; first += kPanelRows) {
     const size_t height = std::min(kPanelRows, rows - first);
-    simd::matvec_columns(projection_.data() + first * dim_, height, dim_, x, projected.data() + first);
+    simd::matvec_columns(projection_->data() + first * dim_, height, dim_, x, projected.data() + first);
   }
   out.assign(static_cast<size_t>(tables_), 0);
   for (size_t t = 0; t < out.size(); ++t) {
@@ -109,7 +111,8 @@ double MagicPig::neg_log_inclusion(double cosine) const {
   if (position < 0.0) return exact_neg_log_inclusion(cosine, bits_, tables_, hits_);
   const size_t cell = std::min(static_cast<size_t>(position), kGridIntervals - 1);
   const double fraction = position - static_cast<double>(cell);
-  return neg_log_u_grid_[cell] + fraction * (neg_log_u_grid_[cell + 1] - neg_log_u_grid_[cell]);
+  const std::vector<double>& grid = *neg_log_u_grid_;
+  return grid[cell] + fraction * (grid[cell + 1] - grid[cell]);
 }
 
 void MagicPig::append(const float* keys, const float*, size_t n) {

@@ -1,6 +1,7 @@
 // MagicPIG's LSH sampler as a TokenSelector (see magicpig.cpp for the decisions).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kvsketch/sparse_attention.hpp"
@@ -21,9 +22,10 @@ class MagicPig final : public TokenSelector {
   size_t tokens() const override { return tokens_; }
   TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const override;
   // The tables (lsh_tables.hpp) and ||k - c|| (4 bytes per token), at capacity. The projection
-  // matrix (d x K L floats) is shared and reported by projection_bytes().
+  // matrix (d x K L floats) is shared by every clone (one per layer and head, as in the paper) and
+  // reported by projection_bytes().
   size_t index_bytes() const override;
-  size_t projection_bytes() const { return projection_.size() * sizeof(float); }
+  size_t projection_bytes() const { return projection_->size() * sizeof(float); }
 
  private:
   void codes_of(const float* x, std::vector<uint32_t>& out) const;
@@ -38,11 +40,13 @@ class MagicPig final : public TokenSelector {
   bool center_;
   uint64_t seed_;
   size_t tokens_ = 0;
-  std::vector<float> projection_;  // K L directions of d coordinates, in panels (see the constructor)
+  // K L directions of d coordinates, in panels (see the constructor); immutable, shared by clones.
+  std::shared_ptr<const std::vector<float>> projection_;
   std::vector<float> centre_;      // set by the first append
   LshTables tables_index_;
   std::vector<float> norms_;  // ||k_i - c||
-  std::vector<double> neg_log_u_grid_;  // -log u at kGridIntervals + 1 cosines from kGridFloor to 1
+  // -log u at kGridIntervals + 1 cosines from kGridFloor to 1; immutable, shared by clones.
+  std::shared_ptr<const std::vector<double>> neg_log_u_grid_;
 };
 
 }  // namespace kvsketch
