@@ -11,7 +11,7 @@
 //     long-tailed  logit spread 1.5 (heavy tail of moderately weighted tokens),
 //     flat         logit spread 0.3 (nearly uniform).
 // That is the `independent` model. The `hidden-state` model (src/eval/hidden_state_cache.cpp) makes
-// keys and values as two projections of one hidden state per token, keys in a narrow cone
+// keys and values as two projections of one hidden state per token, keys in a cone
 // around their centroid, and queries that ask for a hidden-state direction; regimes and sinks
 // are the same.
 // Everything is computed with + - * / only from the seeded streams: same bits on every machine.
