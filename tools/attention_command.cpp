@@ -18,17 +18,15 @@ namespace kvsketch::tools {
 namespace {
 
 struct Arguments {
-  std::string policies, synthetic, keys, values, queries, model = "independent";
-  size_t tokens = 4096, dim = 128, query_count = 16;
-  uint64_t seed = 1;
+  std::string policies;
+  CaseArguments cases;
   bool json = false;
 };
 
 void run(const Arguments& args) {
   std::vector<std::string> policies = split_list(args.policies, ';');
   if (policies.empty()) policies = standard_policies();
-  const auto cases = load_attention_cases({args.synthetic, args.keys, args.values, args.queries, args.model, args.tokens, args.dim,
-                                           args.query_count, args.seed});
+  const auto cases = load_attention_cases(args.cases);
   nlohmann::json rows = nlohmann::json::array();
   if (!args.json)
     std::cout << fmt::format("{:<28} {:<12} {:>6} {:>10} {:>9} {:>9} {:>6} {:>18} {:>9} {:>8}\n", "policy", "regime",
@@ -37,7 +35,7 @@ void run(const Arguments& args) {
     std::vector<AttentionEvalRow> results;
     double fp16_ns = 0.0;
     for (const std::string& policy : policies) {
-      results.push_back(evaluate_policy(policy, data, args.seed));
+      results.push_back(evaluate_policy(policy, data, args.cases.seed));
       if (policy == "fp16") fp16_ns = results.back().ns_per_query;
     }
     for (const auto& r : results) {
@@ -67,15 +65,15 @@ std::function<void()> add_attention_command(CLI::App& app) {
   command->add_option("--policies", args->policies,
                       "Policies separated by ';' (KEYCODEC|VALUECODEC|sinks=N|window=N|layerL=K/V); "
                       "default: the standard comparison");
-  command->add_option("--synthetic", args->synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
-  command->add_option("--synthetic-model", args->model, kSyntheticModelHelp);
-  command->add_option("--keys", args->keys, "Captured keys, [tokens, head_dim] (.npy, .safetensors[:NAME], .fvecs, .tsv)");
-  command->add_option("--values", args->values, "Captured values, [tokens, head_dim]");
-  command->add_option("--queries", args->queries, "Captured queries, [queries, head_dim]");
-  command->add_option("--tokens", args->tokens, "Tokens in the cache (captured: the first N)")->check(CLI::Range(10, 1 << 24));
-  command->add_option("--dim", args->dim, "Head dimension of the synthetic cache")->check(CLI::Range(8, 1024));
-  command->add_option("--num-queries", args->query_count, "Queries per synthetic regime")->check(CLI::Range(1, 4096));
-  command->add_option("--seed", args->seed, "Seed of data and codecs");
+  command->add_option("--synthetic", args->cases.synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
+  command->add_option("--synthetic-model", args->cases.model, kSyntheticModelHelp);
+  command->add_option("--keys", args->cases.keys, "Captured keys, [tokens, head_dim] (.npy, .safetensors[:NAME], .fvecs, .tsv)");
+  command->add_option("--values", args->cases.values, "Captured values, [tokens, head_dim]");
+  command->add_option("--queries", args->cases.queries, "Captured queries, [queries, head_dim]");
+  command->add_option("--tokens", args->cases.tokens, "Tokens in the cache (captured: the first N)")->check(CLI::Range(10, 1 << 24));
+  command->add_option("--dim", args->cases.dim, "Head dimension of the synthetic cache")->check(CLI::Range(8, 1024));
+  command->add_option("--num-queries", args->cases.query_count, "Queries per synthetic regime")->check(CLI::Range(1, 4096));
+  command->add_option("--seed", args->cases.seed, "Seed of data and codecs");
   command->add_flag("--json", args->json, "JSON rows instead of a table");
   return [command, args] {
     if (command->parsed()) run(*args);

@@ -72,10 +72,7 @@ GeneratedCache generate_hidden_state(SyntheticCache& cache, uint64_t seed) {
     for (size_t j = 0; j < dim; ++j)
       for (size_t l = 0; l < rank; ++l) q[j] += key_map[j * rank + l] * w[l];
     portable::apply_rope(q.data(), frequencies, static_cast<double>(tokens));
-    double norm = 0.0;
-    for (double x : q) norm += x * x;
-    norm = portable::sqrt(norm);
-    for (auto& x : q) x /= norm;
+    portable::normalize(q);
     return q;
   };
   return out;

@@ -55,15 +55,17 @@ void apply_rope(double* vector, const std::vector<double>& frequencies, double p
   }
 }
 
-std::vector<double> unit_gaussian(RandomStream& stream, size_t dim) {
-  std::vector<double> v(dim);
+void normalize(std::vector<double>& v) {
   double norm = 0.0;
-  for (auto& x : v) {
-    x = stream.gaussian();
-    norm += x * x;
-  }
+  for (double x : v) norm += x * x;
   norm = sqrt(norm);
   for (auto& x : v) x /= norm;
+}
+
+std::vector<double> unit_gaussian(RandomStream& stream, size_t dim) {
+  std::vector<double> v(dim);
+  for (auto& x : v) x = stream.gaussian();
+  normalize(v);
   return v;
 }
 

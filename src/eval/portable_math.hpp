@@ -14,6 +14,8 @@ double sqrt(double x);
 std::vector<double> rope_frequencies(size_t dim);
 // Rotates channel pairs (2i, 2i+1) by position * frequencies[i], in place.
 void apply_rope(double* vector, const std::vector<double>& frequencies, double position);
+// Scales v to unit norm (v / sqrt(sum v^2), in order).
+void normalize(std::vector<double>& v);
 // A Gaussian direction: dim draws from `stream`, normalized.
 std::vector<double> unit_gaussian(RandomStream& stream, size_t dim);
 

@@ -19,9 +19,8 @@
 // gamma = 4 multiplies unnormalised kernel entries, of order e^(||k||^2 / sqrt d) ||v||^2 >> 1 on
 // real keys, so its p saturates too. (The paper's c = 30 log(n / delta) leaves p within a hair of
 // 1/2, a random halving; gain 4 against R^2 is still nearly random when one large key sets R^2.)
-// Keys centred by the batch
-// mean inside the kernel; temp scales the exponent (1: the paper's kernel); a token at level l
-// weighs 2^l (log weight l ln 2).
+// Keys centred by the batch mean inside the kernel; temp scales the exponent (1: the paper's
+// kernel); a token at level l weighs 2^l (log weight l ln 2).
 #include "sparse/balancekv.hpp"
 
 #include <algorithm>
