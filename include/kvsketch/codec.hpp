@@ -92,6 +92,13 @@ class VectorCodec {
   // out (dim floats) += sum_i weights[i] * x~_{first + i}.
   void accumulate(const float* weights, const CodeBuffer& codes, size_t first, size_t n, float* out) const;
 
+  // The same over scattered rows (a selection of tokens): out[s] = <q, x~_{rows[s]}> and
+  // accumulator += sum_s weights[s] x~_{rows[s]}, for s < n. Needs a codec whose rows stand alone
+  // (row_group() == 1); rows out of range are refused.
+  void scores_at(const PreparedQuery& q, const CodeBuffer& codes, const uint32_t* rows, size_t n, float* out) const;
+  void accumulate_partial_at(const float* weights, const CodeBuffer& codes, const uint32_t* rows, size_t n,
+                             float* accumulator) const;
+
   // The same weighted sum in two steps, so that partial sums (token ranges, threads) can be merged
   // before the one inverse transform: accumulate_partial adds into an accumulator of
   // accumulator_size() floats (zero-initialized by the caller); finish_accumulator adds its
@@ -138,7 +145,9 @@ class VectorCodec {
   virtual const float* domain_query(const PreparedQuery& q) const;
 
  private:
+  void check_buffer(const CodeBuffer& codes, const char* operation) const;
   void check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const;
+  void check_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, const char* operation) const;
   size_t dim_;
 
   friend class CenteredCodec;  // wraps any codec and calls its row functions

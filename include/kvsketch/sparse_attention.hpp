@@ -18,18 +18,29 @@
 
 namespace kvsketch {
 
-// The tokens a selector indexes: rows [0, tokens) of keys and values, tokens x dim floats, or
-// fp16 (IEEE binary16 bits) when half_keys and half_values are set (then keys and values are unused).
+// The tokens a selector indexes: rows [0, tokens) of dim values. Keys and values are each stored
+// one way: floats (keys, values), fp16 (half_keys, half_values: IEEE binary16 bits) or a codec's
+// rows (key_codec with key_codes, value_codec with value_codes: read straight from the codes, keys
+// scored against the query prepared once, values summed in the codec's domain and turned back once).
 struct BodyView {
   const float* keys = nullptr;
   const float* values = nullptr;
   size_t tokens = 0, dim = 0;
   const uint16_t* half_keys = nullptr;
   const uint16_t* half_values = nullptr;
+  const VectorCodec* key_codec = nullptr;
+  const CodeBuffer* key_codes = nullptr;
+  const VectorCodec* value_codec = nullptr;
+  const CodeBuffer* value_codes = nullptr;
 
   static BodyView half(const uint16_t* keys, const uint16_t* values, size_t tokens, size_t dim) {
     return {nullptr, nullptr, tokens, dim, keys, values};
   }
+  // Codes of two codecs (rows that stand alone: row_group() == 1), as many rows each.
+  static BodyView compressed(const VectorCodec& key_codec, const CodeBuffer& keys, const VectorCodec& value_codec,
+                             const CodeBuffer& values);
+  // The compressed body of one layer and KV head of a cache: its tokens sinks .. sinks + body_count.
+  static BodyView of(const KVCache& cache, size_t layer, size_t kv_head);
 };
 
 struct TokenSelection {

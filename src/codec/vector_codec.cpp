@@ -47,9 +47,13 @@ void VectorCodec::set_calibration(const std::vector<uint8_t>& state) {
   require(state.empty(), "codec {}: has no calibration, got a state of {} bytes", spec(), state.size());
 }
 
-void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const {
+void VectorCodec::check_buffer(const CodeBuffer& codes, const char* operation) const {
   require(codes.code_bytes() == code_bytes(), "{}: buffer holds codes of {} bytes but codec {} writes {} bytes",
           operation, codes.code_bytes(), spec(), code_bytes());
+}
+
+void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const {
+  check_buffer(codes, operation);
   require(first <= codes.size() && n <= codes.size() - first,
           "{}: rows [{}, {}) out of range; the buffer holds {} rows", operation, first, first + n, codes.size());
   require(first % row_group() == 0 && n % row_group() == 0,
@@ -118,6 +122,42 @@ void VectorCodec::accumulate_partial(const float* weights, const CodeBuffer& cod
                                      float* accumulator) const {
   check_range(codes, first, n, "accumulate");
   if (n) accumulate_rows(weights, codes.row(first), n, accumulator);
+}
+
+void VectorCodec::check_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, const char* operation) const {
+  check_buffer(codes, operation);
+  require(row_group() == 1, "{}: codec {} encodes rows in groups of {}; scattered rows need rows that stand alone",
+          operation, spec(), row_group());
+  for (size_t s = 0; s < n; ++s)
+    require(rows[s] < codes.size(), "{}: row {} out of range; the buffer holds {} rows", operation, rows[s],
+            codes.size());
+}
+
+namespace {
+// Scattered code rows: each fetched this many rows before it is read.
+constexpr size_t kRowsAhead = 8;
+void fetch_code_row(const CodeBuffer& codes, const uint32_t* rows, size_t s, size_t n) {
+  if (s + kRowsAhead < n) simd::prefetch_bytes(codes.row(rows[s + kRowsAhead]), codes.code_bytes());
+}
+}  // namespace
+
+void VectorCodec::scores_at(const PreparedQuery& q, const CodeBuffer& codes, const uint32_t* rows, size_t n,
+                            float* out) const {
+  require(q.owner == this, "scores: the query was prepared by a different codec than {}", spec());
+  check_rows(codes, rows, n, "scores");
+  for (size_t s = 0; s < n; ++s) {
+    fetch_code_row(codes, rows, s, n);
+    score_rows(q, codes.row(rows[s]), 1, out + s);
+  }
+}
+
+void VectorCodec::accumulate_partial_at(const float* weights, const CodeBuffer& codes, const uint32_t* rows, size_t n,
+                                        float* accumulator) const {
+  check_rows(codes, rows, n, "accumulate");
+  for (size_t s = 0; s < n; ++s) {
+    fetch_code_row(codes, rows, s, n);
+    accumulate_rows(weights + s, codes.row(rows[s]), 1, accumulator);
+  }
 }
 
 void VectorCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const {

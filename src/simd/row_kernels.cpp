@@ -4,6 +4,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/simd/row_kernels.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -23,14 +24,16 @@ using VF = hn::Vec<DF>;
 
 struct FloatRows {
   const RowSource& src;
-  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  const uint8_t* Row(size_t i) const { return src.row(i); }
+  const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const { return hn::LoadU(DF(), reinterpret_cast<const float*>(row) + j); }
   float Scalar(const uint8_t* row, size_t j) const { return reinterpret_cast<const float*>(row)[j]; }
 };
 
 struct HalfRows {
   const RowSource& src;
-  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  const uint8_t* Row(size_t i) const { return src.row(i); }
+  const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const {
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + j));
@@ -44,7 +47,8 @@ struct HalfRows {
 
 struct Int8Rows {
   const RowSource& src;
-  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  const uint8_t* Row(size_t i) const { return src.row(i); }
+  const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const {
     const hn::RebindToSigned<DF> di;
     const hn::Rebind<int8_t, DF> di8;
@@ -55,7 +59,8 @@ struct Int8Rows {
 
 struct SignRows {
   const RowSource& src;
-  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  const uint8_t* Row(size_t i) const { return src.row(i); }
+  const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const {
     const DF df;
     return hn::IfThenElse(hn::LoadMaskBits(df, row + j / 8), hn::Set(df, 1.0f), hn::Set(df, -1.0f));
@@ -91,12 +96,12 @@ class IndexRows {
     step_bytes_ = lanes * kBits / 8;
     row_bytes_ = packed_bytes(src.dim, kBits);
     // The last 16-byte load of a row may run past its indices; where it would run past the row,
-    // the last row is read from a padded copy.
+    // the last row (in memory: of a gather, the highest index) is read from a padded copy.
     const size_t steps = src.dim / lanes;
     const size_t readable = src.readable ? src.readable : src.stride;
     if (n > 0 && steps > 0 && (steps - 1) * step_bytes_ + 16 > readable) {
-      last_ = n - 1;
-      std::memcpy(padded_row_, src.data + last_ * src.stride, row_bytes_);
+      last_ = src.indices ? static_cast<size_t>(std::max_element(src.indices, src.indices + n) - src.indices) : n - 1;
+      std::memcpy(padded_row_, src.row(last_), row_bytes_);
     }
   }
   static bool Usable(const RowSource& src) {
@@ -104,7 +109,8 @@ class IndexRows {
     return lanes >= 4 && lanes <= 16 && (lanes * kBits) % 8 == 0 && (size_t{1} << kBits) <= 2 * lanes &&
            packed_bytes(src.dim, kBits) <= sizeof(padded_row_) - 16;
   }
-  const uint8_t* Row(size_t i) const { return i == last_ ? padded_row_ : src_.data + i * src_.stride; }
+  const uint8_t* Row(size_t i) const { return i == last_ ? padded_row_ : src_.row(i); }
+  const RowSource& Source() const { return src_; }
   VF Load(const uint8_t* row, size_t j) const {
     const DF df;
     const hn::RebindToSigned<DF> di;
@@ -140,7 +146,8 @@ class IndexRows {
 // Any b: indices unpacked one at a time (formats without a vector path).
 struct ScalarIndexRows {
   const RowSource& src;
-  const uint8_t* Row(size_t i) const { return src.data + i * src.stride; }
+  const uint8_t* Row(size_t i) const { return src.row(i); }
+  const RowSource& Source() const { return src; }
   float Scalar(const uint8_t* row, size_t j) const {
     const size_t bit = static_cast<size_t>(src.bits) * j, bytes = packed_bytes(src.dim, src.bits);
     unsigned word = row[bit / 8];
@@ -198,6 +205,26 @@ HWY_INLINE void FinishScores(const Rows& rows, const VF* acc, const uint8_t* row
   }
 }
 
+// A gather's rows are scattered (no hardware prefetcher follows them): rows [i, i + count) are
+// asked for kFetchAhead rows before their use. Contiguous rows need nothing.
+constexpr size_t kFetchAhead = 16;
+
+template <class Rows>
+HWY_INLINE void FetchRows(const Rows& rows, size_t first, size_t end) {
+  const RowSource& src = rows.Source();
+  if (src.indices == nullptr) return;
+  const size_t bytes = src.readable ? src.readable : src.stride;
+  for (size_t k = first; k < end; ++k)
+    for (size_t offset = 0; offset < bytes; offset += 64) hwy::Prefetch(src.row(k) + offset);
+}
+
+// Before rows [i, i + count) are read.
+template <class Rows>
+HWY_INLINE void FetchAhead(const Rows& rows, size_t i, size_t count, size_t n) {
+  if (i == 0) FetchRows(rows, 0, std::min(n, kFetchAhead));
+  FetchRows(rows, std::min(n, i + kFetchAhead), std::min(n, i + kFetchAhead + count));
+}
+
 // Up to four heads; kRows rows at a time share the query loads.
 template <class Rows, int kHeads, int kRows>
 HWY_INLINE void ScoreRows(const Rows& rows, size_t i, size_t full, size_t d, const float* queries, float scale,
@@ -230,8 +257,10 @@ void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float
                size_t out_stride) {
   const size_t full = d / hn::Lanes(DF()) * hn::Lanes(DF());
   size_t i = 0;
-  for (; i + kScoreRows <= n; i += kScoreRows)
+  for (; i + kScoreRows <= n; i += kScoreRows) {
+    FetchAhead(rows, i, kScoreRows, n);
     ScoreRows<Rows, kHeads, kScoreRows>(rows, i, full, d, queries, scale, out, out_stride);
+  }
   for (; i < n; ++i) ScoreRows<Rows, kHeads, 1>(rows, i, full, d, queries, scale, out, out_stride);
 }
 
@@ -245,12 +274,14 @@ void WeightedSumFor(const Rows& rows, size_t n, size_t d, const float* weights, 
   constexpr size_t kBlock = 64;
   for (size_t start = 0; start < n; start += kBlock) {
     const size_t end = std::min(n, start + kBlock);
+    bool first_pass = true;  // the first pass over the block's rows fetches ahead
     size_t j = 0;
-    for (; j + kSteps * lanes <= full; j += kSteps * lanes) {
+    for (; j + kSteps * lanes <= full; j += kSteps * lanes, first_pass = false) {
       VF sum[kHeads][kSteps];
       for (int h = 0; h < kHeads; ++h)
         for (int s = 0; s < kSteps; ++s) sum[h][s] = hn::LoadU(df, acc + h * acc_stride + j + s * lanes);
       for (size_t i = start; i < end; ++i) {
+        if (first_pass) FetchAhead(rows, i, 1, n);
         const uint8_t* row = rows.Row(i);
         VF w[kHeads];
         for (int h = 0; h < kHeads; ++h) w[h] = hn::Set(df, weights[h * weight_stride + i]);
@@ -262,10 +293,11 @@ void WeightedSumFor(const Rows& rows, size_t n, size_t d, const float* weights, 
       for (int h = 0; h < kHeads; ++h)
         for (int s = 0; s < kSteps; ++s) hn::StoreU(sum[h][s], df, acc + h * acc_stride + j + s * lanes);
     }
-    for (; j < full; j += lanes) {
+    for (; j < full; j += lanes, first_pass = false) {
       VF sum[kHeads];
       for (int h = 0; h < kHeads; ++h) sum[h] = hn::LoadU(df, acc + h * acc_stride + j);
       for (size_t i = start; i < end; ++i) {
+        if (first_pass) FetchAhead(rows, i, 1, n);
         const VF v = rows.Load(rows.Row(i), j);
         for (int h = 0; h < kHeads; ++h) sum[h] = hn::MulAdd(hn::Set(df, weights[h * weight_stride + i]), v, sum[h]);
       }

@@ -27,6 +27,11 @@ struct RowSource {
   // Bytes that may be read from the start of each row (0: stride). Wide loads past them read the
   // last row from a padded copy; a part of a wider row (ChannelSplit) gives its own bytes.
   size_t readable = 0;
+  // Optional (row_scores and row_weighted_sum): row i is stored row indices[i], a gather of
+  // scattered rows (the tokens a selector picked); the kernels fetch rows ahead of use.
+  const uint32_t* indices = nullptr;
+
+  const uint8_t* row(size_t i) const { return data + (indices ? indices[i] : i) * stride; }
 };
 
 // out[h * out_stride + i] = scale * <queries[h], row i> for h < heads, i < n (queries: heads x dim).

@@ -17,7 +17,7 @@ namespace kvsketch {
 std::vector<float> body_logits(const float* query, const BodyView& body) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(body.dim));
   std::vector<float> logits(body.tokens);
-  for (size_t i = 0; i < body.tokens; ++i) logits[i] = body_key_dot(query, body, i) * scale;
+  body_key_scores(query, body, nullptr, body.tokens, scale, logits.data());
   return logits;
 }
 

@@ -1,51 +1,37 @@
-// Reading one token's key or value from a BodyView, whatever its storage (floats or fp16): the
-// scattered-row access of selection attention.
+// Reading selected tokens' keys and values from a BodyView, whatever its storage (floats, fp16 or
+// a codec's rows): the scattered-row access of selection attention. Each call reads its rows as
+// one gather (the kernels fetch rows ahead), never one virtual call or dispatch per token.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kvsketch/sparse_attention.hpp"
-#include "simd/kernels.hpp"
-#include "simd/attention_kernels.hpp"
 
 namespace kvsketch {
 
-// An fp16 row widened into a small buffer (on the stack up to 512 values).
-class WideRow {
+// Refuses a view without exactly one storage for keys and for values, or whose parts disagree
+// on tokens or dimension.
+void check_body(const BodyView& body, const char* operation);
+
+// out[s] = scale * <query, k_{tokens[s]}> for s < n; tokens == nullptr reads rows 0..n-1. Keys in
+// a codec are scored from the codes (the query prepared once per call).
+void body_key_scores(const float* query, const BodyView& body, const uint32_t* tokens, size_t n, float scale,
+                     float* out);
+
+// sum_s weights[s] v_{tokens[s]}, held in the value storage's accumulator domain (a codec's
+// rotated domain) and turned into values once, by finish().
+class BodyValueSum {
  public:
-  WideRow(const uint16_t* row, size_t dim) {
-    if (dim > kStack) heap_.resize(dim);
-    data_ = dim > kStack ? heap_.data() : stack_;
-    simd::half_to_float_row(row, dim, data_);
-  }
-  const float* data() const { return data_; }
+  explicit BodyValueSum(const BodyView& body);
+  void add(const uint32_t* tokens, const float* weights, size_t n);
+  void scale(float factor);
+  // out (dim floats) = the sum.
+  void finish(float* out) const;
 
  private:
-  static constexpr size_t kStack = 512;
-  float stack_[kStack];
-  std::vector<float> heap_;
-  float* data_;
+  const BodyView& body_;
+  std::vector<float> accumulator_;
 };
-
-// <query, k_token>
-inline float body_key_dot(const float* query, const BodyView& body, size_t token) {
-  if (body.half_keys == nullptr) return simd::dot(query, body.keys + token * body.dim, body.dim);
-  return simd::dot(query, WideRow(body.half_keys + token * body.dim, body.dim).data(), body.dim);
-}
-
-// out += weight * v_token
-inline void body_add_value(float weight, const BodyView& body, size_t token, float* out) {
-  if (body.half_values == nullptr) return simd::axpy(weight, body.values + token * body.dim, out, body.dim);
-  simd::axpy(weight, WideRow(body.half_values + token * body.dim, body.dim).data(), out, body.dim);
-}
-
-inline void body_prefetch(const BodyView& body, size_t token, bool key) {
-  const size_t d = body.dim;
-  const uint16_t* half = key ? body.half_keys : body.half_values;
-  if (half)
-    simd::prefetch_bytes(half + token * d, d * sizeof(uint16_t));
-  else
-    simd::prefetch_bytes((key ? body.keys : body.values) + token * d, d * sizeof(float));
-}
 
 }  // namespace kvsketch

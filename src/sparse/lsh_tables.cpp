@@ -79,9 +79,15 @@ void LshTables::count_open(const std::vector<std::vector<Code>>& columns, const 
 std::vector<uint32_t> LshTables::colliding(const uint32_t* query_codes, int hits) const {
   std::vector<uint32_t> found;
   const size_t stride = (size_t{1} << bits_) + 1, tables = static_cast<size_t>(tables_);
-  std::vector<uint16_t> counts(blocks_.empty() ? 0 : kBlockTokens, 0);
+  // Per-thread scratch, all zero between calls (each call resets what it touched): a block's
+  // counts are 120 KB, too much to allocate and clear per query.
+  thread_local std::vector<uint16_t> counts;
+  thread_local std::vector<uint64_t> found_bits;
+  if (!blocks_.empty() && counts.size() < kBlockTokens) {
+    counts.assign(kBlockTokens, 0);
+    found_bits.assign(kBlockTokens / 64, 0);
+  }
   std::vector<const uint16_t*> runs(2 * tables);  // per table: first and end of the query's bucket
-  std::vector<uint64_t> found_bits(blocks_.empty() ? 0 : kBlockTokens / 64, 0);
   for (size_t b = 0; b < blocks_.size(); ++b) {
     // The look-ups are independent: issue them all before using any (a long context's index is
     // far larger than the core's caches, so each is a miss), then count.
@@ -92,31 +98,37 @@ std::vector<uint32_t> LshTables::colliding(const uint32_t* query_codes, int hits
       const uint16_t* ids = block.ids.data() + t * block.size;
       runs[2 * t] = ids + starts[0];
       runs[2 * t + 1] = ids + starts[1];
-      __builtin_prefetch(runs[2 * t]);
+      for (const uint16_t* line = runs[2 * t]; line < runs[2 * t + 1]; line += 32) __builtin_prefetch(line);
+      __builtin_prefetch(runs[2 * t + 1] - 1);
     }
-    // A token is found when its count reaches `hits` (once: counts only grow) and marked in a
-    // bitmap read in order; the counts touched are reset from the same runs, so no pass over the
-    // whole block.
+    // Counts per token, then a second pass over the same runs marks the tokens that reached
+    // `hits` in a bitmap read in order and resets their counts: no pass over the whole block, no
+    // branch per id.
+    uint16_t* count = counts.data();
     for (size_t t = 0; t < tables; ++t)
-      for (const uint16_t* id = runs[2 * t]; id < runs[2 * t + 1]; ++id)
-        if (++counts[*id] == hits) found_bits[*id >> 6] |= uint64_t{1} << (*id & 63);
+      for (const uint16_t* id = runs[2 * t]; id < runs[2 * t + 1]; ++id) ++count[*id];
     for (size_t t = 0; t < tables; ++t)
-      for (const uint16_t* id = runs[2 * t]; id < runs[2 * t + 1]; ++id) counts[*id] = 0;
+      for (const uint16_t* id = runs[2 * t]; id < runs[2 * t + 1]; ++id) {
+        found_bits[*id >> 6] |= static_cast<uint64_t>(count[*id] >= hits) << (*id & 63);
+        count[*id] = 0;
+      }
     const uint32_t first = static_cast<uint32_t>(b * kBlockTokens);
-    for (size_t w = 0; w < found_bits.size(); ++w)
+    const size_t words = (block.size + 63) / 64;
+    for (size_t w = 0; w < words; ++w) {
       for (uint64_t bits = found_bits[w]; bits; bits &= bits - 1)
         found.push_back(first + static_cast<uint32_t>(64 * w + static_cast<size_t>(__builtin_ctzll(bits))));
-    std::fill(found_bits.begin(), found_bits.end(), uint64_t{0});
+      found_bits[w] = 0;
+    }
   }
   const size_t in_blocks = blocks_.empty() ? 0 : (blocks_.size() - 1) * kBlockTokens + blocks_.back().size;
   const size_t open = tokens_ - in_blocks;
-  counts.assign(open, 0);
+  std::vector<uint16_t> open_counts(open, 0);
   if (bits_ <= 16)
-    count_open(narrow_, query_codes, counts);
+    count_open(narrow_, query_codes, open_counts);
   else
-    count_open(wide_, query_codes, counts);
+    count_open(wide_, query_codes, open_counts);
   for (size_t i = 0; i < open; ++i)
-    if (counts[i] >= hits) found.push_back(static_cast<uint32_t>(in_blocks + i));
+    if (open_counts[i] >= hits) found.push_back(static_cast<uint32_t>(in_blocks + i));
   return found;
 }
 

@@ -146,22 +146,18 @@ TokenSelection MagicPig::select(const float* query, const BodyView& body, uint64
   std::vector<uint32_t> query_codes;
   codes_of(query, query_codes);  // the query is not centred (only the sign pattern matters)
   s.tokens = tables_index_.colliding(query_codes.data(), hits_);
-  s.log_weights.reserve(s.tokens.size());
-  s.scores.reserve(s.tokens.size());
+  const size_t n = s.tokens.size();
+  s.scores.resize(n);
+  body_key_scores(query, body, s.tokens.data(), n, 1.0f, s.scores.data());
+  s.log_weights.resize(n);
   const double query_norm = std::sqrt(simd::sum_of_squares(query, dim_));
   const double query_centre = simd::dot(query, centre_.data(), dim_);
-  constexpr size_t kAhead = 16;  // sampled keys are scattered: fetch a few rows ahead
-  for (size_t s_i = 0; s_i < s.tokens.size(); ++s_i) {
-    if (s_i + kAhead < s.tokens.size()) {
-      body_prefetch(body, s.tokens[s_i + kAhead], /*key=*/true);
-      body_prefetch(body, s.tokens[s_i + kAhead], /*key=*/false);  // for the attention that follows
-    }
-    const uint32_t i = s.tokens[s_i];
-    const float raw = body_key_dot(query, body, i);
-    s.scores.push_back(raw);
-    const double cosine = norms_[i] > 0.0f && query_norm > 0.0 ? (raw - query_centre) / (query_norm * norms_[i]) : 1.0;
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t i = s.tokens[k];
+    const double cosine =
+        norms_[i] > 0.0f && query_norm > 0.0 ? (s.scores[k] - query_centre) / (query_norm * norms_[i]) : 1.0;
     // Eq. 11: softmax(q k / sqrt(d) - log u).
-    s.log_weights.push_back(static_cast<float>(neg_log_inclusion(cosine)));
+    s.log_weights[k] = static_cast<float>(neg_log_inclusion(cosine));
   }
   return s;
 }

@@ -7,7 +7,27 @@
 
 namespace kvsketch {
 
+BodyView BodyView::compressed(const VectorCodec& key_codec, const CodeBuffer& keys, const VectorCodec& value_codec,
+                              const CodeBuffer& values) {
+  BodyView body;
+  body.tokens = keys.size();
+  body.dim = key_codec.dim();
+  body.key_codec = &key_codec;
+  body.key_codes = &keys;
+  body.value_codec = &value_codec;
+  body.value_codes = &values;
+  check_body(body, "compressed body");
+  return body;
+}
+
+BodyView BodyView::of(const KVCache& cache, size_t layer, size_t kv_head) {
+  const HeadCache& head = cache.head(layer, kv_head);
+  return compressed(cache.key_codec(layer, kv_head), head.body_keys, cache.value_codec(layer, kv_head),
+                    head.body_values);
+}
+
 AttentionResult weighted_attention(const float* query, const BodyView& body, const TokenSelection& selection) {
+  check_body(body, "weighted attention");
   require(selection.tokens.size() == selection.log_weights.size(),
           "weighted attention: {} tokens but {} log weights", selection.tokens.size(), selection.log_weights.size());
   require(!selection.separate_denominator ||
@@ -17,6 +37,9 @@ AttentionResult weighted_attention(const float* query, const BodyView& body, con
   const bool scored = !selection.scores.empty();
   require(!scored || selection.scores.size() == selection.tokens.size(), "weighted attention: {} tokens but {} scores",
           selection.tokens.size(), selection.scores.size());
+  for (const auto* tokens : {&selection.tokens, &selection.denominator_tokens})
+    for (const uint32_t token : *tokens)
+      require(token < body.tokens, "weighted attention: token {} is outside the body of {}", token, body.tokens);
   const size_t d = body.dim;
   AttentionResult out;
   out.heads = 1;
@@ -25,48 +48,41 @@ AttentionResult weighted_attention(const float* query, const BodyView& body, con
   out.lse.assign(1, -std::numeric_limits<float>::infinity());
   if (selection.tokens.empty() && selection.denominator_tokens.empty()) return out;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> logits(selection.tokens.size());
+  const size_t n = selection.tokens.size();
+  std::vector<float> logits(n);
+  if (scored)
+    for (size_t s = 0; s < n; ++s) logits[s] = selection.scores[s] * scale;
+  else
+    body_key_scores(query, body, selection.tokens.data(), n, scale, logits.data());
   float top = -std::numeric_limits<float>::infinity();
-  constexpr size_t kAhead = 16;  // selected rows are scattered: fetch a few ahead
-  for (size_t s = 0; s < logits.size(); ++s) {
-    if (!scored && s + kAhead < logits.size() && selection.tokens[s + kAhead] < body.tokens)
-      body_prefetch(body, selection.tokens[s + kAhead], /*key=*/true);
-    const uint32_t token = selection.tokens[s];
-    require(token < body.tokens, "weighted attention: token {} is outside the body of {}", token, body.tokens);
-    const float score = scored ? selection.scores[s] : body_key_dot(query, body, token);
-    logits[s] = score * scale + selection.log_weights[s];
+  for (size_t s = 0; s < n; ++s) {
+    logits[s] += selection.log_weights[s];
     top = std::max(top, logits[s]);
   }
   double total = 0.0;
-  for (size_t s = 0; s < logits.size(); ++s) {
-    if (s + kAhead < logits.size())
-      body_prefetch(body, selection.tokens[s + kAhead], /*key=*/false);
-    const float weight = std::exp(logits[s] - top);
-    total += weight;
-    body_add_value(weight, body, selection.tokens[s], out.output.data());
+  for (float& logit : logits) {
+    logit = std::exp(logit - top);  // now the weight
+    total += logit;
   }
+  BodyValueSum values(body);
+  values.add(selection.tokens.data(), logits.data(), n);
   if (selection.separate_denominator) {
     // The normalizer from its own subset: the shift `top` must be common, so rescale if it grows.
     std::vector<float> denominator(selection.denominator_tokens.size());
+    body_key_scores(query, body, selection.denominator_tokens.data(), denominator.size(), scale, denominator.data());
     float shift = top;
     for (size_t s = 0; s < denominator.size(); ++s) {
-      const uint32_t token = selection.denominator_tokens[s];
-      require(token < body.tokens, "weighted attention: token {} is outside the body of {}", token, body.tokens);
-      denominator[s] = body_key_dot(query, body, token) * scale + selection.denominator_log_weights[s];
+      denominator[s] += selection.denominator_log_weights[s];
       shift = std::max(shift, denominator[s]);
     }
-    const float rescale = std::exp(top - shift);
-    for (float& value : out.output) value *= rescale;
+    values.scale(std::exp(top - shift));
     top = shift;
     total = 0.0;
     for (const float logit : denominator) total += std::exp(logit - top);
-    if (total == 0.0) {
-      std::fill(out.output.begin(), out.output.end(), 0.0f);
-      return out;
-    }
+    if (total == 0.0) return out;
   }
-  const float inverse = static_cast<float>(1.0 / total);
-  for (float& value : out.output) value *= inverse;
+  values.scale(static_cast<float>(1.0 / total));
+  values.finish(out.output.data());
   out.lse[0] = top + static_cast<float>(std::log(total));
   return out;
 }
