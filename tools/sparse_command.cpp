@@ -30,6 +30,9 @@ std::function<void()> add_sparse_command(CLI::App& app) {
   command->add_option("--tokens", args->tokens, "Tokens in the cache")->check(CLI::Range(100, 1 << 24));
   command->add_option("--dim", args->dim, "Head dimension of the synthetic cache")->check(CLI::Range(8, 1024));
   command->add_option("--num-queries", args->query_count, "Queries per regime")->check(CLI::Range(1, 4096));
+  command->add_option("--body", config->body,
+                      "How the body's K and V are stored: exact floats (default) or codec specs KEY|VALUE read "
+                      "straight from the codes, e.g. 'tq_prod:b=3|tq_mse:b=3'");
   command->add_option("--sinks", config->sinks, "Exact first tokens (default 4)");
   command->add_option("--window", config->window, "Exact recent tokens (default 64)");
   command->add_option("--seed", args->seed, "Seed of data and selectors");
@@ -40,19 +43,19 @@ std::function<void()> add_sparse_command(CLI::App& app) {
     config->seed = args->seed;
     nlohmann::json out = nlohmann::json::array();
     if (!*json)
-      std::cout << fmt::format("{:<40} {:<12} {:>8} {:>12} {:>10} {:>10} {:>10}\n", "method", "regime", "budget",
-                               "index B/tok", "rel_error", "lse_error", "kl");
+      std::cout << fmt::format("{:<40} {:<12} {:>8} {:>12} {:>10} {:>10} {:>10}  {}\n", "method", "regime", "budget",
+                               "index B/tok", "rel_error", "lse_error", "kl", "body");
     for (const AttentionCase& data : load_attention_cases(*args))
       for (const SparseEvalRow& r : run_sparse_eval(data, *config)) {
         const size_t body = data.tokens - config->sinks - config->window;
         if (*json) {
-          out.push_back({{"method", r.method}, {"regime", r.regime}, {"budget", r.budget},
+          out.push_back({{"method", r.method}, {"regime", r.regime}, {"body", r.body}, {"budget", r.budget},
                          {"index_bytes", r.index_bytes}, {"kv_bytes", r.kv_bytes}, {"rel_error", r.rel_error},
                          {"lse_error", r.lse_error}, {"kl", r.kl}});
         } else {
-          std::cout << fmt::format("{:<40} {:<12} {:>8.4f} {:>12.1f} {:>10.4f} {:>10.4f} {:>10.4f}\n", r.method,
+          std::cout << fmt::format("{:<40} {:<12} {:>8.4f} {:>12.1f} {:>10.4f} {:>10.4f} {:>10.4f}  {}\n", r.method,
                                    r.regime, r.budget, static_cast<double>(r.index_bytes) / body, r.rel_error,
-                                   r.lse_error, r.kl);
+                                   r.lse_error, r.kl, r.body);
         }
       }
     if (*json) std::cout << out.dump(2) << "\n";

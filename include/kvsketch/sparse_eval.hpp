@@ -13,13 +13,18 @@ struct SparseEvalConfig {
   std::vector<std::string> methods;  // selector specs; empty: the standard comparison
   size_t sinks = 4, window = 64;
   uint64_t seed = 1;
+  // How the body's K and V are stored: empty for exact floats, or codec specs "KEY|VALUE" (one spec
+  // for both) whose codes the selection attention reads directly (e.g. tq_prod:b=3|tq_mse:b=3).
+  // Selectors index the original keys either way.
+  std::string body;
 };
 
 struct SparseEvalRow {
   std::string method, regime;
+  std::string body;         // the body's storage: "float" or the codec specs KEY|VALUE
   double budget = 0;        // mean fraction of body tokens whose K/V are read per query
   size_t index_bytes = 0;   // the selector's index over the body
-  size_t kv_bytes = 0;      // fp16 K and V of the body it indexes
+  size_t kv_bytes = 0;      // K and V of the body it indexes: fp16, or the codes with their calibration
   double rel_error = 0;     // mean ||out - exact|| / ||exact||
   double lse_error = 0;     // mean |lse - exact lse|
   double kl = 0;            // mean KL(approximate || exact) over the tokens the method weights
