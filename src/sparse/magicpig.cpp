@@ -2,9 +2,13 @@
 // it collides with the query in at least `hits` tables (2 in the paper), and weighted by
 // 1 / u_i, u_i = P[Binomial(L, p_i^K) >= hits], p_i = 1 - angle(q, k_i - c) / pi (Eq. 10-11).
 //
-// Decisions (specs/magicpig.md section 6): the centre c is the mean of the first keys appended
-// (the prefill), fixed afterwards, so that every hash and every u_i uses the same centred key; the
-// logits use the raw keys, so no shift is needed when merging with the exact sinks and window.
+// Decisions (specs/magicpig.md section 6): the centre is kept up to date as tokens arrive, in
+// epochs: an append that at least doubles the tokens known since the last epoch opened (the
+// prefill does) opens a new epoch whose centre is the mean of every key so far, its own included;
+// a token is hashed, and its u_i computed, with its epoch's centre, so that the hash and u_i always
+// use the same centred key, and nothing is ever rehashed (at most log2(n) epochs). The logits use
+// the raw keys: every score in the softmax has the same (zero) shift, so the result merges with
+// the exact sinks and window as it is.
 // Projections are Gaussian, one d x (K L) matrix per selector (shared by its heads; the paper
 // shares one across the model). The tables (lsh_tables.hpp) hold per token L u16 ids in
 // bucket-sorted blocks plus the blocks' bucket starts, and ||k_i - c|| (fp32): about 379 bytes per
@@ -86,7 +90,10 @@ std::string MagicPig::spec() const {
   return fmt::format("magicpig:K={},L={},hits={},center={}", bits_, tables_, hits_, center_ ? 1 : 0);
 }
 
-size_t MagicPig::index_bytes() const { return tables_index_.bytes() + norms_.capacity() * sizeof(float); }
+size_t MagicPig::index_bytes() const {
+  return tables_index_.bytes() + norms_.capacity() * sizeof(float) + centres_.capacity() * sizeof(float) +
+         epoch_starts_.capacity() * sizeof(uint32_t) + key_sum_.capacity() * sizeof(double);
+}
 
 void MagicPig::codes_of(const float* x, std::vector<uint32_t>& out) const {
   const size_t rows = static_cast<size_t>(bits_) * static_cast<size_t>(tables_);
@@ -118,19 +125,20 @@ double MagicPig::neg_log_inclusion(double cosine) const {
 void MagicPig::append(const float* keys, const float*, size_t n) {
   if (n == 0) return;
   require_finite(keys, n, dim_, "keys");
-  if (centre_.empty()) {
-    centre_.assign(dim_, 0.0f);
-    if (center_) {
-      std::vector<double> sum(dim_, 0.0);
-      for (size_t i = 0; i < n; ++i)
-        for (size_t j = 0; j < dim_; ++j) sum[j] += keys[i * dim_ + j];
-      for (size_t j = 0; j < dim_; ++j) centre_[j] = static_cast<float>(sum[j] / static_cast<double>(n));
-    }
+  if (key_sum_.empty()) key_sum_.assign(dim_, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < dim_; ++j) key_sum_[j] += keys[i * dim_ + j];
+  if (epoch_starts_.empty() || tokens_ + n >= 2 * tokens_at_refresh_) {
+    tokens_at_refresh_ = tokens_ + n;
+    epoch_starts_.push_back(static_cast<uint32_t>(tokens_));
+    for (size_t j = 0; j < dim_; ++j)
+      centres_.push_back(center_ ? static_cast<float>(key_sum_[j] / static_cast<double>(tokens_at_refresh_)) : 0.0f);
   }
+  const float* centre = centres_.data() + centres_.size() - dim_;
   std::vector<float> centred(dim_);
   std::vector<uint32_t> codes;
   for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < dim_; ++j) centred[j] = keys[i * dim_ + j] - centre_[j];
+    for (size_t j = 0; j < dim_; ++j) centred[j] = keys[i * dim_ + j] - centre[j];
     codes_of(centred.data(), codes);
     tables_index_.add(codes.data());
     push_back_in_steps(norms_, std::sqrt(simd::sum_of_squares(centred.data(), dim_)));
@@ -151,11 +159,14 @@ TokenSelection MagicPig::select(const float* query, const BodyView& body, uint64
   body_key_scores(query, body, s.tokens.data(), n, 1.0f, s.scores.data());
   s.log_weights.resize(n);
   const double query_norm = std::sqrt(simd::sum_of_squares(query, dim_));
-  const double query_centre = simd::dot(query, centre_.data(), dim_);
+  std::vector<double> query_centre(epoch_starts_.size());  // q . c_e per epoch
+  for (size_t e = 0; e < query_centre.size(); ++e) query_centre[e] = simd::dot(query, centres_.data() + e * dim_, dim_);
+  size_t epoch = 0;
   for (size_t k = 0; k < n; ++k) {
-    const uint32_t i = s.tokens[k];
+    const uint32_t i = s.tokens[k];  // ascending: the epoch only moves forward
+    while (epoch + 1 < epoch_starts_.size() && epoch_starts_[epoch + 1] <= i) ++epoch;
     const double cosine =
-        norms_[i] > 0.0f && query_norm > 0.0 ? (s.scores[k] - query_centre) / (query_norm * norms_[i]) : 1.0;
+        norms_[i] > 0.0f && query_norm > 0.0 ? (s.scores[k] - query_centre[epoch]) / (query_norm * norms_[i]) : 1.0;
     // Eq. 11: softmax(q k / sqrt(d) - log u).
     s.log_weights[k] = static_cast<float>(neg_log_inclusion(cosine));
   }

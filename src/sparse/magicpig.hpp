@@ -42,9 +42,14 @@ class MagicPig final : public TokenSelector {
   size_t tokens_ = 0;
   // K L directions of d coordinates, in panels (see the constructor); immutable, shared by clones.
   std::shared_ptr<const std::vector<float>> projection_;
-  std::vector<float> centre_;      // set by the first append
+  // The centres c_e, one per epoch (contiguous token ranges, epoch_starts_), each the mean of every
+  // key appended up to the end of the append that opened the epoch (see append()).
+  std::vector<float> centres_;
+  std::vector<uint32_t> epoch_starts_;
+  std::vector<double> key_sum_;    // of every key appended
+  size_t tokens_at_refresh_ = 0;   // tokens known when the last epoch opened
   LshTables tables_index_;
-  std::vector<float> norms_;  // ||k_i - c||
+  std::vector<float> norms_;  // ||k_i - c_e|| with the epoch's centre
   // -log u at kGridIntervals + 1 cosines from kGridFloor to 1; immutable, shared by clones.
   std::shared_ptr<const std::vector<double>> neg_log_u_grid_;
 };
