@@ -218,9 +218,9 @@ TEST(Selectors, DeterministicAndBadSpecsNameTheProblem) {
   bad[3] = NAN;
   EXPECT_THROW(pig->append(bad.data(), bad.data(), 1), Error);
   EXPECT_EQ(pig->tokens(), 10u);
-  // Index bytes: the open tokens' buffer of 40 u16 codes x 1024 tokens, and the norms (one float
-  // per token, held in steps of 256).
-  EXPECT_EQ(pig->index_bytes(), 1024u * 40 * 2 + 256u * 4);
+  // Index bytes: the open tokens' buffer of 40 u16 codes x 1024 tokens, the norms (one float per
+  // token, held in steps of 256), one epoch's centre (d floats) and start, the key sum (d doubles).
+  EXPECT_EQ(pig->index_bytes(), 1024u * 40 * 2 + 256u * 4 + d * 4 + 4 + d * 8);
 }
 
 // The self-balancing walk halves a batch so that 2 x the kept half matches the whole softmax-kernel

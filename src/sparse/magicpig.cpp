@@ -130,6 +130,8 @@ void MagicPig::append(const float* keys, const float*, size_t n) {
     for (size_t j = 0; j < dim_; ++j) key_sum_[j] += keys[i * dim_ + j];
   if (epoch_starts_.empty() || tokens_ + n >= 2 * tokens_at_refresh_) {
     tokens_at_refresh_ = tokens_ + n;
+    epoch_starts_.reserve(epoch_starts_.size() + 1);  // exact capacities: index_bytes() counts them
+    centres_.reserve(centres_.size() + dim_);
     epoch_starts_.push_back(static_cast<uint32_t>(tokens_));
     for (size_t j = 0; j < dim_; ++j)
       centres_.push_back(center_ ? static_cast<float>(key_sum_[j] / static_cast<double>(tokens_at_refresh_)) : 0.0f);
