@@ -60,6 +60,9 @@ struct TokenSelection {
 // An empty selection gives lse = -inf and a zero output (it merges as nothing).
 AttentionResult weighted_attention(const float* query, const BodyView& body, const TokenSelection& selection);
 
+// Attention over every token of a body (the exact sinks and window of a SelectionCache).
+AttentionResult dense_attention(const float* query, const BodyView& body);
+
 class TokenSelector {
  public:
   virtual ~TokenSelector() = default;

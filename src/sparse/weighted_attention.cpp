@@ -1,5 +1,6 @@
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "kvsketch/error.hpp"
 #include "kvsketch/sparse_attention.hpp"
@@ -26,6 +27,56 @@ BodyView BodyView::of(const KVCache& cache, size_t layer, size_t kv_head) {
                     head.body_values);
 }
 
+namespace {
+
+AttentionResult empty_result(size_t dim) {
+  AttentionResult out;
+  out.heads = 1;
+  out.dim = dim;
+  out.output.assign(dim, 0.0f);
+  out.lse.assign(1, -std::numeric_limits<float>::infinity());
+  return out;
+}
+
+// The softmax numerator over rows `tokens` (nullptr: rows 0..n-1) of q k / sqrt(d) + log weight
+// (log_weights nullptr: 0), with q k given in `scores` or read from the body: adds
+// exp(logit - top) v to `values` and returns top and the sum of exp(logit - top).
+std::pair<float, double> add_numerator(const float* query, const BodyView& body, const uint32_t* tokens, size_t n,
+                                       const float* log_weights, const float* scores, BodyValueSum& values) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(body.dim));
+  std::vector<float> logits(n);
+  if (scores)
+    for (size_t s = 0; s < n; ++s) logits[s] = scores[s] * scale;
+  else
+    body_key_scores(query, body, tokens, n, scale, logits.data());
+  float top = -std::numeric_limits<float>::infinity();
+  for (size_t s = 0; s < n; ++s) {
+    if (log_weights) logits[s] += log_weights[s];
+    top = std::max(top, logits[s]);
+  }
+  double total = 0.0;
+  for (float& logit : logits) {
+    logit = std::exp(logit - top);  // now the weight
+    total += logit;
+  }
+  values.add(tokens, logits.data(), n);
+  return {top, total};
+}
+
+}  // namespace
+
+AttentionResult dense_attention(const float* query, const BodyView& body) {
+  check_body(body, "dense attention");
+  AttentionResult out = empty_result(body.dim);
+  if (body.tokens == 0) return out;
+  BodyValueSum values(body);
+  const auto [top, total] = add_numerator(query, body, nullptr, body.tokens, nullptr, nullptr, values);
+  values.scale(static_cast<float>(1.0 / total));
+  values.finish(out.output.data());
+  out.lse[0] = top + static_cast<float>(std::log(total));
+  return out;
+}
+
 AttentionResult weighted_attention(const float* query, const BodyView& body, const TokenSelection& selection) {
   check_body(body, "weighted attention");
   require(selection.tokens.size() == selection.log_weights.size(),
@@ -40,35 +91,15 @@ AttentionResult weighted_attention(const float* query, const BodyView& body, con
   for (const auto* tokens : {&selection.tokens, &selection.denominator_tokens})
     for (const uint32_t token : *tokens)
       require(token < body.tokens, "weighted attention: token {} is outside the body of {}", token, body.tokens);
-  const size_t d = body.dim;
-  AttentionResult out;
-  out.heads = 1;
-  out.dim = d;
-  out.output.assign(d, 0.0f);
-  out.lse.assign(1, -std::numeric_limits<float>::infinity());
+  AttentionResult out = empty_result(body.dim);
   if (selection.tokens.empty() && selection.denominator_tokens.empty()) return out;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const size_t n = selection.tokens.size();
-  std::vector<float> logits(n);
-  if (scored)
-    for (size_t s = 0; s < n; ++s) logits[s] = selection.scores[s] * scale;
-  else
-    body_key_scores(query, body, selection.tokens.data(), n, scale, logits.data());
-  float top = -std::numeric_limits<float>::infinity();
-  for (size_t s = 0; s < n; ++s) {
-    logits[s] += selection.log_weights[s];
-    top = std::max(top, logits[s]);
-  }
-  double total = 0.0;
-  for (float& logit : logits) {
-    logit = std::exp(logit - top);  // now the weight
-    total += logit;
-  }
   BodyValueSum values(body);
-  values.add(selection.tokens.data(), logits.data(), n);
+  auto [top, total] = add_numerator(query, body, selection.tokens.data(), selection.tokens.size(),
+                                    selection.log_weights.data(), scored ? selection.scores.data() : nullptr, values);
   if (selection.separate_denominator) {
     // The normalizer from its own subset: the shift `top` must be common, so rescale if it grows.
     std::vector<float> denominator(selection.denominator_tokens.size());
+    const float scale = 1.0f / std::sqrt(static_cast<float>(body.dim));
     body_key_scores(query, body, selection.denominator_tokens.data(), denominator.size(), scale, denominator.data());
     float shift = top;
     for (size_t s = 0; s < denominator.size(); ++s) {
