@@ -50,7 +50,7 @@ std::function<void()> add_sparse_command(CLI::App& app) {
         const size_t body = data.tokens - config->sinks - config->window;
         if (*json) {
           out.push_back({{"method", r.method}, {"regime", r.regime}, {"body", r.body}, {"budget", r.budget},
-                         {"index_bytes", r.index_bytes}, {"kv_bytes", r.kv_bytes}, {"rel_error", r.rel_error},
+                         {"index_bytes", r.index_bytes}, {"kv_bytes", r.kv_bytes}, {"body_tokens", body}, {"rel_error", r.rel_error},
                          {"lse_error", r.lse_error}, {"kl", r.kl}});
         } else {
           std::cout << fmt::format("{:<40} {:<12} {:>8.4f} {:>12.1f} {:>10.4f} {:>10.4f} {:>10.4f}  {}\n", r.method,
