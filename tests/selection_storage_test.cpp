@@ -197,8 +197,12 @@ TEST(SparseEval, SelectionFromATurboQuantBody) {
   const double fraction = static_cast<double>(coded[0].kv_bytes) / static_cast<double>(plain[0].kv_bytes);
   EXPECT_GT(fraction, 0.25);
   EXPECT_LT(fraction, 0.30);
-  config.body = "tq_mse:b=3|kivi_v:b=2|fp16";
-  EXPECT_NE(testutil::error_of([&] { run_sparse_eval(data, config); }).find("KEY|VALUE"), std::string::npos);
+  for (const std::string bad : {"tq_mse:b=3|kivi_v:b=2|fp16", "tq_mse:b=3|"}) {
+    config.body = bad;
+    EXPECT_NE(testutil::error_of([&] { run_sparse_eval(data, config); }).find("KEY|VALUE"), std::string::npos) << bad;
+  }
+  config.body = "kivi_k:b=2|kivi_v:b=2";
+  EXPECT_NE(testutil::error_of([&] { run_sparse_eval(data, config); }).find("groups of 32"), std::string::npos);
 }
 
 // Selectors answer queries from several threads at once with the bits of one thread.

@@ -85,7 +85,8 @@ class EvaluatedBody {
   static std::vector<std::string> split_pair(const std::string& text) {
     const size_t bar = text.find('|');
     if (bar == std::string::npos) return {text, text};
-    require(text.find('|', bar + 1) == std::string::npos, "sparse --body: expected KEY|VALUE codec specs, got '{}'", text);
+    require(text.find('|', bar + 1) == std::string::npos && bar > 0 && bar + 1 < text.size(),
+            "sparse --body: expected KEY|VALUE codec specs (or one spec for both), got '{}'", text);
     return {text.substr(0, bar), text.substr(bar + 1)};
   }
   BodyView view_;
