@@ -132,6 +132,11 @@ TEST(SelectionCache, BadInputIsRefusedAndChangesNothing) {
             std::string::npos);
   EXPECT_NE(testutil::error_of([&] { SelectionCache(2, 1, kDim, policy, "lsh"); }).find("unknown selector"),
             std::string::npos);
+  // KIVI keys share scales over groups of 32 tokens: a selection cannot read them one by one.
+  EXPECT_NE(testutil::error_of([&] {
+              SelectionCache(1, 1, kDim, KVPolicy::parse("kivi_k:b=2|kivi_v:b=2"), "magicpig:K=8,L=20");
+            }).find("groups of 32"),
+            std::string::npos);
   SelectionCache cache(1, kKvHeads, kDim, policy, "magicpig:K=8,L=20", {}, 1);
   const Layer data = make_layer(9, 1);
   cache.append(0, rows(data.keys, 0, 500).data(), rows(data.values, 0, 500).data(), 500);

@@ -25,8 +25,12 @@ double approximate_kl(const float* query, const AttentionCase& data, size_t firs
     kl += std::exp(log_q) * (log_q - log_p);
   };
   auto exact_logit = [&](size_t token) { return simd::dot(query, data.keys.data() + token * d, d) * scale; };
-  for (size_t t = 0; t < sinks; ++t) add(exact_logit(t), exact_logit(t));
-  for (size_t t = window_start; t < data.tokens; ++t) add(exact_logit(t), exact_logit(t));
+  auto add_exact = [&](size_t token) {
+    const double logit = exact_logit(token);
+    add(logit, logit);
+  };
+  for (size_t t = 0; t < sinks; ++t) add_exact(t);
+  for (size_t t = window_start; t < data.tokens; ++t) add_exact(t);
   // The approximate distribution is the normalizer's: BalanceKV's paper mode has its own subset.
   const auto& tokens = body.separate_denominator ? body.denominator_tokens : body.tokens;
   const auto& log_weights = body.separate_denominator ? body.denominator_log_weights : body.log_weights;
@@ -63,9 +67,6 @@ class EvaluatedBody {
     const std::vector<std::string> specs = split_pair(config.body);
     key_codec_ = make_codec(specs[0], d, config.seed);
     value_codec_ = make_codec(specs[1], d, config.seed + 1);
-    for (auto* codec : {key_codec_.get(), value_codec_.get()})
-      require(codec->row_group() == 1, "sparse --body: codec {} encodes rows in groups of {}; selection reads single rows",
-              codec->spec(), codec->row_group());
     if (key_codec_->calibrated_by_data()) key_codec_->calibrate(keys, n);
     if (value_codec_->calibrated_by_data()) value_codec_->calibrate(values, n);
     key_codes_ = key_codec_->make_buffer();

@@ -18,7 +18,10 @@ SelectionCache::SelectionCache(size_t layers, size_t kv_heads, size_t head_dim, 
   const auto prototype = make_selector(selector, head_dim, seed);
   for (size_t layer = 0; layer < layers; ++layer)
     if (!dense(layer))
-      for (size_t h = 0; h < kv_heads; ++h) at(layer, h).selector = prototype->clone();
+      for (size_t h = 0; h < kv_heads; ++h) {
+        BodyView::of(cache_, layer, h);  // refuses codecs whose rows the selection cannot read one by one
+        at(layer, h).selector = prototype->clone();
+      }
 }
 
 void SelectionCache::append(size_t layer, const float* keys, const float* values, size_t tokens) {

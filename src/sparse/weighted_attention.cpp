@@ -63,6 +63,13 @@ std::pair<float, double> add_numerator(const float* query, const BodyView& body,
   return {top, total};
 }
 
+// out = the sum held in `values` over total, lse = top + log total.
+void normalize(BodyValueSum& values, float top, double total, AttentionResult& out) {
+  values.scale(static_cast<float>(1.0 / total));
+  values.finish(out.output.data());
+  out.lse[0] = top + static_cast<float>(std::log(total));
+}
+
 }  // namespace
 
 AttentionResult dense_attention(const float* query, const BodyView& body) {
@@ -71,9 +78,7 @@ AttentionResult dense_attention(const float* query, const BodyView& body) {
   if (body.tokens == 0) return out;
   BodyValueSum values(body);
   const auto [top, total] = add_numerator(query, body, nullptr, body.tokens, nullptr, nullptr, values);
-  values.scale(static_cast<float>(1.0 / total));
-  values.finish(out.output.data());
-  out.lse[0] = top + static_cast<float>(std::log(total));
+  normalize(values, top, total, out);
   return out;
 }
 
@@ -112,9 +117,7 @@ AttentionResult weighted_attention(const float* query, const BodyView& body, con
     for (const float logit : denominator) total += std::exp(logit - top);
     if (total == 0.0) return out;
   }
-  values.scale(static_cast<float>(1.0 / total));
-  values.finish(out.output.data());
-  out.lse[0] = top + static_cast<float>(std::log(total));
+  normalize(values, top, total, out);
   return out;
 }
 
