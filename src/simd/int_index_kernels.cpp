@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
@@ -31,6 +32,40 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
                    size_t out_stride, const RowFactor* factors) {
   reference::int_index_scores(rows, n, queries, heads, scale, out, out_stride, factors);
 }
+#if HWY_TARGET == HWY_AVX3_DL
+// The values of chunk k (64 coordinates) of rows [0, count) from `first` on, for kHeads heads,
+// unpacked and looked up in registers (no index buffer): per row pair the levels of both rows are
+// interleaved and widened as WidenPairs does (same lanes, same sums), then four vpdpwssd per head.
+// Weights past count are zero, so an odd last row pairs with itself at weight 0.
+template <int kHeads>
+HWY_INLINE void FusedChunk(const Unpacker& unpacker, const uint8_t* first, size_t stride, size_t count, size_t k,
+                           __m512i table, const int16_t* words, VI32 (*sums)[kParts]) {
+  __m512i acc[kHeads][4];
+  for (int h = 0; h < kHeads; ++h)
+    for (int p = 0; p < 4; ++p) acc[h][p] = _mm512_setzero_si512();
+  for (size_t i = 0; i < count; i += 2) {
+    const uint8_t* row_a = first + i * stride;
+    const uint8_t* row_b = i + 1 < count ? row_a + stride : row_a;
+    const __m512i a = _mm512_permutexvar_epi8(unpacker.Fields(row_a, k), table);
+    const __m512i b = _mm512_permutexvar_epi8(unpacker.Fields(row_b, k), table);
+    const __m512i low = _mm512_unpacklo_epi8(a, b), high = _mm512_unpackhi_epi8(a, b);
+    const __m512i parts[4] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(low)),
+                              _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(low, 1)),
+                              _mm512_cvtepi8_epi16(_mm512_castsi512_si256(high)),
+                              _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(high, 1))};
+    for (int h = 0; h < kHeads; ++h) {
+      int32_t pair;  // words i and i + 1, the first in the low half
+      std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));
+      const __m512i w = _mm512_set1_epi32(pair);
+      for (int p = 0; p < 4; ++p) acc[h][p] = _mm512_dpwssd_epi32(acc[h][p], parts[p], w);
+    }
+  }
+  for (int h = 0; h < kHeads; ++h)
+    for (int p = 0; p < 4; ++p) sums[h][p] = VI32{acc[h][p]};
+}
+
+#endif
+
 void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
                         float* acc, size_t acc_stride, const RowFactor* factors) {
   reference::int_index_weighted_sum(rows, n, weights, heads, weight_stride, acc, acc_stride, factors);
@@ -249,6 +284,20 @@ class Unpacker {
     return _mm512_maskz_mov_epi8(keep_[k], _mm512_and_si512(fields, mask_));
   }
   static constexpr size_t kMaxChunks = 16;  // dim <= 1024; wider rows take the portable path
+
+ public:
+  // Whether Fields serves these rows.
+  bool fields_usable() const { return chunks_ <= kMaxChunks; }
+
+  // Chunk k of the row at `packed` as raw bit fields: each byte's low b bits are its index, the
+  // bits above belong to the next indices (a 64-entry vpermb table that repeats every 2^b entries
+  // ignores them), and bytes past dim are arbitrary. Three instructions per 64 indices.
+  HWY_INLINE __m512i Fields(const uint8_t* packed, size_t k) const {
+    const __m512i data = _mm512_maskz_loadu_epi8(load_[k], packed + k * 8 * rows_.bits);
+    return _mm512_multishift_epi64_epi8(shifts_, _mm512_permutexvar_epi8(gather_, data));
+  }
+
+ private:
   __m512i gather_, shifts_, mask_;
   __mmask64 load_[kMaxChunks] = {}, keep_[kMaxChunks] = {};
   size_t chunks_ = 0;
@@ -271,6 +320,16 @@ VU8 TableVector(const ByteTable& table, int offset) {
   for (int l = 0; l < 16; ++l) bytes[l] = static_cast<uint8_t>(table.levels[l] + offset);
   return hn::LoadDup128(DU8(), bytes);
 }
+
+#if HWY_TARGET == HWY_AVX3_DL
+// The byte table plus `offset` repeated over vpermb's 64 entries: entry e holds level
+// e mod 2^bits, so that Unpacker::Fields need not mask the bits above the index.
+__m512i FieldTable(const ByteTable& table, int bits, int offset) {
+  HWY_ALIGN uint8_t bytes[64];
+  for (int e = 0; e < 64; ++e) bytes[e] = static_cast<uint8_t>(table.levels[e & ((1 << bits) - 1)] + offset);
+  return _mm512_load_si512(bytes);
+}
+#endif
 
 // Per 128-bit block b of the result: the sums of heads 0..3 for the row of block b. acc[h]
 // holds head h's partial sums, one row per block; two interleave levels gather them.
@@ -347,6 +406,40 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
   for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// ScoreGroups<4> with the rows unpacked in registers: 16 rows from `first`, row r at
+// first + min(r, last) * stride (rows past `last` repeat it; their sums are not used). Each
+// row's chunk is looked up (vpermb over the repeated byte table plus 128) and four rows'
+// chunks are transposed by 128-bit blocks into the grouped layout, then the same vpdpbusd.
+HWY_INLINE void FusedScoreGroups(const Unpacker& unpacker, const uint8_t* first, size_t stride, size_t last,
+                                 size_t chunks, __m512i table, const QueryLane* queries, int32_t* sums) {
+  const size_t lanes = 64, blocks = 4 * chunks;
+  __m512i acc[4][4];
+  for (int g = 0; g < 4; ++g)
+    for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_setzero_si512();
+  for (size_t k = 0; k < chunks; ++k) {
+    for (size_t g = 0; g < 4; ++g) {
+      __m512i v[4];
+      for (size_t r = 0; r < 4; ++r)
+        v[r] = _mm512_permutexvar_epi8(unpacker.Fields(first + std::min(4 * g + r, last) * stride, k), table);
+      const __m512i t0 = _mm512_shuffle_i64x2(v[0], v[1], 0x44), t1 = _mm512_shuffle_i64x2(v[0], v[1], 0xEE);
+      const __m512i t2 = _mm512_shuffle_i64x2(v[2], v[3], 0x44), t3 = _mm512_shuffle_i64x2(v[2], v[3], 0xEE);
+      const __m512i grouped[4] = {_mm512_shuffle_i64x2(t0, t2, 0x88), _mm512_shuffle_i64x2(t0, t2, 0xDD),
+                                  _mm512_shuffle_i64x2(t1, t3, 0x88), _mm512_shuffle_i64x2(t1, t3, 0xDD)};
+      for (int h = 0; h < 4; ++h)
+        for (size_t b = 0; b < 4; ++b) {
+          const __m512i q = _mm512_loadu_si512(queries + (h * blocks + 4 * k + b) * lanes);
+          acc[g][h] = _mm512_dpbusd_epi32(acc[g][h], grouped[b], q);
+        }
+    }
+  }
+  for (int g = 0; g < 4; ++g) {
+    const VI32 heads[4] = {VI32{acc[g][0]}, VI32{acc[g][1]}, VI32{acc[g][2]}, VI32{acc[g][3]}};
+    hn::StoreU(BlockHeadSums(heads), DI32(), sums + g * 16);
+  }
+}
+#endif
+
 // Row factors of rows [first, first + count), count <= kIntBlockRows, into out (1 without).
 void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out) {
   if (factors == nullptr || !factors->half) {
@@ -375,6 +468,9 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   const Unpacker unpacker(rows, padded);
   const ByteTable table = byte_table(rows.table, rows.bits);
   const VU8 table_v = TableVector(table, 128);
+#if HWY_TARGET == HWY_AVX3_DL
+  const __m512i field_table = FieldTable(table, rows.bits, 128);
+#endif
   std::vector<uint8_t> grouped(kIntBlockRows * padded);
   // Queries in groups of four heads, each 16-byte block repeated in every 128-bit block;
   // (level + 128) * q sums to the wanted sum plus 128 * sum q.
@@ -398,7 +494,12 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     const size_t groups = (count + per_vector - 1) / per_vector;
-    unpacker.Grouped(start, count, grouped.data());
+#if HWY_TARGET == HWY_AVX3_DL
+    const bool fused = unpacker.fields_usable();
+#else
+    constexpr bool fused = false;
+#endif
+    if (!fused) unpacker.Grouped(start, count, grouped.data());
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows, factors, start, count, row_factor);
     for (size_t hg = 0; hg < head_groups; ++hg) {
@@ -409,7 +510,12 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
       for (size_t g = 0; g < groups; g += kGroups) {
         const size_t live_groups = std::min<size_t>(kGroups, groups - g);
         const uint8_t* first = grouped.data() + g * blocks * lanes;
-        if (live_groups == kGroups) {
+        if (fused) {
+#if HWY_TARGET == HWY_AVX3_DL
+          FusedScoreGroups(unpacker, rows.data + (start + g * per_vector) * rows.stride, rows.stride,
+                           count - 1 - g * per_vector, padded / 64, field_table, q, sums);
+#endif
+        } else if (live_groups == kGroups) {
           ScoreGroups<kGroups>(first, blocks, table_v, q, sums);
         } else {
           for (size_t k = 0; k < live_groups; ++k)
@@ -510,6 +616,40 @@ HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, s
   }
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// The values of chunk k (64 coordinates) of rows [0, count) from `first` on, for kHeads heads,
+// unpacked and looked up in registers (no index buffer): per row pair the levels of both rows are
+// interleaved and widened as WidenPairs does (same lanes, same sums), then four vpdpwssd per head.
+// Weights past count are zero, so an odd last row pairs with itself at weight 0.
+template <int kHeads>
+HWY_INLINE void FusedChunk(const Unpacker& unpacker, const uint8_t* first, size_t stride, size_t count, size_t k,
+                           __m512i table, const int16_t* words, VI32 (*sums)[kParts]) {
+  __m512i acc[kHeads][4];
+  for (int h = 0; h < kHeads; ++h)
+    for (int p = 0; p < 4; ++p) acc[h][p] = _mm512_setzero_si512();
+  for (size_t i = 0; i < count; i += 2) {
+    const uint8_t* row_a = first + i * stride;
+    const uint8_t* row_b = i + 1 < count ? row_a + stride : row_a;
+    const __m512i a = _mm512_permutexvar_epi8(unpacker.Fields(row_a, k), table);
+    const __m512i b = _mm512_permutexvar_epi8(unpacker.Fields(row_b, k), table);
+    const __m512i low = _mm512_unpacklo_epi8(a, b), high = _mm512_unpackhi_epi8(a, b);
+    const __m512i parts[4] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(low)),
+                              _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(low, 1)),
+                              _mm512_cvtepi8_epi16(_mm512_castsi512_si256(high)),
+                              _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(high, 1))};
+    for (int h = 0; h < kHeads; ++h) {
+      int32_t pair;  // words i and i + 1, the first in the low half
+      std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));
+      const __m512i w = _mm512_set1_epi32(pair);
+      for (int p = 0; p < 4; ++p) acc[h][p] = _mm512_dpwssd_epi32(acc[h][p], parts[p], w);
+    }
+  }
+  for (int h = 0; h < kHeads; ++h)
+    for (int p = 0; p < 4; ++p) sums[h][p] = VI32{acc[h][p]};
+}
+
+#endif
+
 void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
                         float* acc, size_t acc_stride, const RowFactor* factors) {
   const DChunk dc;
@@ -525,6 +665,9 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
   std::vector<uint8_t> index((kIntBlockRows + 1) * padded, 0);
   const std::vector<uint32_t> order = ChunkLaneOrder();
   const Unpacker unpacker(rows, padded);
+#if HWY_TARGET == HWY_AVX3_DL
+  const __m512i field_table = FieldTable(table, rows.bits, 0);
+#endif
   // The accumulators in lane order (exact moves), so that every addition matches the reference.
   std::vector<float> lane_acc(heads * padded, 0.0f);
   for (size_t h = 0; h < heads; ++h)
@@ -555,12 +698,32 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
       for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
         hn::StoreU(hn::DemoteTo(dw, hn::NearestInt(hn::Mul(hn::Load(df, block_weights + i), factor))), dw, words + i);
     }
-    unpacker.Rows(start, count, index.data());
-    if (count % 2) std::memset(index.data() + count * padded, 0, padded);
+#if HWY_TARGET == HWY_AVX3_DL
+    const bool fused = unpacker.fields_usable();
+#else
+    constexpr bool fused = false;
+#endif
+    if (!fused) {
+      unpacker.Rows(start, count, index.data());
+      if (count % 2) std::memset(index.data() + count * padded, 0, padded);
+    }
     const size_t even = count + count % 2;
     for (size_t c = 0; c < padded; c += chunk) {
       size_t h = 0;
       VI32 sums[4][kParts];
+      // Chunk c's sums for heads [first_head, first_head + group).
+      auto accumulate = [&](size_t first_head, auto group) {
+        constexpr int kGroup = decltype(group)::value;
+        const int16_t* words = block_words.data() + first_head * kIntBlockRows;
+#if HWY_TARGET == HWY_AVX3_DL
+        if (fused) {
+          FusedChunk<kGroup>(unpacker, rows.data + start * rows.stride, rows.stride, count, c / chunk, field_table,
+                             words, sums);
+          return;
+        }
+#endif
+        AccumulateChunk<kGroup>(index.data(), padded, c, even, table_v, words, sums);
+      };
       auto flush = [&](size_t first_head, size_t group) {
         for (size_t g = 0; g < group; ++g) {
           const size_t head = first_head + g;
@@ -573,11 +736,11 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
         }
       };
       for (; h + 4 <= heads; h += 4) {
-        AccumulateChunk<4>(index.data(), padded, c, even, table_v, block_words.data() + h * kIntBlockRows, sums);
+        accumulate(h, std::integral_constant<int, 4>());
         flush(h, 4);
       }
       for (; h < heads; ++h) {
-        AccumulateChunk<1>(index.data(), padded, c, even, table_v, block_words.data() + h * kIntBlockRows, sums);
+        accumulate(h, std::integral_constant<int, 1>());
         flush(h, 1);
       }
     }
