@@ -6,6 +6,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/simd/int_index_kernels.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -417,16 +418,21 @@ HWY_INLINE void FusedScoreGroups(const Unpacker& unpacker, const uint8_t* first,
   __m512i acc[4][4];
   for (int g = 0; g < 4; ++g)
     for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_setzero_si512();
+  // Fully unrolled, so that the 16 accumulators stay in registers.
   for (size_t k = 0; k < chunks; ++k) {
+#pragma GCC unroll 4
     for (size_t g = 0; g < 4; ++g) {
       __m512i v[4];
+#pragma GCC unroll 4
       for (size_t r = 0; r < 4; ++r)
         v[r] = _mm512_permutexvar_epi8(unpacker.Fields(first + std::min(4 * g + r, last) * stride, k), table);
       const __m512i t0 = _mm512_shuffle_i64x2(v[0], v[1], 0x44), t1 = _mm512_shuffle_i64x2(v[0], v[1], 0xEE);
       const __m512i t2 = _mm512_shuffle_i64x2(v[2], v[3], 0x44), t3 = _mm512_shuffle_i64x2(v[2], v[3], 0xEE);
       const __m512i grouped[4] = {_mm512_shuffle_i64x2(t0, t2, 0x88), _mm512_shuffle_i64x2(t0, t2, 0xDD),
                                   _mm512_shuffle_i64x2(t1, t3, 0x88), _mm512_shuffle_i64x2(t1, t3, 0xDD)};
+#pragma GCC unroll 4
       for (int h = 0; h < 4; ++h)
+#pragma GCC unroll 4
         for (size_t b = 0; b < 4; ++b) {
           const __m512i q = _mm512_loadu_si512(queries + (h * blocks + 4 * k + b) * lanes);
           acc[g][h] = _mm512_dpbusd_epi32(acc[g][h], grouped[b], q);
@@ -439,6 +445,19 @@ HWY_INLINE void FusedScoreGroups(const Unpacker& unpacker, const uint8_t* first,
   }
 }
 #endif
+
+// Asks for rows [first, first + count) (clipped to n) ahead of their use, a block (about 2 us)
+// early: the blocks are contiguous, but each is a few KB and the hardware prefetcher restarts at
+// every page, so without this the first touch of each block waits on memory. The kernels ask for
+// a block in parts spread over the block before it, so that the requests do not all wait for
+// the same few line-fill buffers at once.
+HWY_INLINE void FetchRows(const RowSource& rows, size_t first, size_t count, size_t n) {
+  if (first >= n) return;
+  count = std::min(count, n - first);
+  const uint8_t* begin = rows.data + first * rows.stride;
+  const uint8_t* end = rows.data + (first + count) * rows.stride;
+  for (const uint8_t* at = begin; at < end; at += 64) hwy::Prefetch(at);
+}
 
 // Row factors of rows [first, first + count), count <= kIntBlockRows, into out (1 without).
 void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out) {
@@ -509,6 +528,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
       const QueryLane* q = operands.data() + 4 * hg * blocks * lanes;
       for (size_t g = 0; g < groups; g += kGroups) {
         const size_t live_groups = std::min<size_t>(kGroups, groups - g);
+        if (hg == 0) FetchRows(rows, start + kIntBlockRows + g * per_vector, kGroups * per_vector, n);
         const uint8_t* first = grouped.data() + g * blocks * lanes;
         if (fused) {
 #if HWY_TARGET == HWY_AVX3_DL
@@ -709,6 +729,8 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
     }
     const size_t even = count + count % 2;
     for (size_t c = 0; c < padded; c += chunk) {
+      const size_t part = (kIntBlockRows * chunk + padded - 1) / padded;  // of the next block, per chunk
+      FetchRows(rows, start + kIntBlockRows + c / chunk * part, part, n);
       size_t h = 0;
       VI32 sums[4][kParts];
       // Chunk c's sums for heads [first_head, first_head + group).

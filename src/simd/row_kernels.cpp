@@ -212,7 +212,6 @@ constexpr size_t kFetchAhead = 16;
 template <class Rows>
 HWY_INLINE void FetchRows(const Rows& rows, size_t first, size_t end) {
   const RowSource& src = rows.Source();
-  if (src.indices == nullptr) return;
   const size_t bytes = src.readable ? src.readable : src.stride;
   for (size_t k = first; k < end; ++k)
     for (size_t offset = 0; offset < bytes; offset += 64) hwy::Prefetch(src.row(k) + offset);
