@@ -2,6 +2,7 @@
 // set, and close to the float kernels they replace.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -55,7 +56,8 @@ TEST(IntIndexKernels, SameBitsAsReferenceOnEveryTarget) {
   testutil::for_each_target([] {
     for (int bits = 1; bits <= 4; ++bits) {
       const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, 128, bits).centroids;
-      for (const size_t dim : {size_t{64}, size_t{80}, size_t{96}, size_t{128}, size_t{256}}) {
+      // 1088: past the 1024 coordinates that AVX3_DL unpacks in registers (its fallback path).
+      for (const size_t dim : {size_t{64}, size_t{80}, size_t{96}, size_t{128}, size_t{256}, size_t{1088}}) {
         for (const size_t n : {size_t{1}, size_t{5}, size_t{131}}) {
           for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}}) {
             SCOPED_TRACE(testing::Message() << "bits " << bits << " dim " << dim << " n " << n << " heads " << heads);
@@ -113,4 +115,22 @@ TEST(IntIndexKernels, CloseToTheFloatKernels) {
               0.01)
         << bits << " bits";
   }
+}
+
+TEST(IntIndexKernels, ByteRoundingIsNearestEven) {
+  // With 127 the largest magnitude the factor is 1: every half-integer shows the tie rule.
+  std::vector<float> x = {127.0f};
+  for (float v = -126.75f; v <= 126.75f; v += 0.25f) x.push_back(v);
+  std::vector<int8_t> out(x.size());
+  EXPECT_EQ(simd::round_to_bytes(x.data(), x.size(), out.data()), 1.0f);
+  for (size_t j = 0; j < x.size(); ++j) ASSERT_EQ(out[j], static_cast<int8_t>(std::nearbyint(x[j]))) << x[j];
+  EXPECT_EQ(out[2], -126);  // -126.5 rounds to the even -126
+  // Any scale: the same as nearbyint of the scaled value.
+  const auto g = gaussians(4096, 3);
+  std::vector<int8_t> bytes(g.size());
+  const float unit = simd::round_to_bytes(g.data(), g.size(), bytes.data());
+  float top = 0.0f;
+  for (const float v : g) top = std::max(top, std::fabs(v));
+  ASSERT_EQ(unit, top / 127.0f);
+  for (size_t j = 0; j < g.size(); ++j) ASSERT_EQ(bytes[j], static_cast<int8_t>(std::nearbyint(g[j] * (127.0f / top))));
 }

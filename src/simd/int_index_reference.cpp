@@ -22,7 +22,11 @@ float round_to_bytes(const float* x, size_t n, int8_t* out) {
     return 0.0f;
   }
   const float factor = 127.0f / top;
-  for (size_t j = 0; j < n; ++j) out[j] = static_cast<int8_t>(std::nearbyint(x[j] * factor));
+  // Round to nearest even as nearbyint does, without a library call per value: adding and taking
+  // back 1.5 * 2^23 leaves the integer part (exact for |v| < 2^22; here |v| <= 127; the build's
+  // -ffp-contract=off keeps the product rounded on its own, as before).
+  constexpr float kMagic = 12582912.0f;
+  for (size_t j = 0; j < n; ++j) out[j] = static_cast<int8_t>((x[j] * factor + kMagic) - kMagic);
   return top / 127.0f;
 }
 
