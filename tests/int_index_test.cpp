@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "kvsketch/codebook.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/random.hpp"
+#include "simd/amx.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "test_util.hpp"
 
@@ -50,42 +52,57 @@ std::vector<float> weights(size_t heads, size_t n, uint64_t seed) {
   return w;
 }
 
-}  // namespace
-
-TEST(IntIndexKernels, SameBitsAsReferenceOnEveryTarget) {
-  testutil::for_each_target([] {
-    for (int bits = 1; bits <= 4; ++bits) {
-      const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, 128, bits).centroids;
-      // 1088: past the 1024 coordinates that AVX3_DL unpacks in registers (its fallback path).
-      for (const size_t dim : {size_t{64}, size_t{80}, size_t{96}, size_t{128}, size_t{256}, size_t{1088}}) {
-        for (const size_t n : {size_t{1}, size_t{5}, size_t{131}}) {
-          for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}}) {
-            SCOPED_TRACE(testing::Message() << "bits " << bits << " dim " << dim << " n " << n << " heads " << heads);
-            const IndexRowsData rows(n, dim, bits, table.data(), 7 * dim + n);
-            const auto queries = gaussians(heads * dim, 11 * heads + dim);
-            std::vector<float> fast(heads * n), slow(heads * n);
-            simd::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, fast.data(), n);
-            simd::reference::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, slow.data(), n);
-            EXPECT_EQ(fast, slow);
-            const auto w = weights(heads, n, 13 * n + heads);
-            auto acc_fast = gaussians(heads * dim, 17), acc_slow = acc_fast;
-            simd::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_fast.data(), dim);
-            simd::reference::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_slow.data(), dim);
-            EXPECT_EQ(acc_fast, acc_slow);
-            // With the fp16 factor each row carries.
-            const simd::RowFactor factors{packed_bytes(dim, bits), true};
-            simd::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, fast.data(), n, &factors);
-            simd::reference::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, slow.data(), n, &factors);
-            EXPECT_EQ(fast, slow);
-            simd::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_fast.data(), dim, &factors);
-            simd::reference::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_slow.data(), dim, &factors);
-            EXPECT_EQ(acc_fast, acc_slow);
-          }
+// Every kernel against its scalar definition over bits, dimensions, row counts and head counts.
+void same_bits_as_reference() {
+  for (int bits = 1; bits <= 4; ++bits) {
+    const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, 128, bits).centroids;
+    // 1088: past the 1024 coordinates that AVX3_DL unpacks in registers (its fallback path).
+    for (const size_t dim : {size_t{64}, size_t{80}, size_t{96}, size_t{128}, size_t{256}, size_t{1088}}) {
+      for (const size_t n : {size_t{1}, size_t{5}, size_t{131}, size_t{200}}) {
+        for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{8}, size_t{17}}) {
+          SCOPED_TRACE(testing::Message() << "bits " << bits << " dim " << dim << " n " << n << " heads " << heads);
+          const IndexRowsData rows(n, dim, bits, table.data(), 7 * dim + n);
+          const auto queries = gaussians(heads * dim, 11 * heads + dim);
+          std::vector<float> fast(heads * n), slow(heads * n);
+          simd::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, fast.data(), n);
+          simd::reference::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, slow.data(), n);
+          EXPECT_EQ(fast, slow);
+          auto w = weights(heads, n, 13 * n + heads);
+          for (size_t k = 0; k < w.size(); k += 7) w[k] = -w[k];  // any sign
+          auto acc_fast = gaussians(heads * dim, 17), acc_slow = acc_fast;
+          simd::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_fast.data(), dim);
+          simd::reference::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_slow.data(), dim);
+          EXPECT_EQ(acc_fast, acc_slow);
+          // With the fp16 factor each row carries.
+          const simd::RowFactor factors{packed_bytes(dim, bits), true};
+          simd::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, fast.data(), n, &factors);
+          simd::reference::int_index_scores(rows.source, n, queries.data(), heads, 0.125f, slow.data(), n, &factors);
+          EXPECT_EQ(fast, slow);
+          simd::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_fast.data(), dim, &factors);
+          simd::reference::int_index_weighted_sum(rows.source, n, w.data(), heads, n, acc_slow.data(), dim, &factors);
+          EXPECT_EQ(acc_fast, acc_slow);
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+// Where the CPU has AMX (target AVX3_DL), the cases run on the tile kernels (up to 16 heads for
+// scores, 7 for weighted sums) and again without them.
+TEST(IntIndexKernels, SameBitsAsReferenceOnEveryTarget) {
+  std::printf("AMX tile kernels %s on this machine\n", simd::amx_usable() ? "run" : "do not run");
+  testutil::for_each_target([] {
+    for (const bool amx : {true, false}) {
+      const bool previous = simd::set_amx_allowed(amx);
+      SCOPED_TRACE(amx ? "AMX allowed" : "AMX off");
+      same_bits_as_reference();
+      simd::set_amx_allowed(previous);
+    }
   });
 }
+
 
 TEST(IntIndexKernels, CloseToTheFloatKernels) {
   for (int bits = 2; bits <= 4; ++bits) {

@@ -6,6 +6,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/simd/int_index_kernels.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
+#include "simd/amx.hpp"
 #include "simd/int_index_kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -24,8 +26,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway 1.0's target string for AVX3_DL names "avxvnni" (the VEX form) where the EVEX form is
-// meant; the runtime check of the target includes AVX512-VNNI.
-#pragma GCC target("avx512vnni")
+// meant; the runtime check of the target includes AVX512-VNNI. AMX is enabled for the tile
+// kernels of int_index_amx-inl.h, which run only where amx_usable() says so.
+#pragma GCC target("avx512vnni,amx-tile,amx-int8")
 #endif
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
@@ -448,7 +451,47 @@ void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, 
   std::copy_n(converted, count, out);
 }
 
+// The weights of one block of rows, per head, as 16-bit integers against the block's largest
+// magnitude (the rounding reference:: defines), and the scale back to floats.
+struct BlockWeights {
+  std::vector<int16_t> words;  // head h at h * kIntBlockRows; zero past the block's rows
+  std::vector<float> scale;    // per head: largest / 32767 * table scale
+  std::vector<uint8_t> live;   // per head: whether any weight of the block is nonzero
+  float table_scale;
+
+  BlockWeights(size_t heads, float table_scale_)
+      : words(heads * kIntBlockRows), scale(heads), live(heads), table_scale(table_scale_) {}
+
+  // Weights [start, start + count) of each head times the rows' factors.
+  void Round(const float* weights, size_t heads, size_t stride, size_t start, size_t count, const float* row_factor) {
+    const DF df;
+    const hn::Rebind<int16_t, DI32> dw;
+    HWY_ALIGN float block_weights[kIntBlockRows];
+    std::fill(block_weights + count, block_weights + kIntBlockRows, 0.0f);
+    for (size_t h = 0; h < heads; ++h) {
+      for (size_t i = 0; i < count; ++i) block_weights[i] = weights[h * stride + start + i] * row_factor[i];
+      auto top = hn::Zero(df);
+      for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df)) top = hn::Max(top, hn::Abs(hn::Load(df, block_weights + i)));
+      const float largest = hn::GetLane(hn::MaxOfLanes(df, top));
+      int16_t* out = words.data() + h * kIntBlockRows;
+      live[h] = largest != 0.0f;
+      if (!live[h]) {
+        std::fill(out, out + kIntBlockRows, int16_t{0});
+        continue;
+      }
+      const auto factor = hn::Set(df, 32767.0f / largest);
+      scale[h] = largest / 32767.0f * table_scale;
+      for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
+        hn::StoreU(hn::DemoteTo(dw, hn::NearestInt(hn::Mul(hn::Load(df, block_weights + i), factor))), dw, out + i);
+    }
+  }
+};
+
 size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
+
+#if HWY_TARGET == HWY_AVX3_DL
+#include "simd/int_index_amx-inl.h"
+#endif
 
 void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
                    size_t out_stride, const RowFactor* factors) {
@@ -467,18 +510,23 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   // Queries in groups of four heads, each 16-byte block repeated in every 128-bit block;
   // (level + 128) * q sums to the wanted sum plus 128 * sum q.
   const size_t head_groups = (heads + 3) / 4;
-  std::vector<int8_t> bytes(head_groups * 4 * blocks * lanes, 0), row(padded);
+  std::vector<int8_t> bytes(head_groups * 4 * blocks * lanes, 0), head_bytes(heads * padded, 0);
   std::vector<QueryLane> operands(bytes.size());
   std::vector<float> head_factors(head_groups * 4, 0.0f);
   std::vector<int32_t> offsets(head_groups * 4, 0);
   for (size_t h = 0; h < heads; ++h) {
-    std::fill(row.begin(), row.end(), int8_t{0});
-    head_factors[h] = round_to_bytes(queries + h * d, d, row.data()) * table.scale * scale;
+    int8_t* row = head_bytes.data() + h * padded;
+    head_factors[h] = round_to_bytes(queries + h * d, d, row) * table.scale * scale;
     for (size_t j = 0; j < d; ++j) offsets[h] += 128 * row[j];
     for (size_t k = 0; k < blocks; ++k)
       for (size_t r = 0; r < per_vector; ++r)
-        std::memcpy(bytes.data() + (h * blocks + k) * lanes + 16 * r, row.data() + 16 * k, 16);
+        std::memcpy(bytes.data() + (h * blocks + k) * lanes + 16 * r, row + 16 * k, 16);
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  if (fused && heads <= kTileRows && amx_usable())
+    return AmxScores(rows, n, unpacker, field_table, head_bytes.data(), heads, padded, head_factors.data(),
+                     offsets.data(), factors, out, out_stride);
+#endif
   for (size_t v = 0; v < bytes.size(); v += lanes) StoreQueryOperand(hn::LoadU(DI8(), bytes.data() + v), operands.data() + v);
   constexpr int kGroups = 4;
   HWY_ALIGN int32_t sums[kGroups * HWY_MAX_BYTES / 4];
@@ -655,40 +703,29 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
   const bool fused = unpacker.fields_usable();
   // An odd last row pairs with a zero row of weight 0.
   std::vector<uint8_t> index(fused ? 0 : (kIntBlockRows + 1) * padded, 0);
-  const std::vector<uint32_t> order = ChunkLaneOrder();
+  BlockWeights block(heads, table.scale);
 #if HWY_TARGET == HWY_AVX3_DL
   const __m512i field_table = FieldTable(table, rows.bits, 0);
+  if (fused && heads <= kAmxWeightedHeads && amx_usable())
+    return AmxWeightedSum(rows, n, unpacker, field_table, weights, heads, weight_stride, padded, acc, acc_stride,
+                          factors, block);
 #endif
+  const std::vector<uint32_t> order = ChunkLaneOrder();
   // The accumulators in lane order (exact moves), so that every addition matches the reference.
   std::vector<float> lane_acc(heads * padded, 0.0f);
   for (size_t h = 0; h < heads; ++h)
     for (size_t c = 0; c < padded; c += chunk)
       for (size_t e = 0; e < chunk; ++e)
         if (c + order[e] < d) lane_acc[h * padded + c + e] = acc[h * acc_stride + c + order[e]];
-  std::vector<int16_t> block_words(heads * kIntBlockRows);
-  std::vector<float> block_scale(heads);
-  std::vector<uint8_t> live(heads);
-  const hn::Rebind<int16_t, DI32> dw;
-  HWY_ALIGN float block_weights[kIntBlockRows];
+  const std::vector<int16_t>& block_words = block.words;
+  const std::vector<float>& block_scale = block.scale;
+  const std::vector<uint8_t>& live = block.live;
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows, factors, start, count, row_factor);
-    for (size_t h = 0; h < heads; ++h) {
-      // Weights past the block's rows are zero (pairs with the zero row after an odd count).
-      std::fill(block_weights + count, block_weights + kIntBlockRows, 0.0f);
-      for (size_t i = 0; i < count; ++i) block_weights[i] = weights[h * weight_stride + start + i] * row_factor[i];
-      auto top = hn::Zero(df);
-      for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df)) top = hn::Max(top, hn::Abs(hn::Load(df, block_weights + i)));
-      const float largest = hn::GetLane(hn::MaxOfLanes(df, top));
-      live[h] = largest != 0.0f;
-      if (!live[h]) continue;
-      const auto factor = hn::Set(df, 32767.0f / largest);
-      block_scale[h] = largest / 32767.0f * table.scale;
-      int16_t* words = block_words.data() + h * kIntBlockRows;
-      for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
-        hn::StoreU(hn::DemoteTo(dw, hn::NearestInt(hn::Mul(hn::Load(df, block_weights + i), factor))), dw, words + i);
-    }
+    // Weights past the block's rows are zero (pairs with the zero row after an odd count).
+    block.Round(weights, heads, weight_stride, start, count, row_factor);
     if (!fused) {
       unpacker.Rows(start, count, index.data());
       if (count % 2) std::memset(index.data() + count * padded, 0, padded);

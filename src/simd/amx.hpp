@@ -1,0 +1,20 @@
+// Intel AMX (Advanced Matrix Extensions: tile registers and a matrix-multiply unit) at run time.
+//
+// Why: on CPUs that have it (Sapphire Rapids and later), one TDPBUSD multiplies a 16 x 64 byte tile
+// by a 64 x 16 one, 16 times the products of a 512-bit VNNI instruction, on a unit of its own. The
+// integer attention kernels use it when it is there; their sums stay exact, so the results are the
+// same bits as without it.
+#pragma once
+
+namespace kvsketch::simd {
+
+// Whether the AMX-INT8 kernels may run: the CPU reports AMX-TILE and AMX-INT8, the OS enables tile
+// state (XCR0), Linux granted this process the tile data permission (asked once, here), and neither
+// KVSKETCH_AMX=0 in the environment nor set_amx_allowed(false) turned them off.
+bool amx_usable();
+
+// Turns the AMX kernels off (false) or back on where the machine has them, for tests and A/B
+// measurements. Returns the previous setting. Not meant to race with running kernels.
+bool set_amx_allowed(bool allowed);
+
+}  // namespace kvsketch::simd
