@@ -33,7 +33,7 @@ class TileScope {
   TileScope& operator=(const TileScope&) = delete;
 };
 
-constexpr size_t kTileRows = 16;  // rows of a tile, and int32 columns of an accumulator tile
+constexpr size_t kTileRows = 16;         // rows of a tile, and int32 columns of an accumulator tile
 constexpr size_t kAmxWeightedHeads = 7;  // 2 * heads + 1 rows of A
 
 // A zeroed buffer on cache-line boundaries, so that tile rows do not straddle lines.
@@ -101,36 +101,30 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
         _mm512_storeu_si512(a + r * padded + 64 * k, _mm512_permutexvar_epi8(unpacker.Fields(row, k), field_table));
     }
   };
+  // A slab's products into tile C, its chunks alternating between A tiles A0 and A1 (and B tiles 6
+  // and 7). A macro because tile numbers are immediates.
+#define KVSKETCH_SLAB_PRODUCTS(C, A0, A1)                             \
+  _tile_zero(C);                                                      \
+  for (size_t k = 0; k < chunks; ++k) {                               \
+    if (k % 2 == 0) {                                                 \
+      if (!resident) _tile_loadd(6, b.get() + k * b_bytes, b_stride); \
+      _tile_loadd(A0, a + 64 * k, padded);                            \
+      _tile_dpbusd(C, A0, 6);                                         \
+    } else {                                                          \
+      if (!resident) _tile_loadd(7, b.get() + k * b_bytes, b_stride); \
+      _tile_loadd(A1, a + 64 * k, padded);                            \
+      _tile_dpbusd(C, A1, 7);                                         \
+    }                                                                 \
+  }
   const auto multiply = [&](size_t slab) {
     const uint8_t* a = levels.get() + slab % 2 * kTileRows * padded;
     if (slab % 2 == 0) {
-      _tile_zero(0);
-      for (size_t k = 0; k < chunks; ++k) {
-        if (k % 2 == 0) {
-          if (!resident) _tile_loadd(6, b.get() + k * b_bytes, b_stride);
-          _tile_loadd(2, a + 64 * k, padded);
-          _tile_dpbusd(0, 2, 6);
-        } else {
-          if (!resident) _tile_loadd(7, b.get() + k * b_bytes, b_stride);
-          _tile_loadd(3, a + 64 * k, padded);
-          _tile_dpbusd(0, 3, 7);
-        }
-      }
+      KVSKETCH_SLAB_PRODUCTS(0, 2, 3)
     } else {
-      _tile_zero(1);
-      for (size_t k = 0; k < chunks; ++k) {
-        if (k % 2 == 0) {
-          if (!resident) _tile_loadd(6, b.get() + k * b_bytes, b_stride);
-          _tile_loadd(4, a + 64 * k, padded);
-          _tile_dpbusd(1, 4, 6);
-        } else {
-          if (!resident) _tile_loadd(7, b.get() + k * b_bytes, b_stride);
-          _tile_loadd(5, a + 64 * k, padded);
-          _tile_dpbusd(1, 5, 7);
-        }
-      }
+      KVSKETCH_SLAB_PRODUCTS(1, 4, 5)
     }
   };
+#undef KVSKETCH_SLAB_PRODUCTS
   const auto store = [&](size_t slab) {
     int32_t* c = sums.get() + (slab / kSlabsPerBlock % 2 * kIntBlockRows + slab % kSlabsPerBlock * kTileRows) * heads;
     if (slab % 2 == 0) {
@@ -168,11 +162,15 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
   }
 }
 
-// Where the AMX weighted sum's accumulator lane goes: lane 64k + 16m + c of a head holds coordinate
+// Where the AMX weighted sum's accumulator lanes go: lane 64k + 16m + c of a head holds coordinate
 // 64k + 16(c / 4) + 4m + c % 4 (the byte interleave below decides it).
-inline size_t AmxLaneCoordinate(size_t lane) {
-  const size_t k = lane / 64, m = lane % 64 / 16, c = lane % 16;
-  return 64 * k + 16 * (c / 4) + 4 * m + c % 4;
+std::vector<uint32_t> AmxLaneCoordinates(size_t padded) {
+  std::vector<uint32_t> coordinate(padded);
+  for (size_t lane = 0; lane < padded; ++lane) {
+    const size_t k = lane / 64, m = lane % 64 / 16, c = lane % 16;
+    coordinate[lane] = static_cast<uint32_t>(64 * k + 16 * (c / 4) + 4 * m + c % 4);
+  }
+  return coordinate;
 }
 
 // Weighted sum, for up to 7 heads. A block's 16-bit weights w = 256 hi + lo are written as signed
@@ -188,12 +186,9 @@ inline size_t AmxLaneCoordinate(size_t lane) {
 void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512i field_table,
                     const float* weights, size_t heads, size_t weight_stride, size_t padded, float* acc,
                     size_t acc_stride, const RowFactor* factors, BlockWeights& block) {
-  const size_t d = rows.dim, chunks = padded / 64, a_rows = 2 * heads + 1;
+  const size_t chunks = padded / 64, a_rows = 2 * heads + 1;
   const size_t blocks = (n + kIntBlockRows - 1) / kIntBlockRows, steps = blocks * chunks;
-  std::vector<float> lane_acc(heads * padded, 0.0f);
-  for (size_t h = 0; h < heads; ++h)
-    for (size_t lane = 0; lane < padded; ++lane)
-      if (AmxLaneCoordinate(lane) < d) lane_acc[h * padded + lane] = acc[h * acc_stride + AmxLaneCoordinate(lane)];
+  LaneAccumulators lane_acc(acc, heads, acc_stride, rows.dim, AmxLaneCoordinates(padded));
   constexpr size_t kTileBytes = kTileRows * 64;
   auto a = ZeroedTileBuffer<int8_t>(2 * kTileBytes);                     // blocks i % 2
   auto values = ZeroedTileBuffer<int8_t>(2 * 4 * kTileBytes);            // steps t % 2, four B tiles each
@@ -289,7 +284,7 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
         const __m512i ones = _mm512_load_si512(tile + 2 * heads * kTileRows);
         const __m512i exact =
             _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(high, 8), low), _mm512_slli_epi32(ones, 7));
-        float* target = lane_acc.data() + h * padded + 64 * k + 16 * m;
+        float* target = lane_acc.Head(h) + 64 * k + 16 * m;
         _mm512_storeu_ps(target,
                          _mm512_add_ps(_mm512_loadu_ps(target), _mm512_mul_ps(_mm512_cvtepi32_ps(exact), scale)));
       }
@@ -303,7 +298,5 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
     }
     if (t >= 2) add_up(t - 2);
   }
-  for (size_t h = 0; h < heads; ++h)
-    for (size_t lane = 0; lane < padded; ++lane)
-      if (AmxLaneCoordinate(lane) < d) acc[h * acc_stride + AmxLaneCoordinate(lane)] = lane_acc[h * padded + lane];
+  lane_acc.WriteBack(acc);
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
@@ -487,6 +488,33 @@ struct BlockWeights {
   }
 };
 
+// The weighted-sum accumulators of the heads in a kernel's lane order: lane l of a head holds
+// coordinate coordinate[l] (lanes past the last coordinate hold 0 and are dropped). The moves are
+// exact, so that every addition the kernel makes in lanes is the reference's addition.
+class LaneAccumulators {
+ public:
+  LaneAccumulators(const float* acc, size_t heads, size_t acc_stride, size_t d, std::vector<uint32_t> coordinate)
+      : heads_(heads), stride_(acc_stride), d_(d), coordinate_(std::move(coordinate)),
+        lanes_(heads * coordinate_.size(), 0.0f) {
+    for (size_t h = 0; h < heads_; ++h)
+      for (size_t l = 0; l < coordinate_.size(); ++l)
+        if (coordinate_[l] < d_) lanes_[h * coordinate_.size() + l] = acc[h * stride_ + coordinate_[l]];
+  }
+
+  float* Head(size_t h) { return lanes_.data() + h * coordinate_.size(); }
+
+  void WriteBack(float* acc) const {
+    for (size_t h = 0; h < heads_; ++h)
+      for (size_t l = 0; l < coordinate_.size(); ++l)
+        if (coordinate_[l] < d_) acc[h * stride_ + coordinate_[l]] = lanes_[h * coordinate_.size() + l];
+  }
+
+ private:
+  size_t heads_, stride_, d_;
+  std::vector<uint32_t> coordinate_;
+  std::vector<float> lanes_;
+};
+
 size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -711,12 +739,10 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
                           factors, block);
 #endif
   const std::vector<uint32_t> order = ChunkLaneOrder();
-  // The accumulators in lane order (exact moves), so that every addition matches the reference.
-  std::vector<float> lane_acc(heads * padded, 0.0f);
-  for (size_t h = 0; h < heads; ++h)
-    for (size_t c = 0; c < padded; c += chunk)
-      for (size_t e = 0; e < chunk; ++e)
-        if (c + order[e] < d) lane_acc[h * padded + c + e] = acc[h * acc_stride + c + order[e]];
+  std::vector<uint32_t> coordinate(padded);
+  for (size_t lane = 0; lane < padded; ++lane)
+    coordinate[lane] = static_cast<uint32_t>(lane / chunk * chunk + order[lane % chunk]);
+  LaneAccumulators lane_acc(acc, heads, acc_stride, d, std::move(coordinate));
   const std::vector<int16_t>& block_words = block.words;
   const std::vector<float>& block_scale = block.scale;
   const std::vector<uint8_t>& live = block.live;
@@ -755,7 +781,7 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
           if (!live[head]) continue;
           const auto s = hn::Set(df, block_scale[head]);
           for (int k = 0; k < kParts; ++k) {
-            float* target = lane_acc.data() + head * padded + c + k * quarter;
+            float* target = lane_acc.Head(head) + c + k * quarter;
             hn::StoreU(hn::Add(hn::LoadU(df, target), hn::Mul(hn::ConvertTo(df, sums[g][k]), s)), df, target);
           }
         }
@@ -770,10 +796,7 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
       }
     }
   }
-  for (size_t h = 0; h < heads; ++h)
-    for (size_t c = 0; c < padded; c += chunk)
-      for (size_t e = 0; e < chunk; ++e)
-        if (c + order[e] < d) acc[h * acc_stride + c + order[e]] = lane_acc[h * padded + c + e];
+  lane_acc.WriteBack(acc);
 }
 #endif
 
