@@ -14,6 +14,7 @@
 #include "kvsketch/codebook.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/random.hpp"
+#include "kvsketch/transform.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 #include "simd/quantizer_grid.hpp"
@@ -78,6 +79,21 @@ void BM_Quantize(benchmark::State& state, bool grid) {
   state.SetLabel(std::string(kvsketch::simd::active_target()));
 }
 
+// The encoder's rotation of one vector (two rounds of randomized Hadamard, over two overlapping
+// windows of 1,024 at d = 1,536), scaled to unit length on the way as the encoder does.
+void BM_Rotate(benchmark::State& state) {
+  const size_t dim = static_cast<size_t>(state.range(0));
+  const auto rotation = kvsketch::make_rotation(kvsketch::RotationKind::kHadamard, dim, 1);
+  const auto x = gaussian(dim, 8);
+  std::vector<float> out(dim);
+  for (auto _ : state) {
+    rotation->apply_scaled(x.data(), 0.025f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * dim));
+  state.SetLabel(std::string(kvsketch::simd::active_target()));
+}
+
 // The integer attention kernels over n cache-resident rows of 3-bit indices (d = 128, fp16 norm
 // per row) for one GQA group of 4 heads: scores, or the weighted sum. Items = rows. n = 512 stays
 // in L1 (the instructions' own cost), 16,384 in L2.
@@ -136,6 +152,7 @@ void register_all() {
   for (const std::string spec : {"tq_mse:b=4", "tq_mse:b=2", "tq_prod:b=3", "tq_mse:b=3", "qjl:m=256", "fp16", "int8"})
     benchmark::RegisterBenchmark(("scores/" + spec + "/d=128/n=100000").c_str(), BM_Scores, spec, size_t{128})
         ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("rotate/hadamard", BM_Rotate)->ArgName("d")->Arg(128)->Arg(1536)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize/search/b=4/d=1536", BM_Quantize, false)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize/grid/b=4/d=1536", BM_Quantize, true)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("int_index/scores/b=3/d=128/heads=4", BM_IntIndexKernel, false)

@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +86,8 @@ TEST(Attention, IntegerKernelsMatchFloatKernelsAndEveryTarget) {
     options.arithmetic = Arithmetic::kInteger;
     const auto integers = decode_attention(cache, 0, 0, data.query_rows.data(), 4, options);
     const double codec_error = relative_difference(floats.output, exact.output);
+    std::printf("%s: codec error %.4f, integer vs float kernels %.5f\n", policy.c_str(), codec_error,
+                relative_difference(integers.output, floats.output));
     EXPECT_LT(relative_difference(integers.output, floats.output), 0.1 * codec_error);
     EXPECT_GT(relative_difference(integers.output, floats.output), 0.0) << "the integer path should be in use";
     testutil::for_each_target([&] {

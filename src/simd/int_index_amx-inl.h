@@ -44,10 +44,10 @@ hwy::AlignedFreeUniquePtr<T[]> ZeroedTileBuffer(size_t n) {
   return buffer;
 }
 
-// Scores, for up to 16 heads. Rows go 16 at a time (a slab): their levels plus 128 (unsigned) into
+// Scores, for up to 16 heads. Rows go 16 at a time (a slab): their levels plus the offset (unsigned) into
 // a 16 x padded byte buffer. A: the slab's 64 coordinates of a chunk. B: the query bytes of the
 // heads for the same coordinates, row r holding coordinates 4r..4r+3 of every head (prepared once).
-// C: 16 rows x heads sums, from which the offset 128 * sum(q) comes off as in the VNNI kernel.
+// C: 16 rows x heads sums, from which offset * sum(q) comes off as in the VNNI kernel.
 //
 // The matrix unit runs beside the vector ports, but it wakes up slowly (hundreds of cycles) when
 // left idle for longer than that, a tile load waits for the vector stores that wrote its bytes, and

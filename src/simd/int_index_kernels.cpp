@@ -1,8 +1,8 @@
 // Highway implementations of int_index_kernels.hpp. Rows are unpacked a block at a time into
 // index bytes (L1-resident), looked up in the byte table with byte shuffles (16 entries per
 // 128-bit block) and multiplied in integers: with AVX-512 VNNI (target AVX3_DL) by vpdpbusd and
-// vpdpwssd, elsewhere by widening to 16 bits and pairwise multiply-adds. Every target computes the
-// same integer sums, hence the same floats as reference::.
+// vpdpwssd, elsewhere by pmaddubsw and pmaddwd. Every target computes the same integer sums, hence
+// the same floats as reference::.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/simd/int_index_kernels.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -319,24 +319,18 @@ HWY_INLINE hn::Vec<DI32> BlockHeadSums(const VI32* acc) {
   return hn::Add(hn::BitCast(di, hn::InterleaveLower(d64, a, b)), hn::BitCast(di, hn::InterleaveUpper(d64, a, b)));
 }
 
-// The query operand of the score kernel: with VNNI the signed bytes themselves (vpdpbusd takes
-// them as they are); elsewhere each vector of bytes as two vectors of words, its even and its odd
-// bytes sign-extended, widened once per query instead of once per row.
+// acc lane e += the four products u[4e + t] * s[4e + t], u unsigned below 128 (the scores' table
+// plus its offset) and s signed: vpdpbusd with VNNI; elsewhere pmaddubsw, whose pairs of products
+// (at most 2 * 127 * 128 in magnitude) do not saturate int16, then pmaddwd by ones.
+HWY_INLINE VI32 DotBytes(VI32 acc, VU8 u, VI8 s) {
 #if HWY_TARGET == HWY_AVX3_DL
-using QueryLane = int8_t;
+  return VI32{_mm512_dpbusd_epi32(acc.raw, u.raw, s.raw)};
+#elif HWY_TARGET == HWY_AVX3
+  return hn::Add(acc, VI32{_mm512_madd_epi16(_mm512_maddubs_epi16(u.raw, s.raw), _mm512_set1_epi16(1))});
+#elif HWY_TARGET == HWY_AVX2
+  return hn::Add(acc, VI32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), _mm256_set1_epi16(1))});
 #else
-using QueryLane = int16_t;
-#endif
-
-// The query operand for one vector of query bytes (Lanes(u8) QueryLanes at out).
-HWY_INLINE void StoreQueryOperand(VI8 bytes, QueryLane* out) {
-#if HWY_TARGET == HWY_AVX3_DL
-  hn::StoreU(bytes, DI8(), out);
-#else
-  const DI16 di16;
-  const VI16 words = hn::BitCast(di16, bytes);
-  hn::StoreU(hn::ShiftRight<8>(hn::ShiftLeft<8>(words)), di16, out);
-  hn::StoreU(hn::ShiftRight<8>(words), di16, out + hn::Lanes(di16));
+  return hn::Add(acc, VI32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), _mm_set1_epi16(1))});
 #endif
 }
 
@@ -344,7 +338,7 @@ HWY_INLINE void StoreQueryOperand(VI8 bytes, QueryLane* out) {
 // at sums + g * Lanes(i32), as BlockHeadSums lays them out. acc[g][h] lane e sums the products
 // of the value bytes 4e..4e+3 (unsigned) with the query's (signed).
 template <int kGroups>
-HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, const QueryLane* queries, int32_t* sums) {
+HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, const int8_t* queries, int32_t* sums) {
   const DU8 du8;
   const DI32 di32;
   const size_t lanes = hn::Lanes(du8);
@@ -355,30 +349,10 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
     VU8 values[kGroups];
     for (int g = 0; g < kGroups; ++g)
       values[g] = hn::TableLookupBytes(table, hn::LoadU(du8, grouped + (g * blocks + k) * lanes));
-#if HWY_TARGET == HWY_AVX3_DL
     for (int h = 0; h < 4; ++h) {
       const VI8 q = hn::LoadU(DI8(), queries + (h * blocks + k) * lanes);
-      for (int g = 0; g < kGroups; ++g) acc[g][h] = VI32{_mm512_dpbusd_epi32(acc[g][h].raw, values[g].raw, q.raw)};
+      for (int g = 0; g < kGroups; ++g) acc[g][h] = DotBytes(acc[g][h], values[g], q);
     }
-#else
-    // Even and odd value bytes widened in place, so that lane e still sums bytes 4e..4e+3.
-    const DI16 di16;
-    const DU16 du16;
-    VI16 even[kGroups], odd[kGroups];
-    for (int g = 0; g < kGroups; ++g) {
-      even[g] = hn::BitCast(di16, hn::And(hn::BitCast(du16, values[g]), hn::Set(du16, 0xFF)));
-      odd[g] = hn::BitCast(di16, hn::ShiftRight<8>(hn::BitCast(du16, values[g])));
-    }
-    for (int h = 0; h < 4; ++h) {
-      const QueryLane* q = queries + (h * blocks + k) * lanes;
-      const VI16 q_even = hn::LoadU(di16, q), q_odd = hn::LoadU(di16, q + hn::Lanes(di16));
-      for (int g = 0; g < kGroups; ++g) {
-        VI32 unused = hn::Zero(di32);
-        acc[g][h] = hn::ReorderWidenMulAccumulate(di32, even[g], q_even, acc[g][h], unused);
-        acc[g][h] = hn::ReorderWidenMulAccumulate(di32, odd[g], q_odd, acc[g][h], unused);
-      }
-    }
-#endif
   }
   for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
 }
@@ -386,10 +360,10 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
 #if HWY_TARGET == HWY_AVX3_DL
 // ScoreGroups<4> with the rows unpacked in registers: 16 rows from `first`, row r at
 // first + min(r, last) * stride (rows past `last` repeat it; their sums are not used). Each
-// row's chunk is looked up (vpermb over the repeated byte table plus 128) and four rows'
+// row's chunk is looked up (vpermb over the repeated byte table plus its offset) and four rows'
 // chunks are transposed by 128-bit blocks into the grouped layout, then the same vpdpbusd.
 HWY_INLINE void FusedScoreGroups(const Unpacker& unpacker, const uint8_t* first, size_t stride, size_t last,
-                                 size_t chunks, __m512i table, const QueryLane* queries, int32_t* sums) {
+                                 size_t chunks, __m512i table, const int8_t* queries, int32_t* sums) {
   const size_t lanes = 64, blocks = 4 * chunks;
   __m512i acc[4][4];
   for (int g = 0; g < 4; ++g)
@@ -521,6 +495,28 @@ size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()
 #include "simd/int_index_amx-inl.h"
 #endif
 
+// out[h * stride + r] = scores[4 r + h] * factor[r] for r < rows, h < heads: four rows at a time
+// through a 4 x 4 transpose where all four heads are wanted (the same products either way).
+HWY_INLINE void StoreHeadMajor(const float* scores, const float* factor, size_t rows, size_t heads, float* out,
+                               size_t stride) {
+  const hn::FixedTag<float, 4> d4;
+  size_t r = 0;
+  if (heads == 4)
+    for (; r + 4 <= rows; r += 4) {
+      const auto r0 = hn::LoadU(d4, scores + 4 * r), r1 = hn::LoadU(d4, scores + 4 * r + 4);
+      const auto r2 = hn::LoadU(d4, scores + 4 * r + 8), r3 = hn::LoadU(d4, scores + 4 * r + 12);
+      const auto low01 = hn::InterleaveLower(d4, r0, r1), high01 = hn::InterleaveUpper(d4, r0, r1);
+      const auto low23 = hn::InterleaveLower(d4, r2, r3), high23 = hn::InterleaveUpper(d4, r2, r3);
+      const auto f = hn::LoadU(d4, factor + r);
+      hn::StoreU(hn::Mul(hn::ConcatLowerLower(d4, low23, low01), f), d4, out + r);
+      hn::StoreU(hn::Mul(hn::ConcatUpperUpper(d4, low23, low01), f), d4, out + stride + r);
+      hn::StoreU(hn::Mul(hn::ConcatLowerLower(d4, high23, high01), f), d4, out + 2 * stride + r);
+      hn::StoreU(hn::Mul(hn::ConcatUpperUpper(d4, high23, high01), f), d4, out + 3 * stride + r);
+    }
+  for (; r < rows; ++r)
+    for (size_t h = 0; h < heads; ++h) out[h * stride + r] = scores[4 * r + h] * factor[r];
+}
+
 void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
                    size_t out_stride, const RowFactor* factors) {
   const DI32 di32;
@@ -528,24 +524,23 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   const size_t d = rows.dim, padded = PaddedDim(d), lanes = hn::Lanes(DU8()), blocks = padded / 16;
   const size_t per_vector = Unpacker::GroupRowsPerVector();
   const Unpacker unpacker(rows, padded);
-  const ByteTable table = byte_table(rows.table, rows.bits);
-  const VU8 table_v = TableVector(table, 128);
+  const ByteTable table = byte_table(rows.table, rows.bits, kScoreTableLargest);
+  const VU8 table_v = TableVector(table, kScoreTableOffset);
 #if HWY_TARGET == HWY_AVX3_DL
-  const __m512i field_table = FieldTable(table, rows.bits, 128);
+  const __m512i field_table = FieldTable(table, rows.bits, kScoreTableOffset);
 #endif
   const bool fused = unpacker.fields_usable();
   std::vector<uint8_t> grouped(fused ? 0 : kIntBlockRows * padded);
   // Queries in groups of four heads, each 16-byte block repeated in every 128-bit block;
-  // (level + 128) * q sums to the wanted sum plus 128 * sum q.
+  // (level + offset) * q sums to the wanted sum plus offset * sum q.
   const size_t head_groups = (heads + 3) / 4;
   std::vector<int8_t> bytes(head_groups * 4 * blocks * lanes, 0), head_bytes(heads * padded, 0);
-  std::vector<QueryLane> operands(bytes.size());
   std::vector<float> head_factors(head_groups * 4, 0.0f);
   std::vector<int32_t> offsets(head_groups * 4, 0);
   for (size_t h = 0; h < heads; ++h) {
     int8_t* row = head_bytes.data() + h * padded;
     head_factors[h] = round_to_bytes(queries + h * d, d, row) * table.scale * scale;
-    for (size_t j = 0; j < d; ++j) offsets[h] += 128 * row[j];
+    for (size_t j = 0; j < d; ++j) offsets[h] += kScoreTableOffset * row[j];
     for (size_t k = 0; k < blocks; ++k)
       for (size_t r = 0; r < per_vector; ++r)
         std::memcpy(bytes.data() + (h * blocks + k) * lanes + 16 * r, row + 16 * k, 16);
@@ -555,8 +550,9 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
     return AmxScores(rows, n, unpacker, field_table, head_bytes.data(), heads, padded, head_factors.data(),
                      offsets.data(), factors, out, out_stride);
 #endif
-  for (size_t v = 0; v < bytes.size(); v += lanes) StoreQueryOperand(hn::LoadU(DI8(), bytes.data() + v), operands.data() + v);
-  constexpr int kGroups = 4;
+  // Groups of rows per pass: their 4 x kGroups accumulators, the values and the constants stay in
+  // registers (32 with AVX-512, 16 below it).
+  constexpr int kGroups = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
   HWY_ALIGN int32_t sums[kGroups * HWY_MAX_BYTES / 4];
   HWY_ALIGN float scores[kGroups * HWY_MAX_BYTES / 4];
   for (size_t start = 0; start < n; start += kIntBlockRows) {
@@ -569,7 +565,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
       const size_t group_heads = std::min<size_t>(4, heads - 4 * hg);
       const auto factor_v = hn::LoadDup128(df, head_factors.data() + 4 * hg);
       const auto offset_v = hn::LoadDup128(di32, offsets.data() + 4 * hg);
-      const QueryLane* q = operands.data() + 4 * hg * blocks * lanes;
+      const int8_t* q = bytes.data() + 4 * hg * blocks * lanes;
       for (size_t g = 0; g < groups; g += kGroups) {
         const size_t live_groups = std::min<size_t>(kGroups, groups - g);
         if (hg == 0) FetchRows(rows, start + kIntBlockRows + g * per_vector, kGroups * per_vector, n);
@@ -593,10 +589,8 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
         }
         // scores[4 * row + h] for the rows of these groups, in order.
         const size_t first_row = g * per_vector, live_rows = std::min(count - first_row, live_groups * per_vector);
-        for (size_t h = 0; h < group_heads; ++h) {
-          float* target = out + (4 * hg + h) * out_stride + start + first_row;
-          for (size_t r = 0; r < live_rows; ++r) target[r] = scores[4 * r + h] * row_factor[first_row + r];
-        }
+        StoreHeadMajor(scores, row_factor + first_row, live_rows, group_heads, out + 4 * hg * out_stride + start + first_row,
+                       out_stride);
       }
     }
   }

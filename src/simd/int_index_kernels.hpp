@@ -5,8 +5,9 @@
 // Why: the float kernels (row_kernels.hpp) spend one multiply-add per value and head; with
 // AVX-512 VNNI one instruction does 64 byte products (or 32 word products), so a GQA group's
 // scores and weighted sums cost a fraction of fp16's. Exact integer sums also make the result the
-// same bits on every instruction set. The rounding adds little: a byte table carries each
-// centroid within 0.4% of the table's largest, far below the b <= 4 quantization error.
+// same bits on every instruction set. The rounding adds little: the scores' table carries each
+// centroid within 0.8% of the table's largest (0.4% for the weighted sums'), far below the b <= 4
+// quantization error.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -43,14 +44,21 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
 // Row factors of rows [first, first + count) (1 without row factors).
 void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out);
 
+// The scores' table has levels within +-63 and is stored plus 64 as unsigned bytes (1..127): a pair
+// of products of such a byte with a signed query byte stays within int16, so pmaddubsw (AVX2, SSE)
+// sums pairs without saturating and gives the exact sums vpdpbusd (VNNI) and the tiles (AMX) give.
+// The weighted sums' table keeps +-127 (its products are taken in 16 bits).
+inline constexpr int kScoreTableLargest = 63;
+inline constexpr int kScoreTableOffset = 64;
+
 // The rounding both the kernels and the reference use (round to nearest even, IEEE single).
 struct ByteTable {
-  int8_t levels[16] = {};  // table[l] ~= levels[l] * scale, |levels| <= 127
+  int8_t levels[16] = {};  // table[l] ~= levels[l] * scale, |levels| <= largest
   float scale = 0.0f;
 };
-ByteTable byte_table(const float* table, int bits);
-// out[j] = round(x[j] * 127 / max|x|); returns max|x| / 127 (0 when x is all zero).
-float round_to_bytes(const float* x, size_t n, int8_t* out);
+ByteTable byte_table(const float* table, int bits, int largest = 127);
+// out[j] = round(x[j] * largest / max|x|); returns max|x| / largest (0 when x is all zero).
+float round_to_bytes(const float* x, size_t n, int8_t* out, int largest = 127);
 
 namespace reference {
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,

@@ -14,20 +14,20 @@ bool int_index_usable(const RowSource& rows) {
   return rows.format == RowFormat::kIndex && rows.bits >= 1 && rows.bits <= 4 && rows.table != nullptr;
 }
 
-float round_to_bytes(const float* x, size_t n, int8_t* out) {
+float round_to_bytes(const float* x, size_t n, int8_t* out, int largest) {
   float top = 0.0f;
   for (size_t j = 0; j < n; ++j) top = std::max(top, std::fabs(x[j]));
   if (top == 0.0f) {
     std::fill(out, out + n, int8_t{0});
     return 0.0f;
   }
-  const float factor = 127.0f / top;
+  const float factor = static_cast<float>(largest) / top;
   // Round to nearest even as nearbyint does, without a library call per value: adding and taking
   // back 1.5 * 2^23 leaves the integer part (exact for |v| < 2^22; here |v| <= 127; the build's
   // -ffp-contract=off keeps the product rounded on its own, as before).
   constexpr float kMagic = 12582912.0f;
   for (size_t j = 0; j < n; ++j) out[j] = static_cast<int8_t>((x[j] * factor + kMagic) - kMagic);
-  return top / 127.0f;
+  return top / static_cast<float>(largest);
 }
 
 void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out) {
@@ -47,9 +47,9 @@ void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t fi
   }
 }
 
-ByteTable byte_table(const float* table, int bits) {
+ByteTable byte_table(const float* table, int bits, int largest) {
   ByteTable out;
-  out.scale = round_to_bytes(table, size_t{1} << bits, out.levels);
+  out.scale = round_to_bytes(table, size_t{1} << bits, out.levels, largest);
   return out;
 }
 
@@ -58,7 +58,7 @@ namespace reference {
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
                       size_t out_stride, const RowFactor* factors) {
   const size_t d = rows.dim;
-  const ByteTable table = byte_table(rows.table, rows.bits);
+  const ByteTable table = byte_table(rows.table, rows.bits, kScoreTableLargest);
   std::vector<uint8_t> index(d);
   std::vector<int8_t> query(d);
   std::vector<float> row_factor(n);
