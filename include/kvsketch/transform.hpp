@@ -57,6 +57,8 @@ class RandomizedHadamard final : public Rotation {
     size_t offset;               // window start
     std::vector<float> factors;  // window_ entries: the step's signs times the deferred flips
   };
+  void apply_final_flips(float* data) const;
+
   size_t dim_;
   size_t window_;  // largest power of two <= dim_
   int rounds_;

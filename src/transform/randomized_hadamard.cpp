@@ -50,12 +50,20 @@ void RandomizedHadamard::apply_scaled(const float* x, float scale, float* out) c
   simd::scaled_multiply_fwht(x + first.offset, scale, first.factors.data(), out + first.offset, window_);
   for (size_t s = 1; s < steps_.size(); ++s)
     simd::multiply_fwht(out + steps_[s].offset, steps_[s].factors.data(), window_);
-  if (window_ != dim_) simd::multiply(out, final_flips_.data(), dim_);
+  apply_final_flips(out);
+}
+
+void RandomizedHadamard::apply_final_flips(float* data) const {
+  if (window_ == dim_) return;
+  // The last step took its window's flips in its factors: only the coordinates outside it carry one.
+  const size_t begin = steps_.back().offset, end = begin + window_;
+  if (begin > 0) simd::multiply(data, final_flips_.data(), begin);
+  if (end < dim_) simd::multiply(data + end, final_flips_.data() + end, dim_ - end);
 }
 
 void RandomizedHadamard::apply_transpose(const float* x, float* out) const {
   if (out != x) std::memcpy(out, x, dim_ * sizeof(float));
-  if (window_ != dim_) simd::multiply(out, final_flips_.data(), dim_);
+  apply_final_flips(out);
   for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
     simd::fwht(out + it->offset, window_);
     simd::multiply(out + it->offset, it->factors.data(), window_);
