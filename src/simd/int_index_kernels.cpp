@@ -45,7 +45,6 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
 
 using DU8 = hn::ScalableTag<uint8_t>;
 using DI8 = hn::ScalableTag<int8_t>;
-using DU16 = hn::ScalableTag<uint16_t>;
 using DI16 = hn::ScalableTag<int16_t>;
 using DI32 = hn::ScalableTag<int32_t>;
 using DI64 = hn::ScalableTag<int64_t>;
@@ -153,28 +152,19 @@ class Unpacker {
       }
     gather_ = _mm512_load_si512(gather);
     shifts_ = _mm512_load_si512(shifts);
-    mask_ = _mm512_set1_epi8(static_cast<char>((1 << bits) - 1));
     chunks_ = padded / 64;
-    // Per chunk: the bytes it may read (the row's end) and the indices it keeps (dim).
+    // Per chunk: the bytes it may read (the row's end).
     for (size_t k = 0; k < chunks_ && k < kMaxChunks; ++k) {
       const size_t offset = k * 8 * static_cast<size_t>(bits);
       const size_t available = offset < row_bytes ? std::min<size_t>(row_bytes - offset, 8 * bits) : 0;
       load_[k] = (__mmask64{1} << available) - 1;
-      const size_t live = 64 * k < rows.dim ? std::min<size_t>(rows.dim - 64 * k, 64) : 0;
-      keep_[k] = live >= 64 ? ~__mmask64{0} : (__mmask64{1} << live) - 1;
     }
 #endif
   }
 
-  // Rows [first, first + count), row r at out + r * padded.
+  // Rows [first, first + count), row r at out + r * padded. (Where fields_usable(), the kernels
+  // unpack in registers and call neither this nor Grouped.)
   void Rows(size_t first, size_t count, uint8_t* out) const {
-#if HWY_TARGET == HWY_AVX3_DL
-    if (chunks_ <= kMaxChunks) {
-      for (size_t r = 0; r < count; ++r)
-        for (size_t k = 0; k < chunks_; ++k) _mm512_storeu_si512(out + r * padded_ + 64 * k, Chunk(first + r, k));
-      return;
-    }
-#endif
     for (size_t r = 0; r < count; ++r) Portable(first + r, out + r * padded_);
   }
 
@@ -184,26 +174,6 @@ class Unpacker {
   void Grouped(size_t first, size_t count, uint8_t* out) const {
     const size_t per_vector = GroupRowsPerVector(), blocks = padded_ / 16, vector_bytes = hn::Lanes(DU8());
     const size_t groups = (count + per_vector - 1) / per_vector;
-#if HWY_TARGET == HWY_AVX3_DL
-    if (chunks_ <= kMaxChunks) {
-      // Four rows' chunks in registers, then a 4 x 4 transpose of their 128-bit blocks.
-      for (size_t g = 0; g < groups; ++g) {
-        const size_t live = std::min<size_t>(4, count - 4 * g);
-        for (size_t k = 0; k < chunks_; ++k) {
-          __m512i v[4];
-          for (size_t r = 0; r < 4; ++r) v[r] = r < live ? Chunk(first + 4 * g + r, k) : _mm512_setzero_si512();
-          const __m512i t0 = _mm512_shuffle_i64x2(v[0], v[1], 0x44), t1 = _mm512_shuffle_i64x2(v[0], v[1], 0xEE);
-          const __m512i t2 = _mm512_shuffle_i64x2(v[2], v[3], 0x44), t3 = _mm512_shuffle_i64x2(v[2], v[3], 0xEE);
-          uint8_t* target = out + (g * blocks + 4 * k) * 64;
-          _mm512_storeu_si512(target, _mm512_shuffle_i64x2(t0, t2, 0x88));
-          _mm512_storeu_si512(target + 64, _mm512_shuffle_i64x2(t0, t2, 0xDD));
-          _mm512_storeu_si512(target + 128, _mm512_shuffle_i64x2(t1, t3, 0x88));
-          _mm512_storeu_si512(target + 192, _mm512_shuffle_i64x2(t1, t3, 0xDD));
-        }
-      }
-      return;
-    }
-#endif
     if (shuffle_.usable() && vector_bytes == 32) {  // AVX2: a chunk of 32 indices is a whole vector
       // Two rows per vector: a chunk of each row holds blocks 2c and 2c + 1, and the 128-bit
       // halves of the two chunks are swapped into place.
@@ -259,9 +229,6 @@ class Unpacker {
   size_t padded_;
   ShuffleUnpacker shuffle_;
 #if HWY_TARGET == HWY_AVX3_DL
-  __m512i Chunk(size_t row, size_t k) const {
-    return _mm512_maskz_mov_epi8(keep_[k], _mm512_and_si512(Fields(rows_.data + row * rows_.stride, k), mask_));
-  }
   static constexpr size_t kMaxChunks = 16;  // dim <= 1024; wider rows take the portable path
 
  public:
@@ -275,8 +242,8 @@ class Unpacker {
   }
 
  private:
-  __m512i gather_, shifts_, mask_;
-  __mmask64 load_[kMaxChunks] = {}, keep_[kMaxChunks] = {};
+  __m512i gather_, shifts_;
+  __mmask64 load_[kMaxChunks] = {};
   size_t chunks_ = 0;
 #endif
 };
