@@ -22,6 +22,9 @@ struct AttentionResult {
 // Combines the attention over two disjoint token sets into the attention over their union.
 void merge_attention(AttentionResult& into, const AttentionResult& other);
 
+// The heads of `parts` (same dim), one after another, as one result.
+AttentionResult concat_attention(const std::vector<AttentionResult>& parts);
+
 struct AttentionOptions {
   int threads = 0;                 // 0: all OpenMP threads
   size_t tokens_per_task = 4096;   // the body is split in ranges of this many tokens

@@ -21,4 +21,17 @@ void merge_attention(AttentionResult& into, const AttentionResult& other) {
   }
 }
 
+AttentionResult concat_attention(const std::vector<AttentionResult>& parts) {
+  AttentionResult result;
+  for (const AttentionResult& part : parts) {
+    require(result.heads == 0 || part.dim == result.dim, "concat_attention: head dims differ ({} and {})", result.dim,
+            part.dim);
+    result.heads += part.heads;
+    result.dim = part.dim;
+    result.output.insert(result.output.end(), part.output.begin(), part.output.end());
+    result.lse.insert(result.lse.end(), part.lse.begin(), part.lse.end());
+  }
+  return result;
+}
+
 }  // namespace kvsketch

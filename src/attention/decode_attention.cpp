@@ -160,12 +160,7 @@ AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const
     inner.threads = 1;
     groups[g] = decode_attention(cache, layer, g, queries + g * group * dim, group, inner);
   }
-  AttentionResult result{q_heads, dim, {}, {}};
-  for (const auto& g : groups) {
-    result.output.insert(result.output.end(), g.output.begin(), g.output.end());
-    result.lse.insert(result.lse.end(), g.lse.begin(), g.lse.end());
-  }
-  return result;
+  return concat_attention(groups);
 }
 
 std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,

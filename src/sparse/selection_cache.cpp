@@ -80,12 +80,7 @@ AttentionResult SelectionCache::attention(size_t layer, const float* queries, si
                                                                head.window_count, d)));
     heads[static_cast<size_t>(q)] = std::move(out);
   }
-  AttentionResult result{q_heads, d, {}, {}};
-  for (const AttentionResult& h : heads) {
-    result.output.insert(result.output.end(), h.output.begin(), h.output.end());
-    result.lse.push_back(h.lse[0]);
-  }
-  return result;
+  return concat_attention(heads);
 }
 
 const TokenSelector& SelectionCache::selector(size_t layer, size_t kv_head) const {
