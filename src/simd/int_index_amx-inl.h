@@ -44,6 +44,39 @@ hwy::AlignedFreeUniquePtr<T[]> ZeroedTileBuffer(size_t n) {
   return buffer;
 }
 
+// The 16 rows x 4 heads of int32 sums that a score tile stores (row r at 4r) as one vector per
+// head, by two rounds of two-source permutes: far cheaper than a gather per head.
+class HeadColumns {
+ public:
+  HeadColumns() {
+    HWY_ALIGN int32_t pair[2][16], half[2][16];
+    for (int lane = 0; lane < 16; ++lane) {
+      // Round 1 over 8 rows (two vectors): lanes 0-7 head 2p, lanes 8-15 head 2p + 1.
+      for (int p = 0; p < 2; ++p) pair[p][lane] = 4 * (lane % 8) + 2 * p + lane / 8;
+      // Round 2: rows 0-7 from the first source and rows 8-15 from the second, low or high half.
+      for (int p = 0; p < 2; ++p) half[p][lane] = 8 * p + lane % 8 + 16 * (lane / 8);
+    }
+    for (int p = 0; p < 2; ++p) {
+      pair_[p] = _mm512_load_si512(pair[p]);
+      half_[p] = _mm512_load_si512(half[p]);
+    }
+  }
+
+  void Four(const int32_t* sums, __m512i* heads) const {
+    const __m512i v0 = _mm512_load_si512(sums), v1 = _mm512_load_si512(sums + 16);
+    const __m512i v2 = _mm512_load_si512(sums + 32), v3 = _mm512_load_si512(sums + 48);
+    for (int p = 0; p < 2; ++p) {
+      const __m512i top = _mm512_permutex2var_epi32(v0, pair_[p], v1);     // rows 0-7 of heads 2p, 2p + 1
+      const __m512i bottom = _mm512_permutex2var_epi32(v2, pair_[p], v3);  // rows 8-15
+      heads[2 * p] = _mm512_permutex2var_epi32(top, half_[0], bottom);
+      heads[2 * p + 1] = _mm512_permutex2var_epi32(top, half_[1], bottom);
+    }
+  }
+
+ private:
+  __m512i pair_[2], half_[2];
+};
+
 // Scores, for up to 16 heads. Rows go 16 at a time (a slab): their levels plus the offset (unsigned) into
 // a 16 x padded byte buffer. A: the slab's 64 coordinates of a chunk. B: the query bytes of the
 // heads for the same coordinates, row r holding coordinates 4r..4r+3 of every head (prepared once).
@@ -93,13 +126,8 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
       block.count = std::min(kIntBlockRows, n - first);
       LoadFactors(rows, factors, first, block.count, block.row_factor);
     }
-    uint8_t* a = levels.get() + slab % 2 * kTileRows * padded;
-    for (size_t r = 0; r < std::min(kTileRows, n - first); ++r) {
-      FetchRows(rows, first + kIntBlockRows + r, 1, n);
-      const uint8_t* row = rows.data + (first + r) * rows.stride;
-      for (size_t k = 0; k < chunks; ++k)
-        _mm512_storeu_si512(a + r * padded + 64 * k, _mm512_permutexvar_epi8(unpacker.Fields(row, k), field_table));
-    }
+    unpacker.LookupRows(rows.data + first * rows.stride, rows.stride, std::min(kTileRows, n - first), field_table,
+                        kIntBlockRows, levels.get() + slab % 2 * kTileRows * padded, padded);
   };
   // A slab's products into tile C, its chunks alternating between A tiles A0 and A1 (and B tiles 6
   // and 7). A macro because tile numbers are immediates.
@@ -137,18 +165,20 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
   // offset) * head factor * row factor.
   const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm512_set1_epi32(static_cast<int>(heads)));
+  const HeadColumns head_columns;
   const auto write_scores = [&](size_t index) {
     const Block& block = blocks[index % 2];
     const int32_t* block_sums = sums.get() + index % 2 * kIntBlockRows * heads;
-    for (size_t h = 0; h < heads; ++h) {
-      const __m512i offset = _mm512_set1_epi32(offsets[h]);
-      const __m512 head_factor = _mm512_set1_ps(head_factors[h]);
-      float* target = out + h * out_stride + block.start;
-      for (size_t r = 0; r < block.count; r += kTileRows) {
-        const __mmask16 live = static_cast<__mmask16>((1u << std::min(kTileRows, block.count - r)) - 1);
-        const __m512i sum = _mm512_i32gather_epi32(column, block_sums + r * heads + h, 4);
-        const __m512 score = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, offset)), head_factor);
-        _mm512_mask_storeu_ps(target + r, live, _mm512_mul_ps(score, _mm512_load_ps(block.row_factor + r)));
+    for (size_t r = 0; r < block.count; r += kTileRows) {
+      const __mmask16 live = static_cast<__mmask16>((1u << std::min(kTileRows, block.count - r)) - 1);
+      const __m512 row_factor = _mm512_load_ps(block.row_factor + r);
+      __m512i four[4];
+      if (heads == 4) head_columns.Four(block_sums + r * heads, four);
+      for (size_t h = 0; h < heads; ++h) {
+        const __m512i sum = heads == 4 ? four[h] : _mm512_i32gather_epi32(column, block_sums + r * heads + h, 4);
+        const __m512 score = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_set1_epi32(offsets[h]))),
+                                           _mm512_set1_ps(head_factors[h]));
+        _mm512_mask_storeu_ps(out + h * out_stride + block.start + r, live, _mm512_mul_ps(score, row_factor));
       }
     }
   };
@@ -231,12 +261,18 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
     }
     FetchRows(rows, start + kIntBlockRows + k * part + quad / 8 * part / 2, part / 2 + 1, n);
     const uint8_t* first = rows.data + start * rows.stride;
+    const size_t stride = rows.stride;
     int8_t* b = values.get() + step % 2 * 4 * kTileBytes;
+    const auto lookup = unpacker.ForChunk(k, field_table);
     for (size_t q = quad; q < quad + 8; ++q) {
       __m512i v[4];
-      for (size_t t = 0; t < 4; ++t)  // rows past count repeat the last (their weights are zero)
-        v[t] = _mm512_permutexvar_epi8(unpacker.Fields(first + std::min(4 * q + t, count - 1) * rows.stride, k),
-                                       field_table);
+      if (4 * q + 3 < count) {
+        const uint8_t* row = first + 4 * q * stride;
+        for (size_t t = 0; t < 4; ++t) v[t] = lookup(row + t * stride);
+      } else {
+        for (size_t t = 0; t < 4; ++t)  // rows past count repeat the last (their weights are zero)
+          v[t] = lookup(first + std::min(4 * q + t, count - 1) * stride);
+      }
       const __m512i ab_low = _mm512_unpacklo_epi8(v[0], v[1]), ab_high = _mm512_unpackhi_epi8(v[0], v[1]);
       const __m512i cd_low = _mm512_unpacklo_epi8(v[2], v[3]), cd_high = _mm512_unpackhi_epi8(v[2], v[3]);
       int8_t* at = b + q * 64;

@@ -241,7 +241,65 @@ class Unpacker {
     return _mm512_multishift_epi64_epi8(shifts_, _mm512_permutexvar_epi8(gather_, data));
   }
 
+  // Chunk k of any row looked up in a table, with the constants held in registers by the caller.
+  struct ChunkLookup {
+    __m512i gather, shifts, table;
+    __mmask64 load;
+    size_t offset;
+    HWY_INLINE __m512i operator()(const uint8_t* row) const {
+      const __m512i data = _mm512_maskz_loadu_epi8(load, row + offset);
+      return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, data)),
+                                     table);
+    }
+  };
+  ChunkLookup ForChunk(size_t k, __m512i table) const {
+    return ChunkLookup{gather_, shifts_, table, load_[k], k * 8 * static_cast<size_t>(rows_.bits)};
+  }
+
+  // Rows [0, count) from `first` (row r at first + r * stride), every chunk looked up in `table`:
+  // row r's chunk k at out + r * out_stride + 64 k. Each row also asks for the row `ahead` rows
+  // later (see FetchRows; rows past the end are only asked for, never read).
+  void LookupRows(const uint8_t* first, size_t stride, size_t count, __m512i table, size_t ahead, uint8_t* out,
+                  size_t out_stride) const {
+    switch (chunks_) {  // unrolled chunks for the common head sizes, so that the constants stay in registers
+      case 1: return LookupRowsOf<1>(first, stride, count, table, ahead, out, out_stride);
+      case 2: return LookupRowsOf<2>(first, stride, count, table, ahead, out, out_stride);
+      case 4: return LookupRowsOf<4>(first, stride, count, table, ahead, out, out_stride);
+      default:
+        for (size_t r = 0; r < count; ++r) {
+          Ask(first + (r + ahead) * stride, stride);
+          for (size_t k = 0; k < chunks_; ++k)
+            _mm512_storeu_si512(out + r * out_stride + 64 * k,
+                                _mm512_permutexvar_epi8(Fields(first + r * stride, k), table));
+        }
+    }
+  }
+
  private:
+  template <size_t kChunks>
+  HWY_INLINE void LookupRowsOf(const uint8_t* first, size_t stride, size_t count, __m512i table, size_t ahead,
+                               uint8_t* out, size_t out_stride) const {
+    const __m512i gather = gather_, shifts = shifts_;
+    __mmask64 load[kChunks];
+    for (size_t k = 0; k < kChunks; ++k) load[k] = load_[k];
+    const size_t chunk_bytes = 8 * static_cast<size_t>(rows_.bits);
+    for (size_t r = 0; r < count; ++r) {
+      const uint8_t* row = first + r * stride;
+      Ask(row + ahead * stride, stride);
+      for (size_t k = 0; k < kChunks; ++k) {
+        const __m512i data = _mm512_maskz_loadu_epi8(load[k], row + k * chunk_bytes);
+        const __m512i fields = _mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, data));
+        _mm512_storeu_si512(out + r * out_stride + 64 * k, _mm512_permutexvar_epi8(fields, table));
+      }
+    }
+  }
+
+  // Prefetches the lines of a row of `stride` bytes (one line where rows are at most a line,
+  // since every line then holds some row's start).
+  static HWY_INLINE void Ask(const uint8_t* row, size_t stride) {
+    for (size_t line = 0; line < stride; line += 64) hwy::Prefetch(row + line);
+  }
+
   __m512i gather_, shifts_;
   __mmask64 load_[kMaxChunks] = {};
   size_t chunks_ = 0;
@@ -384,8 +442,22 @@ void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, 
   }
   const DF df;
   const hn::Rebind<hwy::float16_t, DF> dh;
-  HWY_ALIGN uint16_t halves[kIntBlockRows] = {};
   const uint8_t* at = rows.data + first * rows.stride + factors->offset;
+#if HWY_TARGET <= HWY_AVX3
+  // A whole block by 32-bit gathers that end at each norm (the two bytes before it are the row's
+  // own), a few instructions instead of a scalar copy per row.
+  if (count == kIntBlockRows && factors->offset >= 2) {
+    const __m512i offsets =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(static_cast<int>(rows.stride)));
+    for (size_t i = 0; i < kIntBlockRows; i += 16) {
+      const __m512i words = _mm512_i32gather_epi32(offsets, at - 2 + i * rows.stride, 1);
+      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16))));
+    }
+    return;
+  }
+#endif
+  HWY_ALIGN uint16_t halves[kIntBlockRows] = {};
   for (size_t i = 0; i < count; ++i) std::memcpy(halves + i, at + i * rows.stride, sizeof(uint16_t));
   HWY_ALIGN float converted[kIntBlockRows];
   for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
@@ -408,12 +480,26 @@ struct BlockWeights {
   void Round(const float* weights, size_t heads, size_t stride, size_t start, size_t count, const float* row_factor) {
     const DF df;
     const hn::Rebind<int16_t, DI32> dw;
-    HWY_ALIGN float block_weights[kIntBlockRows];
-    std::fill(block_weights + count, block_weights + kIntBlockRows, 0.0f);
+    constexpr size_t kLanes = hn::MaxLanes(DF()), kVectors = kIntBlockRows / kLanes;
+    // A short block (the last) goes through a zero-padded copy: not every target's masked load
+    // stays within the array.
+    HWY_ALIGN float padded[kIntBlockRows];
+    const auto block_of = [&](const float* values) {
+      if (count == kIntBlockRows) return values;
+      std::fill(std::copy_n(values, count, padded), padded + kIntBlockRows, 0.0f);
+      return static_cast<const float*>(padded);
+    };
+    hn::Vec<DF> factor[kVectors];
+    const float* factors = block_of(row_factor);
+    for (size_t v = 0; v < kVectors; ++v) factor[v] = hn::LoadU(df, factors + v * kLanes);
     for (size_t h = 0; h < heads; ++h) {
-      for (size_t i = 0; i < count; ++i) block_weights[i] = weights[h * stride + start + i] * row_factor[i];
+      const float* head_weights = block_of(weights + h * stride + start);
+      hn::Vec<DF> block_weights[kVectors];
       auto top = hn::Zero(df);
-      for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df)) top = hn::Max(top, hn::Abs(hn::Load(df, block_weights + i)));
+      for (size_t v = 0; v < kVectors; ++v) {
+        block_weights[v] = hn::Mul(hn::LoadU(df, head_weights + v * kLanes), factor[v]);
+        top = hn::Max(top, hn::Abs(block_weights[v]));
+      }
       const float largest = hn::GetLane(hn::MaxOfLanes(df, top));
       int16_t* out = words.data() + h * kIntBlockRows;
       live[h] = largest != 0.0f;
@@ -421,10 +507,10 @@ struct BlockWeights {
         std::fill(out, out + kIntBlockRows, int16_t{0});
         continue;
       }
-      const auto factor = hn::Set(df, 32767.0f / largest);
+      const auto to_words = hn::Set(df, 32767.0f / largest);
       scale[h] = largest / 32767.0f * table_scale;
-      for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
-        hn::StoreU(hn::DemoteTo(dw, hn::NearestInt(hn::Mul(hn::Load(df, block_weights + i), factor))), dw, out + i);
+      for (size_t v = 0; v < kVectors; ++v)
+        hn::StoreU(hn::DemoteTo(dw, hn::NearestInt(hn::Mul(block_weights[v], to_words))), dw, out + v * kLanes);
     }
   }
 };
