@@ -4,6 +4,7 @@
 #include <hwy/targets.h>
 
 #include "kvsketch/codebook.hpp"
+#include "simd/attention_kernels.hpp"
 #include "simd/fast_scan_kernels.hpp"
 #include "simd/kernels.hpp"
 #include "simd/quantizer_grid.hpp"
@@ -247,4 +248,38 @@ TEST(Simd, FastScanSumsExactOnEveryTarget) {
       EXPECT_EQ(fast, slow) << groups << " groups";
     }
   });
+}
+
+// Softmax weights: within 2 float ulps of exp (the Taylor polynomial's bound is 1.3e-7), exactly
+// 1 at the maximum, 0 below e^-86, and the same bits on every target with FMA (the tail included).
+TEST(Simd, ExpShiftedSumAccurateAndSameOnEveryTarget) {
+  std::vector<float> logits;
+  for (int i = 0; i <= 20000; ++i) logits.push_back(-90.0f + 90.0f * static_cast<float>(i) / 20000.0f);
+  logits.push_back(3.0f);  // the maximum; 20,002 values leave a partial last vector on every target
+  const float shift = 3.0f;
+  std::vector<float> first;
+  float first_sum = 0.0f;
+  for_each_target([&] {
+    std::vector<float> x = logits;
+    const float sum = simd::exp_shifted_sum(x.data(), x.size(), shift);
+    double exact_sum = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double exact = std::exp(static_cast<double>(logits[i] - shift));  // of the float difference
+      if (logits[i] - shift < -86.0f) {
+        EXPECT_EQ(x[i], 0.0f) << logits[i];
+        continue;
+      }
+      exact_sum += exact;
+      EXPECT_NEAR(x[i], exact, 2.5e-7 * exact) << logits[i];
+    }
+    EXPECT_EQ(x.back(), 1.0f);
+    EXPECT_NEAR(sum, exact_sum, 1e-6 * exact_sum);
+    if (hwy::SupportedTargets() > HWY_AVX2) return;  // without FMA the polynomial rounds differently
+    if (first.empty()) {
+      first = x;
+      first_sum = sum;
+    }
+    EXPECT_EQ(x, first);
+  });
+  EXPECT_GT(first_sum, 1.0f);
 }

@@ -55,15 +55,15 @@ std::vector<Partial> half_rows_attention(const float* queries, size_t heads, con
 }
 
 // Attention pieces over body rows [first, first + n), values left in the codec's accumulator domain.
-// Every query head of the group reads each code row once (scores_multi, accumulate_partial_multi).
+// Every query head of the group reads each code row once (scores_multi, accumulate_partial_multi);
+// the prepared queries carry the logit scale.
 std::vector<Partial> body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
                                     const std::vector<const PreparedQuery*>& prepared, const HeadCache& head,
-                                    size_t first, size_t n, float scale, Arithmetic arithmetic) {
+                                    size_t first, size_t n, Arithmetic arithmetic) {
   const size_t heads = prepared.size(), width = value_codec.accumulator_size();
   std::vector<Partial> parts(heads);
   std::vector<float> logits(heads * n);
   key_codec.scores_multi(prepared.data(), heads, head.body_keys, first, n, logits.data(), n, arithmetic);
-  for (float& logit : logits) logit *= scale;
   softmax_pieces(logits.data(), heads, n, parts);
   std::vector<float> acc(heads * width, 0.0f);
   value_codec.accumulate_partial_multi(logits.data(), heads, n, head.body_values, first, n, acc.data(), arithmetic);
@@ -71,13 +71,16 @@ std::vector<Partial> body_attention(const VectorCodec& key_codec, const VectorCo
   return parts;
 }
 
-// Each query head prepared once for the codec (rotated, sketched, tables built).
+// Each query head times the logit scale, prepared once for the codec (rotated, sketched, tables
+// built): every estimator is linear in the query, so its scores come out scaled.
 struct PreparedQueries {
   std::vector<std::unique_ptr<PreparedQuery>> owned;
   std::vector<const PreparedQuery*> pointers;
-  PreparedQueries(const VectorCodec& codec, const float* queries, size_t heads) {
+  PreparedQueries(const VectorCodec& codec, const float* queries, size_t heads, float scale) {
+    std::vector<float> scaled(codec.dim());
     for (size_t h = 0; h < heads; ++h) {
-      owned.push_back(codec.prepare(queries + h * codec.dim()));
+      for (size_t j = 0; j < scaled.size(); ++j) scaled[j] = queries[h * codec.dim() + j] * scale;
+      owned.push_back(codec.prepare(scaled.data()));
       pointers.push_back(owned.back().get());
     }
   }
@@ -113,13 +116,13 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   const size_t tasks = (body + per_task - 1) / per_task;
   std::vector<std::vector<Partial>> task_parts(tasks);
   if (tasks > 0) {
-    const PreparedQueries prepared(key_codec, queries, heads);
+    const PreparedQueries prepared(key_codec, queries, heads, scale);
     const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (tasks > 1)
     for (long t = 0; t < static_cast<long>(tasks); ++t) {
       const size_t first = static_cast<size_t>(t) * per_task;
       task_parts[t] = body_attention(key_codec, value_codec, prepared.pointers, head, first, std::min(per_task, body - first),
-                                     scale, options.arithmetic);
+                                     options.arithmetic);
     }
   }
 
@@ -175,10 +178,8 @@ std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_h
                         logits.data() + head.sink_count + body, n);
   const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
   if (body == 0) return logits;
-  const PreparedQueries prepared(key_codec, queries, heads);
+  const PreparedQueries prepared(key_codec, queries, heads, scale);
   key_codec.scores_multi(prepared.pointers.data(), heads, head.body_keys, 0, body, logits.data() + head.sink_count, n);
-  for (size_t h = 0; h < heads; ++h)
-    for (size_t i = 0; i < body; ++i) logits[h * n + head.sink_count + i] *= scale;
   return logits;
 }
 

@@ -45,6 +45,30 @@ void FloatToHalfRowImpl(const float* in, size_t n, uint16_t* out) {
   for (; i < n; ++i) out[i] = float_to_half(in[i]);
 }
 
+// exp(x) for x <= 0, as softmax weights need it: x = q ln 2 + r with q = round(x / ln 2) (ln 2 in
+// two parts, so that r is exact to a float), e^r by its Taylor polynomial of degree 6 (|r| <=
+// ln(2) / 2: relative error below 1.3e-7), then 2^q put into the exponent. Below -86 the weight
+// is below 1e-37 of the largest and is 0, which also keeps every result a normal float (a
+// denormal would cost a microcode assist per lane).
+HWY_INLINE hn::Vec<FloatTag> ExpNonPositive(hn::Vec<FloatTag> x) {
+  const FloatTag df;
+  const hn::RebindToSigned<FloatTag> di;
+  const auto live = hn::Ge(x, hn::Set(df, -86.0f));
+  x = hn::Max(x, hn::Set(df, -86.0f));
+  const auto q = hn::Round(hn::Mul(x, hn::Set(df, 1.44269504088896341f)));
+  auto r = hn::MulAdd(q, hn::Set(df, -0.693145751953125f), x);
+  r = hn::MulAdd(q, hn::Set(df, -1.428606765330187045e-6f), r);
+  auto p = hn::Set(df, 1.0f / 720);
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 120));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 24));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 6));
+  p = hn::MulAdd(p, r, hn::Set(df, 0.5f));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
+  const auto power = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, q), hn::Set(di, 127))));
+  return hn::IfThenElseZero(live, hn::Mul(p, power));
+}
+
 float ExpShiftedSumImpl(float* x, size_t n, float shift) {
   const FloatTag df;
   const size_t lanes = hn::Lanes(df);
@@ -52,16 +76,19 @@ float ExpShiftedSumImpl(float* x, size_t n, float shift) {
   auto total = hn::Zero(df);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), s));
+    const auto e = ExpNonPositive(hn::Sub(hn::LoadU(df, x + i), s));
     hn::StoreU(e, df, x + i);
     total = hn::Add(total, e);
   }
-  float sum = hn::GetLane(hn::SumOfLanes(df, total));
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - shift);
-    sum += x[i];
+  if (i < n) {  // the tail through a padded vector, so that every element takes the same path
+    HWY_ALIGN float tail[hn::MaxLanes(FloatTag())];
+    std::fill(std::copy(x + i, x + n, tail), tail + lanes, shift);
+    const auto e = hn::IfThenElseZero(hn::FirstN(df, n - i), ExpNonPositive(hn::Sub(hn::Load(df, tail), s)));
+    hn::Store(e, df, tail);
+    std::copy_n(tail, n - i, x + i);
+    total = hn::Add(total, e);
   }
-  return sum;
+  return hn::GetLane(hn::SumOfLanes(df, total));
 }
 
 float MaxValueImpl(const float* x, size_t n) {

@@ -31,7 +31,8 @@ void half_row_weighted_sum(const float* weights, size_t heads, size_t stride, co
 void float_row_weighted_sum(const float* weights, size_t heads, size_t stride, const float* rows, size_t n, size_t d,
                             float* acc);
 
-// x[i] = exp(x[i] - shift); returns the sum of the new values.
+// x[i] = exp(x[i] - shift) for shift >= max x (softmax weights; below e^-86 they are 0); returns
+// the sum of the new values.
 float exp_shifted_sum(float* x, size_t n, float shift);
 
 // max_i x[i] (-inf for n = 0).
