@@ -239,6 +239,8 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
   }
   const __m512i odd = _mm512_load_si512(odd_bytes), even = _mm512_load_si512(even_bytes);
   const size_t part = (kIntBlockRows * 64 + padded - 1) / padded;  // rows of the next block to ask for, per chunk
+  std::vector<Unpacker::QuadLookup> lookups;
+  for (size_t k = 0; k < chunks; ++k) lookups.emplace_back(unpacker, k, field_table);
 
   // Quads [quad, quad + 8) of step's B tiles (quad 0: with the block's weights first).
   const auto build = [&](size_t step, size_t quad) {
@@ -263,23 +265,16 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
     const uint8_t* first = rows.data + start * rows.stride;
     const size_t stride = rows.stride;
     int8_t* b = values.get() + step % 2 * 4 * kTileBytes;
-    const auto lookup = unpacker.ForChunk(k, field_table);
     for (size_t q = quad; q < quad + 8; ++q) {
       __m512i v[4];
+      const uint8_t* row = first + 4 * q * stride;
       if (4 * q + 3 < count) {
-        const uint8_t* row = first + 4 * q * stride;
-        for (size_t t = 0; t < 4; ++t) v[t] = lookup(row + t * stride);
-      } else {
-        for (size_t t = 0; t < 4; ++t)  // rows past count repeat the last (their weights are zero)
-          v[t] = lookup(first + std::min(4 * q + t, count - 1) * stride);
+        lookups[k](row, row + stride, row + 2 * stride, row + 3 * stride, v);
+      } else {  // rows past count repeat the last (their weights are zero)
+        const auto at = [&](size_t t) { return first + std::min(4 * q + t, count - 1) * stride; };
+        lookups[k](at(0), at(1), at(2), at(3), v);
       }
-      const __m512i ab_low = _mm512_unpacklo_epi8(v[0], v[1]), ab_high = _mm512_unpackhi_epi8(v[0], v[1]);
-      const __m512i cd_low = _mm512_unpacklo_epi8(v[2], v[3]), cd_high = _mm512_unpackhi_epi8(v[2], v[3]);
-      int8_t* at = b + q * 64;
-      _mm512_store_si512(at, _mm512_unpacklo_epi16(ab_low, cd_low));
-      _mm512_store_si512(at + kTileBytes, _mm512_unpackhi_epi16(ab_low, cd_low));
-      _mm512_store_si512(at + 2 * kTileBytes, _mm512_unpacklo_epi16(ab_high, cd_high));
-      _mm512_store_si512(at + 3 * kTileBytes, _mm512_unpackhi_epi16(ab_high, cd_high));
+      for (size_t m = 0; m < 4; ++m) _mm512_store_si512(b + q * 64 + m * kTileBytes, v[m]);
     }
   };
   // B tiles m = 0, 1 (half 0) or m = 2, 3 and the stores (half 1) of step's products.

@@ -241,20 +241,52 @@ class Unpacker {
     return _mm512_multishift_epi64_epi8(shifts_, _mm512_permutexvar_epi8(gather_, data));
   }
 
-  // Chunk k of any row looked up in a table, with the constants held in registers by the caller.
-  struct ChunkLookup {
-    __m512i gather, shifts, table;
-    __mmask64 load;
-    size_t offset;
-    HWY_INLINE __m512i operator()(const uint8_t* row) const {
-      const __m512i data = _mm512_maskz_loadu_epi8(load, row + offset);
-      return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, data)),
-                                     table);
+  // Chunk k of four rows looked up and interleaved as the AMX weighted sum's B tiles want them:
+  // out[m] dword lane c holds the four rows' bytes at coordinate 64k + 16(c / 4) + 4m + c % 4.
+  // Each qword of out[m] covers two coordinates of the four rows, at most two bytes of each row's
+  // codes (2 b <= 8 bits), so that one two-source vpermb gathers them from the rows (rows 0, 1 in
+  // the halves of one register, rows 2, 3 of the other) and vpmultishiftqb pulls every field down:
+  // three shuffles per output vector, against five for a lookup per row and two interleave rounds.
+  class QuadLookup {
+   public:
+    QuadLookup(const Unpacker& unpacker, size_t k, __m512i table) {
+      _mm512_storeu_si512(table_, table);
+      const int bits = unpacker.rows_.bits;
+      offset_ = k * 8 * static_cast<size_t>(bits);
+      const __mmask64 chunk = unpacker.load_[k];  // bytes of chunk k within the row, at most 32
+      low_ = chunk;
+      high_ = chunk << 32;
+      for (int m = 0; m < 4; ++m)
+        for (int c = 0; c < 16; c += 2) {              // the qword of dword lanes c, c + 1
+          const int x = 16 * (c / 4) + 4 * m + c % 4;  // its first coordinate within the chunk
+          const int first_byte = bits * x / 8;
+          for (int t = 0; t < 4; ++t) {
+            for (int j = 0; j < 2; ++j) gather_[m][4 * c + 2 * t + j] = static_cast<uint8_t>(32 * t + first_byte + j);
+            shifts_[m][4 * c + t] = static_cast<uint8_t>(16 * t + bits * x - 8 * first_byte);
+            shifts_[m][4 * c + 4 + t] = static_cast<uint8_t>(16 * t + bits * (x + 1) - 8 * first_byte);
+          }
+        }
     }
+
+    HWY_INLINE void operator()(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3,
+                               __m512i* out) const {
+      // Row 1 (3) lands in the upper half: a masked load from 32 bytes before it.
+      const __m512i a = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(low_, r0 + offset_), high_, r1 + offset_ - 32);
+      const __m512i b = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(low_, r2 + offset_), high_, r3 + offset_ - 32);
+      const __m512i table = _mm512_loadu_si512(table_);
+      for (int m = 0; m < 4; ++m) {
+        const __m512i fields = _mm512_multishift_epi64_epi8(
+            _mm512_loadu_si512(shifts_[m]), _mm512_permutex2var_epi8(a, _mm512_loadu_si512(gather_[m]), b));
+        out[m] = _mm512_permutexvar_epi8(fields, table);
+      }
+    }
+
+   private:
+    // Byte arrays rather than vectors, so that the lookups (one per chunk) can live in a std::vector.
+    uint8_t gather_[4][64], shifts_[4][64], table_[64];
+    __mmask64 low_, high_;
+    size_t offset_;
   };
-  ChunkLookup ForChunk(size_t k, __m512i table) const {
-    return ChunkLookup{gather_, shifts_, table, load_[k], k * 8 * static_cast<size_t>(rows_.bits)};
-  }
 
   // Rows [0, count) from `first` (row r at first + r * stride), every chunk looked up in `table`:
   // row r's chunk k at out + r * out_stride + 64 k. Each row also asks for the row `ahead` rows
