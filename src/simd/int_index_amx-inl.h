@@ -239,8 +239,10 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
   }
   const __m512i odd = _mm512_load_si512(odd_bytes), even = _mm512_load_si512(even_bytes);
   const size_t part = (kIntBlockRows * 64 + padded - 1) / padded;  // rows of the next block to ask for, per chunk
+  HWY_ALIGN uint8_t table_bytes[64];
+  _mm512_store_si512(table_bytes, field_table);
   std::vector<Unpacker::QuadLookup> lookups;
-  for (size_t k = 0; k < chunks; ++k) lookups.emplace_back(unpacker, k, field_table);
+  for (size_t k = 0; k < chunks; ++k) lookups.emplace_back(unpacker, k, table_bytes);
 
   // Quads [quad, quad + 8) of step's B tiles (quad 0: with the block's weights first).
   const auto build = [&](size_t step, size_t quad) {

@@ -249,8 +249,10 @@ class Unpacker {
   // three shuffles per output vector, against five for a lookup per row and two interleave rounds.
   class QuadLookup {
    public:
-    QuadLookup(const Unpacker& unpacker, size_t k, __m512i table) {
-      _mm512_storeu_si512(table_, table);
+    // (The table comes as bytes: a vector argument would cross std::vector's construction, which
+    // is compiled without AVX-512 and passes it differently.)
+    QuadLookup(const Unpacker& unpacker, size_t k, const uint8_t* table) {
+      std::memcpy(table_, table, sizeof(table_));
       const int bits = unpacker.rows_.bits;
       offset_ = k * 8 * static_cast<size_t>(bits);
       const __mmask64 chunk = unpacker.load_[k];  // bytes of chunk k within the row, at most 32
