@@ -299,28 +299,24 @@ class Unpacker {
       case 1: return LookupRowsOf<1>(first, stride, count, table, ahead, out, out_stride);
       case 2: return LookupRowsOf<2>(first, stride, count, table, ahead, out, out_stride);
       case 4: return LookupRowsOf<4>(first, stride, count, table, ahead, out, out_stride);
-      default:
-        for (size_t r = 0; r < count; ++r) {
-          Ask(first + (r + ahead) * stride, stride);
-          for (size_t k = 0; k < chunks_; ++k)
-            _mm512_storeu_si512(out + r * out_stride + 64 * k,
-                                _mm512_permutexvar_epi8(Fields(first + r * stride, k), table));
-        }
+      default: return LookupRowsOf<0>(first, stride, count, table, ahead, out, out_stride);
     }
   }
 
  private:
+  // kChunks chunks per row; 0: chunks_ of them, in a loop that is not unrolled.
   template <size_t kChunks>
   HWY_INLINE void LookupRowsOf(const uint8_t* first, size_t stride, size_t count, __m512i table, size_t ahead,
                                uint8_t* out, size_t out_stride) const {
+    const size_t chunks = kChunks != 0 ? kChunks : chunks_;
     const __m512i gather = gather_, shifts = shifts_;
-    __mmask64 load[kChunks];
-    for (size_t k = 0; k < kChunks; ++k) load[k] = load_[k];
+    __mmask64 load[kChunks != 0 ? kChunks : kMaxChunks];
+    for (size_t k = 0; k < chunks; ++k) load[k] = load_[k];
     const size_t chunk_bytes = 8 * static_cast<size_t>(rows_.bits);
     for (size_t r = 0; r < count; ++r) {
       const uint8_t* row = first + r * stride;
       Ask(row + ahead * stride, stride);
-      for (size_t k = 0; k < kChunks; ++k) {
+      for (size_t k = 0; k < chunks; ++k) {
         const __m512i data = _mm512_maskz_loadu_epi8(load[k], row + k * chunk_bytes);
         const __m512i fields = _mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, data));
         _mm512_storeu_si512(out + r * out_stride + 64 * k, _mm512_permutexvar_epi8(fields, table));
