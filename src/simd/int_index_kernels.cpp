@@ -237,8 +237,7 @@ class Unpacker {
   // bits above belong to the next indices (a 64-entry vpermb table that repeats every 2^b entries
   // ignores them), and bytes past dim are arbitrary. Three instructions per 64 indices.
   HWY_INLINE __m512i Fields(const uint8_t* packed, size_t k) const {
-    const __m512i data = _mm512_maskz_loadu_epi8(load_[k], packed + k * 8 * rows_.bits);
-    return _mm512_multishift_epi64_epi8(shifts_, _mm512_permutexvar_epi8(gather_, data));
+    return FieldsWith(gather_, shifts_, load_[k], packed + k * 8 * rows_.bits);
   }
 
   // Chunk k of four rows looked up and interleaved as the AMX weighted sum's B tiles want them:
@@ -316,12 +315,16 @@ class Unpacker {
     for (size_t r = 0; r < count; ++r) {
       const uint8_t* row = first + r * stride;
       Ask(row + ahead * stride, stride);
-      for (size_t k = 0; k < chunks; ++k) {
-        const __m512i data = _mm512_maskz_loadu_epi8(load[k], row + k * chunk_bytes);
-        const __m512i fields = _mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, data));
-        _mm512_storeu_si512(out + r * out_stride + 64 * k, _mm512_permutexvar_epi8(fields, table));
-      }
+      for (size_t k = 0; k < chunks; ++k)
+        _mm512_storeu_si512(out + r * out_stride + 64 * k,
+                            _mm512_permutexvar_epi8(FieldsWith(gather, shifts, load[k], row + k * chunk_bytes), table));
     }
+  }
+
+  // Fields' three instructions with its constants passed in, so that a loop can hold them in
+  // registers (through the members they would be reloaded after every store).
+  static HWY_INLINE __m512i FieldsWith(__m512i gather, __m512i shifts, __mmask64 load, const uint8_t* chunk) {
+    return _mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, _mm512_maskz_loadu_epi8(load, chunk)));
   }
 
   // Prefetches the lines of a row of `stride` bytes (one line where rows are at most a line,
