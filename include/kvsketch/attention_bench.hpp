@@ -3,6 +3,8 @@
 // repeated over enough layers that the fp16 cache is at least twice the last-level cache, and the
 // layers are queried in turn, as a decoder does: every step reads its bytes from memory, not from
 // a cache level that a single small head would fit in.
+// The policies are timed in turn within each pass (bench::interleaved_ns_per_copy), so that a
+// phase of a noisy machine's speed falls on all of them alike.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +31,7 @@ struct AttentionBenchRow {
   size_t bytes = 0;               // one layer's cache (one KV head), everything counted
   double ns_per_query = 0.0;      // median time of one decode step of the group (all its query heads)
   double gbytes_per_s = 0.0;      // bytes / ns_per_query
-  double speedup_vs_fp16 = 0.0;   // fp16's ns_per_query over this one's, same tokens and threads
+  double speedup_vs_fp16 = 0.0;   // median over passes of fp16's time over this one's in the same pass
   double memory_gbytes_per_s = 0.0;  // read bandwidth measured in the same run, same threads
   double bandwidth_fraction = 0.0;   // gbytes_per_s / memory_gbytes_per_s
 };

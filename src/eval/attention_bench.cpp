@@ -66,36 +66,41 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
   for (size_t tokens : config.tokens) {
     require(tokens >= 1 && tokens <= most, "bench attention: bad token count {}", tokens);
     const size_t layers = config.layers ? config.layers : bench::copies_beyond_cache(tokens * d * 2 * sizeof(uint16_t));
-    const size_t first_row = rows.size();
+    // Every policy's cache first, then the policies timed in turn within each pass, so that the
+    // speed-ups compare passes run in the same phase of the machine.
+    std::vector<KVCache> caches;
     for (const std::string& policy : config.policies) {
-      KVCache cache(layers, 1, d, KVPolicy::parse(policy), config.seed);
+      KVCache& cache = caches.emplace_back(layers, 1, d, KVPolicy::parse(policy), config.seed);
       for (size_t layer = 0; layer < layers; ++layer)
         cache.append(layer, data.keys.data(), data.values.data(), tokens);
       cache.shrink_to_fit();
-      for (size_t t = 0; t < config.threads.size(); ++t) {
-        AttentionOptions options;
-        options.threads = config.threads[t];
-        const double ns = bench::median_ns_per_copy(layers, config.repetitions, [&](size_t layer, size_t) {
-          decode_attention(cache, layer, 0, data.query_rows.data(), heads, options);
-        });
+    }
+    const auto fp16 = std::find(config.policies.begin(), config.policies.end(), "fp16");
+    for (size_t t = 0; t < config.threads.size(); ++t) {
+      AttentionOptions options;
+      options.threads = config.threads[t];
+      const auto times = bench::interleaved_ns_per_copy(caches.size(), layers, config.repetitions,
+                                                        [&](size_t policy, size_t layer) {
+                                                          decode_attention(caches[policy], layer, 0,
+                                                                           data.query_rows.data(), heads, options);
+                                                        });
+      for (size_t p = 0; p < caches.size(); ++p) {
         AttentionBenchRow row;
-        row.policy = policy;
+        row.policy = config.policies[p];
         row.tokens = tokens;
         row.layers = layers;
         row.threads = config.threads[t];
-        row.bits_per_value = cache.bits_per_value();
-        row.bytes = cache.bytes(0);
-        row.ns_per_query = ns;
+        row.bits_per_value = caches[p].bits_per_value();
+        row.bytes = caches[p].bytes(0);
+        row.ns_per_query = median(times[p]);
         row.gbytes_per_s = static_cast<double>(row.bytes) / row.ns_per_query;
         row.memory_gbytes_per_s = bandwidth[t];
         row.bandwidth_fraction = row.gbytes_per_s / bandwidth[t];
+        if (fp16 != config.policies.end())
+          row.speedup_vs_fp16 = bench::median_ratio(times[fp16 - config.policies.begin()], times[p]);
         rows.push_back(row);
       }
     }
-    for (size_t i = first_row; i < rows.size(); ++i)
-      for (size_t j = first_row; j < rows.size(); ++j)
-        if (rows[j].policy == "fp16" && rows[j].threads == rows[i].threads)
-          rows[i].speedup_vs_fp16 = rows[j].ns_per_query / rows[i].ns_per_query;
   }
   return rows;
 }

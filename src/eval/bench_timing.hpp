@@ -40,4 +40,29 @@ double median_ns_per_copy(size_t copies, int repetitions, const Step& step) {
   return median(times);
 }
 
+// Times in ns per copy of `steps` kinds of step, `repetitions` passes each, taken in turn: pass r
+// runs step 0 over every copy, then step 1, and so on (after one untimed pass of each). A phase of
+// the machine's speed (a VM's swings last seconds to minutes) then falls on every kind alike, and
+// the ratio of two kinds' times in one pass compares them in the same phase. times[s][r].
+template <typename Step>
+std::vector<std::vector<double>> interleaved_ns_per_copy(size_t steps, size_t copies, int repetitions, const Step& step) {
+  for (size_t s = 0; s < steps; ++s)
+    for (size_t c = 0; c < copies; ++c) step(s, c);
+  std::vector<std::vector<double>> times(steps);
+  for (int r = 0; r < std::max(repetitions, 1); ++r)
+    for (size_t s = 0; s < steps; ++s) {
+      const auto start = Clock::now();
+      for (size_t c = 0; c < copies; ++c) step(s, c);
+      times[s].push_back(seconds_since(start) * 1e9 / static_cast<double>(copies));
+    }
+  return times;
+}
+
+// The median over passes of a[r] / b[r]: a ratio of paired times, each pair from one phase.
+inline double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> ratios;
+  for (size_t r = 0; r < std::min(a.size(), b.size()); ++r) ratios.push_back(a[r] / b[r]);
+  return ratios.empty() ? 0.0 : median(ratios);
+}
+
 }  // namespace kvsketch::bench
