@@ -62,11 +62,12 @@ std::vector<Partial> body_attention(const VectorCodec& key_codec, const VectorCo
                                     size_t first, size_t n, Arithmetic arithmetic) {
   const size_t heads = prepared.size(), width = value_codec.accumulator_size();
   std::vector<Partial> parts(heads);
-  std::vector<float> logits(heads * n);
-  key_codec.scores_multi(prepared.data(), heads, head.body_keys, first, n, logits.data(), n, arithmetic);
-  softmax_pieces(logits.data(), heads, n, parts);
+  // Every logit is written by scores_multi: no zeroing pass over the task's heads x n floats.
+  const auto logits = std::make_unique_for_overwrite<float[]>(heads * n);
+  key_codec.scores_multi(prepared.data(), heads, head.body_keys, first, n, logits.get(), n, arithmetic);
+  softmax_pieces(logits.get(), heads, n, parts);
   std::vector<float> acc(heads * width, 0.0f);
-  value_codec.accumulate_partial_multi(logits.data(), heads, n, head.body_values, first, n, acc.data(), arithmetic);
+  value_codec.accumulate_partial_multi(logits.get(), heads, n, head.body_values, first, n, acc.data(), arithmetic);
   for (size_t h = 0; h < heads; ++h) parts[h].acc.assign(acc.begin() + h * width, acc.begin() + (h + 1) * width);
   return parts;
 }

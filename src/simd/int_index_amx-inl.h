@@ -102,7 +102,6 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
   auto sums = ZeroedTileBuffer<int32_t>(2 * kIntBlockRows * heads);  // blocks i % 2: row r at r * heads
   struct Block {
     size_t start = 0, count = 0;
-    HWY_ALIGN float row_factor[kIntBlockRows];
   };
   Block blocks[2];
   // Tiles: C = slab parity p (0, 1); A = 2 + 2p + (chunk parity); B = 6 + (chunk parity), loaded
@@ -124,7 +123,6 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
       Block& block = blocks[slab / kSlabsPerBlock % 2];
       block.start = first;
       block.count = std::min(kIntBlockRows, n - first);
-      LoadFactors(rows, factors, first, block.count, block.row_factor);
     }
     unpacker.LookupRows(rows.data + first * rows.stride, rows.stride, std::min(kTileRows, n - first), field_table,
                         kIntBlockRows, levels.get() + slab % 2 * kTileRows * padded, padded);
@@ -169,9 +167,13 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
   const auto write_scores = [&](size_t index) {
     const Block& block = blocks[index % 2];
     const int32_t* block_sums = sums.get() + index % 2 * kIntBlockRows * heads;
+    // The rows' factors now, when unpacking has brought their lines in: read at the block's start
+    // they were the first touch of the rows and waited on memory.
+    HWY_ALIGN float row_factors[kIntBlockRows];
+    LoadFactors(rows, factors, block.start, block.count, row_factors);
     for (size_t r = 0; r < block.count; r += kTileRows) {
       const __mmask16 live = static_cast<__mmask16>((1u << std::min(kTileRows, block.count - r)) - 1);
-      const __m512 row_factor = _mm512_load_ps(block.row_factor + r);
+      const __m512 row_factor = _mm512_load_ps(row_factors + r);
       __m512i four[4];
       if (heads == 4) head_columns.Four(block_sums + r * heads, four);
       for (size_t h = 0; h < heads; ++h) {
@@ -193,7 +195,7 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
 }
 
 // Where the AMX weighted sum's accumulator lanes go: lane 64k + 16m + c of a head holds coordinate
-// 64k + 16(c / 4) + 4m + c % 4 (the byte interleave below decides it).
+// 64k + 16(c / 4) + 4m + c % 4 (Unpacker::QuadLookup's interleave decides it).
 std::vector<uint32_t> AmxLaneCoordinates(size_t padded) {
   std::vector<uint32_t> coordinate(padded);
   for (size_t lane = 0; lane < padded; ++lane) {
@@ -208,8 +210,8 @@ std::vector<uint32_t> AmxLaneCoordinates(size_t padded) {
 // rows, a row of hi bytes and a row of lo - 128 bytes per head and a row of ones, and sum(w v) =
 // 256 sum(hi v) + sum((lo - 128) v) + 128 sum(v), exactly the VNNI kernel's sums. B: for 16
 // coordinates, row q holds the levels of rows 4q..4q+3 at each coordinate (the VNNI order), made
-// from four rows' lookups by two rounds of byte and word interleave; four B tiles (m = 0..3) cover
-// a 64-coordinate chunk, each with its own C.
+// by Unpacker::QuadLookup straight from the four rows' codes; four B tiles (m = 0..3) cover a
+// 64-coordinate chunk, each with its own C.
 //
 // As in AmxScores, the work is a pipeline, here over steps (a block's chunk): while step t's B
 // tiles are built, step t - 1 is multiplied and stored, and step t - 2's sums are added up.
