@@ -27,7 +27,10 @@ AttentionResult concat_attention(const std::vector<AttentionResult>& parts);
 
 struct AttentionOptions {
   int threads = 0;                 // 0: all OpenMP threads
-  size_t tokens_per_task = 4096;   // the body is split in ranges of this many tokens
+  // The body is split in ranges of at most this many tokens that run in parallel (two ranges where
+  // it would fit one and has 2048 or more). Not the thread count: it sets how partial sums merge,
+  // so the same options give the same bits on any number of threads.
+  size_t tokens_per_task = 8192;
   Arithmetic arithmetic = Arithmetic::kInteger;  // of the body's kernels (codec.hpp)
 };
 

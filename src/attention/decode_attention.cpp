@@ -87,6 +87,18 @@ struct PreparedQueries {
   }
 };
 
+// Tokens per range of the body. Each kernel call costs a few microseconds besides its rows, so
+// ranges are long (tokens_per_task at most), but a body that would fit one range is split in two
+// from kMinSplitTokens on, so that two threads share a short context too. Ranges start on whole row
+// groups of both codecs (KIVI keys share scales over a group). The split depends on the body and
+// the options only, never on the thread count: the merged answer is the same bits on any.
+constexpr size_t kMinSplitTokens = 2048;
+size_t task_tokens(size_t body, size_t tokens_per_task, size_t group) {
+  size_t tokens = std::max<size_t>(tokens_per_task, 1);
+  if (body <= tokens && body >= kMinSplitTokens) tokens = (body + 1) / 2;
+  return (tokens + group - 1) / group * group;
+}
+
 void check_queries(const KVCache& cache, size_t layer, const float* queries, size_t heads) {
   require(queries != nullptr, "attention: null queries");
   require(heads >= 1, "attention: at least one query head is needed");
@@ -111,9 +123,8 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
   const VectorCodec& value_codec = cache.value_codec(layer, kv_head);
   const size_t body = head.body_count();
-  // Ranges start on whole row groups of both codecs (KIVI keys share scales over a group).
-  const size_t group = std::lcm(key_codec.row_group(), value_codec.row_group());
-  const size_t per_task = (std::max<size_t>(options.tokens_per_task, 1) + group - 1) / group * group;
+  const size_t per_task = task_tokens(body, options.tokens_per_task,
+                                      std::lcm(key_codec.row_group(), value_codec.row_group()));
   const size_t tasks = (body + per_task - 1) / per_task;
   std::vector<std::vector<Partial>> task_parts(tasks);
   if (tasks > 0) {
