@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <fmt/format.h>
 
 #include "kvsketch/error.hpp"
@@ -14,9 +15,12 @@ namespace kvsketch {
 namespace {
 
 struct TurboQuantQuery : PreparedQuery {
-  std::vector<float> scalar_tables;
-  std::vector<float> sign_tables;
   std::vector<float> domain;  // [rotated q | prod: S rotated q]
+  // The byte tables of the one-query scan (score_rows), built at its first use: the multi-query
+  // kernels of decode attention read only `domain`, and building 256-entry tables for every code
+  // byte cost a quarter of a decode step at b = 2.
+  mutable std::once_flag tables_built;
+  mutable std::vector<float> scalar_tables, sign_tables;
 };
 
 // Where the integer kernels find each row's norm.
@@ -88,10 +92,8 @@ std::unique_ptr<PreparedQuery> TurboQuant::prepare_query(const float* q) const {
   auto prepared = std::make_unique<TurboQuantQuery>();
   std::vector<float> rotated(dim());
   rotation_->apply(q, rotated.data());
-  scalar_.build_tables(rotated.data(), prepared->scalar_tables);
   prepared->domain = rotated;
   if (signs_) {
-    signs_->build_tables(rotated.data(), prepared->sign_tables);
     prepared->domain.resize(accumulator_size());
     sketch_->project(rotated.data(), prepared->domain.data() + dim());
   }
@@ -100,6 +102,10 @@ std::unique_ptr<PreparedQuery> TurboQuant::prepare_query(const float* q) const {
 
 void TurboQuant::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
   const auto& query = static_cast<const TurboQuantQuery&>(q);
+  std::call_once(query.tables_built, [&] {
+    scalar_.build_tables(query.domain.data(), query.scalar_tables);
+    if (signs_) signs_->build_tables(query.domain.data(), query.sign_tables);
+  });
   constexpr size_t kChunk = 256;
   float sign_sums[kChunk];
   for (size_t start = 0; start < n; start += kChunk) {
