@@ -68,6 +68,32 @@ TEST(Attention, TokenRangesAndThreadsMergeToTheSameAnswer) {
   }
 }
 
+// The default split: a body that fits one range of tokens_per_task is cut in two (so that two
+// threads share it), the same ranges on one thread as on two, hence the same bits.
+TEST(Attention, DefaultRangesSplitAShortBodyInTwoOnAnyThreadCount) {
+  const auto data = synthetic("long-tailed", 5132, 4);
+  KVCache cache(1, 1, 128, KVPolicy::parse("tq_mse:b=3"), 2);
+  cache.append(0, data.keys.data(), data.values.data(), data.tokens);
+  const size_t body = cache.head(0, 0).body_count();  // about 5000: within one default range
+  ASSERT_GT(body, 4096u);
+  ASSERT_LT(body, AttentionOptions{}.tokens_per_task);
+  AttentionOptions halves;
+  halves.threads = 1;
+  halves.tokens_per_task = (body + 1) / 2;
+  const auto expected = decode_attention(cache, 0, 0, data.query_rows.data(), 4, halves);
+  AttentionOptions thirds = halves;
+  thirds.tokens_per_task = 1700;
+  const auto other = decode_attention(cache, 0, 0, data.query_rows.data(), 4, thirds);
+  EXPECT_NE(other.output, expected.output) << "another split should round differently";
+  for (int threads : {1, 2}) {
+    AttentionOptions defaults;
+    defaults.threads = threads;
+    const auto got = decode_attention(cache, 0, 0, data.query_rows.data(), 4, defaults);
+    EXPECT_EQ(got.output, expected.output) << threads << " threads";
+    EXPECT_EQ(got.lse, expected.lse) << threads << " threads";
+  }
+}
+
 // The integer kernels (the default) against the float ones: both near the exact answer, within
 // a small fraction of the codec's own error of each other; the same bits for every thread count,
 // and (the body's sums being exact integers) within float rounding across instruction sets.
