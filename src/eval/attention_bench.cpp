@@ -80,7 +80,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
       AttentionOptions options;
       options.threads = config.threads[t];
       const auto times = bench::interleaved_ns_per_copy(caches.size(), layers, config.repetitions,
-                                                        [&](size_t policy, size_t layer) {
+                                                        [&](size_t policy, size_t layer, size_t) {
                                                           decode_attention(caches[policy], layer, 0,
                                                                            data.query_rows.data(), heads, options);
                                                         });

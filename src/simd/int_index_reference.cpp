@@ -15,7 +15,8 @@ bool int_index_usable(const RowSource& rows) {
 }
 
 float round_to_bytes(const float* x, size_t n, int8_t* out, int largest) {
-  // Eight partial maxima, so that the loop vectorizes (the maximum is the same in any order).
+  // Eight independent partial maxima instead of one chain of dependent ones (the maximum is the
+  // same in any order).
   float partial[8] = {};
   size_t j = 0;
   for (; j + 8 <= n; j += 8)
