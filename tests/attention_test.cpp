@@ -50,6 +50,33 @@ TEST(Attention, Fp16CacheMatchesExactAttentionOnTheSameHalves) {
   }
 }
 
+// The exact part alone (no body yet): the sinks and the two halves of the window are separate
+// items of the parallel loop. Only sinks, one window token (an empty first half), an odd window:
+// each the exact answer, and the same bits on one thread as on two.
+TEST(Attention, SinksAndWindowHalvesGiveTheExactAnswerOnAnyThreadCount) {
+  const size_t dim = 64, heads = 3;
+  const auto queries = testutil::gaussian_matrix(heads, dim, 3);
+  for (size_t n : {size_t{3}, size_t{5}, size_t{81}}) {
+    const auto keys = testutil::gaussian_matrix(n, dim, 1, 0.5);
+    const auto values = testutil::gaussian_matrix(n, dim, 2);
+    KVCache cache(1, 1, dim, KVPolicy::parse("tq_mse:b=3|window=128"), 1);
+    cache.append(0, keys.data(), values.data(), n);
+    ASSERT_EQ(cache.head(0, 0).body_count(), 0u) << n;
+    const auto exact = reference_attention(queries.data(), heads, rounded_to_half(keys).data(),
+                                           rounded_to_half(values).data(), n, dim);
+    AttentionOptions one;
+    one.threads = 1;
+    const auto expected = decode_attention(cache, 0, 0, queries.data(), heads, one);
+    EXPECT_LT(relative_difference(expected.output, exact.output), 1e-5) << n;
+    for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(expected.lse[h], exact.lse[h], 1e-4) << n;
+    AttentionOptions two;
+    two.threads = 2;
+    const auto got = decode_attention(cache, 0, 0, queries.data(), heads, two);
+    EXPECT_EQ(got.output, expected.output) << n;
+    EXPECT_EQ(got.lse, expected.lse) << n;
+  }
+}
+
 TEST(Attention, TokenRangesAndThreadsMergeToTheSameAnswer) {
   const auto data = synthetic("long-tailed", 5000, 4);
   KVCache cache(1, 1, 128, KVPolicy::parse("tq_prod:b=3|tq_mse:b=3"), 2);
