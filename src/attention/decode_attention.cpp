@@ -100,9 +100,9 @@ size_t task_tokens(size_t body, size_t tokens_per_task, size_t group) {
 }
 
 // Rows of the exact fp16 part: the sinks, then the recent window in two halves. The halves run
-// beside each other and beside the body ranges, so that two threads share the window's reads (a
-// tenth of a 16k-token step on two threads when it ran alone). The split depends on the window's
-// length only, never on the thread count.
+// beside each other and beside the body ranges, so that two threads share the window's reads
+// (cold in a decode step: about 10 us of a 140 us two-thread step at 16k tokens when it ran alone
+// before the body). The split depends on the window's length only, never on the thread count.
 struct ExactPiece {
   const uint16_t* keys;
   const uint16_t* values;
