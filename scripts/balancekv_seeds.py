@@ -44,8 +44,10 @@ for seed in range(1, args.seeds + 1):
         budgets.setdefault(ratio, row["budget"])
         assert abs(budgets[ratio] - row["budget"]) < 1e-12, "budget differs between regimes"
     uniform = sparse([f"uniform:budget={budgets[r]:.6f}" for r in ratios], seed)
+    assert len(balance) == len(uniform)
     for b, u in zip(balance, uniform):
         ratio = b["method"].split(",")[0].split("=")[1]
+        assert b["regime"] == u["regime"] and abs(u["budget"] - budgets[ratio]) < 1e-3, (b, u)
         pairs.setdefault((b["regime"], ratio), []).append((b["rel_error"], u["rel_error"]))
 
 print(f"BalanceKV / uniform sampling, mean rel_error over {args.seeds} seeds at {args.tokens} tokens; "
