@@ -163,7 +163,17 @@ TEST(FlatIndex, SaveLoadIsExactAndBadFilesAreRefused) {
   std::ofstream(temp_path("corrupt.kvi"), std::ios::binary) << corrupt;
   EXPECT_NE(testutil::error_of([&] { FlatIndex::load(temp_path("corrupt.kvi")); }).find("CRC-32 mismatch"), std::string::npos);
   std::ofstream(temp_path("short.kvi"), std::ios::binary) << bytes.substr(0, bytes.size() - 100);
-  EXPECT_NE(testutil::error_of([&] { FlatIndex::load(temp_path("short.kvi")); }).find("truncated"), std::string::npos);
+  const std::string short_error = testutil::error_of([&] { FlatIndex::load(temp_path("short.kvi")); });
+  EXPECT_NE(short_error.find("truncated"), std::string::npos) << short_error;
+  // The length is the file's own (what precedes the trailer), not noise read from a cut payload.
+  EXPECT_NE(short_error.find(std::to_string(bytes.size() - 100 - 16)), std::string::npos) << short_error;
+  std::ofstream(temp_path("long.kvi"), std::ios::binary) << bytes + std::string(5, '\0');
+  const std::string long_error = testutil::error_of([&] { FlatIndex::load(temp_path("long.kvi")); });
+  EXPECT_NE(long_error.find("truncated or damaged"), std::string::npos) << long_error;
+  // A whole file with its trailer written twice: 16 bytes after the payload the first one records.
+  std::ofstream(temp_path("twice.kvi"), std::ios::binary) << bytes + bytes.substr(bytes.size() - 16);
+  const std::string twice_error = testutil::error_of([&] { FlatIndex::load(temp_path("twice.kvi")); });
+  EXPECT_NE(twice_error.find("has 16 trailing bytes"), std::string::npos) << twice_error;
   std::ofstream(temp_path("cache.kvi"), std::ios::binary)
       << std::string("KVSKETCHCACHE\0\0\0 plus more bytes than a trailer", 48);
   EXPECT_NE(testutil::error_of([&] { FlatIndex::load(temp_path("cache.kvi")); }).find("bad magic"), std::string::npos);

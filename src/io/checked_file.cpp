@@ -55,8 +55,14 @@ std::vector<uint8_t> load_checked_file(const std::string& path, const char (&mag
   uint32_t crc;
   std::memcpy(&payload, bytes.data() + end, 8);
   std::memcpy(&crc, bytes.data() + end + 8, 4);
-  require(payload == end, "load: {} is truncated or has trailing bytes (payload says {} bytes, file holds {})", path,
-          payload, end);
+  // A file cut short ends inside its payload, so the "length" read there is noise: named only when
+  // it is shorter than the file (bytes appended after a whole file).
+  require(payload <= end,
+          "load: {} is truncated or damaged: its last {} bytes should record the {} bytes before them (a {} file "
+          "ends with that length and a CRC-32)",
+          path, kTrailerBytes, end, what_kind);
+  require(payload == end, "load: {} has {} trailing bytes after a {}-byte payload (or is damaged)", path,
+          end - payload, payload);
   require(crc32_of(bytes.data(), end) == crc, "load: {} is corrupted (CRC-32 mismatch)", path);
   payload_end = end;
   return bytes;
