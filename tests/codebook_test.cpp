@@ -47,7 +47,9 @@ TEST(Codebook, ShapeAndMonotonicity) {
       EXPECT_LT(book.centroids[i - 1], book.boundaries[i - 1]);
       EXPECT_LT(book.boundaries[i - 1], book.centroids[i]);
     }
-    if (b > 0) EXPECT_LT(book.cost, lloyd_max_codebook(CoordinateLaw::kBeta, 200, b - 1).cost);
+    if (b > 0) {
+      EXPECT_LT(book.cost, lloyd_max_codebook(CoordinateLaw::kBeta, 200, b - 1).cost);
+    }
   }
   EXPECT_NEAR(lloyd_max_codebook(CoordinateLaw::kBeta, 200, 0).cost, 1.0, 1e-6);
 }

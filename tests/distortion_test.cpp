@@ -87,7 +87,9 @@ TEST(Distortion, ProdIsUnbiasedWithTheoremTwoVariance) {
       EXPECT_GE(r.ip_var_d, r.ip_var_d_lower_bound);
       // The Gaussian sketch of the theorem nearly reaches the bound (pi/2 - <y, r/|r|>^2 per unit
       // |r|^2; at b = 1, r = x and the planted rho takes 0.27 off).
-      if (sketch == "gaussian") EXPECT_GT(r.ip_var_d, 0.8 * variance_bound[r.bits - 1]);
+      if (sketch == "gaussian") {
+        EXPECT_GT(r.ip_var_d, 0.8 * variance_bound[r.bits - 1]);
+      }
     }
   }
 }
