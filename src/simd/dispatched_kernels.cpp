@@ -39,7 +39,8 @@ HWY_INLINE void ButterfliesAcross(V (&v)[kVectors]) {
 // holds; each further sweep does up to three stages on eight vectors held in registers. The
 // butterflies, and so the bits, are exactly those of reference::fwht; only the order of
 // independent ones changes.
-template <int kStages, class D>
+// kScale and kFactors are template arguments so that the loop tests neither per vector.
+template <int kStages, bool kScale, bool kFactors, class D>
 HWY_INLINE void FirstSweep(D d, const float* in, float scale, const float* factors, float* out, size_t n) {
   // Stage s pairs lane i with lane i ^ 2^s; the lower one adds, the upper one subtracts.
   HWY_ALIGN static constexpr int32_t partner[4][16] = {
@@ -62,8 +63,8 @@ HWY_INLINE void FirstSweep(D d, const float* in, float scale, const float* facto
     for (int j = 0; j < kVectors; ++j) {
       const size_t i = block + j * lanes;
       v[j] = hn::LoadU(d, in + i);
-      if (scale != 1.0f) v[j] = hn::Mul(v[j], scale_vector);  // x * scale, then * factor: as two steps
-      if (factors) v[j] = hn::Mul(v[j], hn::LoadU(d, factors + i));
+      if constexpr (kScale) v[j] = hn::Mul(v[j], scale_vector);  // x * scale, then * factor: as two steps
+      if constexpr (kFactors) v[j] = hn::Mul(v[j], hn::LoadU(d, factors + i));
       for (size_t s = 0; s < stages; ++s) {
         const auto swapped = hn::TableLookupLanes(v[j], hn::SetTableIndices(d, partner[s]));
         // v * (+-1) is exact, so the fused multiply-add rounds once, exactly like a + b and a - b.
@@ -90,6 +91,16 @@ HWY_INLINE void RegisterBlockSweep(D d, float* data, size_t n, size_t half) {
   }
 }
 
+// The first sweep with as many stages across vectors as n allows; returns the next partner distance.
+template <bool kScale, bool kFactors, class D>
+HWY_INLINE size_t FirstSweepOf(D d, const float* in, float scale, const float* factors, float* out, size_t n) {
+  const size_t lanes = hn::Lanes(d);
+  if (n >= 8 * lanes) return FirstSweep<3, kScale, kFactors>(d, in, scale, factors, out, n), 8 * lanes;
+  if (n >= 4 * lanes) return FirstSweep<2, kScale, kFactors>(d, in, scale, factors, out, n), 4 * lanes;
+  if (n >= 2 * lanes) return FirstSweep<1, kScale, kFactors>(d, in, scale, factors, out, n), 2 * lanes;
+  return FirstSweep<0, kScale, kFactors>(d, in, scale, factors, out, n), lanes;
+}
+
 void ScaledMultiplyFwhtImpl(const float* in, float scale, const float* factors, float* out, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -97,19 +108,13 @@ void ScaledMultiplyFwhtImpl(const float* in, float scale, const float* factors, 
     reference::scaled_multiply_fwht(in, scale, factors, out, n);  // too short for a full vector
     return;
   }
-  size_t half = lanes;
-  if (n >= 8 * lanes) {
-    FirstSweep<3>(d, in, scale, factors, out, n);
-    half = 8 * lanes;
-  } else if (n >= 4 * lanes) {
-    FirstSweep<2>(d, in, scale, factors, out, n);
-    half = 4 * lanes;
-  } else if (n >= 2 * lanes) {
-    FirstSweep<1>(d, in, scale, factors, out, n);
-    half = 2 * lanes;
-  } else {
-    FirstSweep<0>(d, in, scale, factors, out, n);
-  }
+  size_t half;
+  if (scale != 1.0f)
+    half = factors ? FirstSweepOf<true, true>(d, in, scale, factors, out, n)
+                   : FirstSweepOf<true, false>(d, in, scale, factors, out, n);
+  else
+    half = factors ? FirstSweepOf<false, true>(d, in, scale, factors, out, n)
+                   : FirstSweepOf<false, false>(d, in, scale, factors, out, n);
   for (; half * 8 <= n; half *= 8) RegisterBlockSweep<3>(d, out, n, half);
   if (half * 4 <= n) {
     RegisterBlockSweep<2>(d, out, n, half);
