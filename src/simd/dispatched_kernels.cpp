@@ -248,22 +248,30 @@ HWY_INLINE size_t QuantizeInRegisters(D d, DI di, const float* values, size_t n,
 
 // quantizer_grid.hpp: the cell by the same float operations as quantizer_grid_cell, then the
 // cell's base index plus its boundaries below v (kPerCell table look-ups and comparisons).
-template <int kPerCell>
-void QuantizeGridLoop(const float* values, size_t n, const QuantizerGrid& grid, uint8_t* indices) {
-  const hn::ScalableTag<float> d;
-  const hn::RebindToSigned<decltype(d)> di;
-  const size_t lanes = hn::Lanes(d);
-  const auto low = hn::Set(d, grid.low), inverse_step = hn::Set(d, grid.inverse_step);
-  const auto last = hn::Set(d, static_cast<float>(QuantizerGrid::kCells - 1));
-  const auto base = hn::Load(di, grid.base);
-  hn::Vec<decltype(d)> thresholds[kPerCell];
-  for (int m = 0; m < kPerCell; ++m) thresholds[m] = hn::Load(d, grid.thresholds[m]);
-  HWY_ALIGN int32_t lane_indices[64];
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto v = hn::LoadU(d, values + i);
+template <int kPerCell, class D>
+struct GridIndexer {
+  using DI = hn::RebindToSigned<D>;
+  hn::Vec<D> low, inverse_step, last;
+  hn::Vec<DI> base;
+  hn::Vec<D> thresholds[kPerCell];
+
+  GridIndexer(D d, const QuantizerGrid& grid)
+      : low(hn::Set(d, grid.low)),
+        inverse_step(hn::Set(d, grid.inverse_step)),
+        last(hn::Set(d, static_cast<float>(QuantizerGrid::kCells - 1))),
+        base(hn::Load(DI(), grid.base)) {
+    for (int m = 0; m < kPerCell; ++m) thresholds[m] = hn::Load(d, grid.thresholds[m]);
+  }
+
+  HWY_INLINE hn::Vec<DI> Index(D d, hn::Vec<D> v) const {
+    const DI di;
     const auto x = hn::Min(hn::Max(hn::Mul(hn::Sub(v, low), inverse_step), hn::Zero(d)), last);
+#if HWY_TARGET == HWY_AVX2
+    // x is in [0, 7]: the plain truncating conversion, without ConvertTo's overflow fix-up.
+    const hn::Vec<DI> whole{_mm256_cvttps_epi32(x.raw)};
+#else
     const auto whole = hn::ConvertTo(di, x);  // truncation, as the scalar cast
+#endif
     const auto cell = hn::IndicesFromVec(d, whole);
     auto index = hn::TableLookupLanes(base, hn::IndicesFromVec(di, whole));
     for (int m = 0; m < kPerCell; ++m) {
@@ -271,8 +279,19 @@ void QuantizeGridLoop(const float* values, size_t n, const QuantizerGrid& grid, 
       const auto above = hn::VecFromMask(d, hn::Gt(v, hn::TableLookupLanes(thresholds[m], cell)));
       index = hn::Sub(index, hn::BitCast(di, above));
     }
-    StoreIndices(di, index, indices + i, lane_indices);
+    return index;
   }
+};
+
+template <int kPerCell>
+void QuantizeGridLoop(const float* values, size_t n, const QuantizerGrid& grid, uint8_t* indices) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t lanes = hn::Lanes(d);
+  const GridIndexer<kPerCell, decltype(d)> indexer(d, grid);
+  HWY_ALIGN int32_t lane_indices[64];
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) StoreIndices(di, indexer.Index(d, hn::LoadU(d, values + i)), indices + i, lane_indices);
   for (; i < n; ++i) {
     const int c = quantizer_grid_cell(values[i], grid.low, grid.inverse_step);
     int index = grid.base[c];
