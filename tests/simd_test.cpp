@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include "kvsketch/bitpack.hpp"
 #include "kvsketch/codebook.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/fast_scan_kernels.hpp"
@@ -99,6 +100,31 @@ TEST(Simd, CodewordDotBitExact) {
         EXPECT_NEAR(expected, exact, 1e-4 * n);
       }
     }
+  });
+}
+
+TEST(Simd, QuantizePackDotIsTheThreeKernels) {
+  for_each_target([] {
+    for (int bits = 1; bits <= 4; ++bits)
+      for (size_t n : {2, 16, 64, 80, 1000, 1536, 1537}) {
+        SCOPED_TRACE(testing::Message() << "bits " << bits << " n " << n);
+        const auto& book = lloyd_max_codebook(CoordinateLaw::kBeta, 1536, bits);
+        const simd::QuantizerGrid grid = simd::make_quantizer_grid(book.boundaries.data(), bits);
+        auto values = testutil::gaussian_matrix(1, n, 11 + bits, 1.0 / std::sqrt(1536.0));
+        values[n / 2] = 10.0f;  // clamped to the last cell
+        values[0] = book.boundaries[book.boundaries.size() / 2];  // a tie goes to the lower index
+        std::vector<uint8_t> indices(n), expected_packed(packed_bytes(n, bits)), packed(expected_packed.size(), 0xAA),
+            scratch(n);
+        simd::reference::quantize(values.data(), n, book.boundaries.data(), bits, indices.data());
+        pack_bits(indices.data(), n, bits, expected_packed.data());
+        const float expected = simd::reference::codeword_dot(values.data(), indices.data(), n, book.centroids.data(),
+                                                             book.centroids.size());
+        const float got = simd::quantize_pack_dot(values.data(), n, book.boundaries.data(), bits, &grid,
+                                                  book.centroids.data(), book.centroids.size(), packed.data(),
+                                                  scratch.data());
+        EXPECT_EQ(packed, expected_packed);
+        EXPECT_EQ(got, expected);
+      }
   });
 }
 

@@ -39,9 +39,8 @@ void ScalarCodeStage::encode(const float* rotated, uint8_t* packed, float* resid
 
 float ScalarCodeStage::encode_codeword_product(const float* rotated, uint8_t* packed, uint8_t* scratch) const {
   if (bits_ == 0) return 0.0f;
-  quantize(rotated, scratch);
-  pack_bits(scratch, dim_, bits_, packed);
-  return simd::codeword_dot(rotated, scratch, dim_, codebook_->centroids.data(), codebook_->centroids.size());
+  return simd::quantize_pack_dot(rotated, dim_, codebook_->boundaries.data(), bits_, &grid_,
+                                 codebook_->centroids.data(), codebook_->centroids.size(), packed, scratch);
 }
 
 float ScalarCodeStage::codeword_inner_product(const float* rotated, const float* residual) const {

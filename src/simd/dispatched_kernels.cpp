@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 #include <hwy/targets.h>
+#include "kvsketch/bitpack.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/kernels.hpp"
 #include "simd/quantizer_grid.hpp"
@@ -436,6 +437,87 @@ float CodewordDotImpl(const float* values, const uint8_t* indices, size_t n, con
   return reference::reduce_partials(squares) - reference::reduce_partials(products);
 }
 
+#if HWY_TARGET == HWY_AVX2
+// Sixteen 4-bit indices (int32 lanes) as pack_bits writes them: byte k = i[2k] | i[2k + 1] << 4.
+// Mostly in-lane operations: the cross-lane shuffle port is the grid look-ups' bottleneck.
+HWY_INLINE void StoreNibblePairs(__m256i first, __m256i second, uint8_t* out) {
+  // Each u64 lane (i[2k], i[2k + 1]) shifted right by 28 puts i[2k + 1] << 4 beside i[2k]: the
+  // byte of pair k sits at dword 2k of first (pairs 0-3) and of second (pairs 4-7).
+  first = _mm256_or_si256(first, _mm256_srli_epi64(first, 28));
+  second = _mm256_or_si256(second, _mm256_srli_epi64(second, 28));
+  const __m256i both = _mm256_or_si256(first, _mm256_slli_epi32(second, 8));  // dword 2k: pairs k, k + 4
+  // Per 128-bit lane: the two bytes of dwords 0 and 2 to bytes 0-3 (low lane: pairs 0, 1, 4, 5).
+  const __m256i gather = _mm256_setr_epi8(0, 8, 1, 9, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                          0, 8, 1, 9, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i picked = _mm256_shuffle_epi8(both, gather);
+  // Words: low (0, 1), high (2, 3), low (4, 5), high (6, 7).
+  const __m128i bytes = _mm_unpacklo_epi16(_mm256_castsi256_si128(picked), _mm256_extracti128_si256(picked, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), bytes);
+}
+
+// quantize, pack_bits and codeword_dot in one pass (4-bit codes, the 8-lane grid): the same
+// indices, bytes and bits as the three kernels, without storing the indices and reading them back.
+template <int kPerCell>
+float QuantizePackDotGrid(const float* values, size_t n, const float* boundaries, const QuantizerGrid& grid,
+                          const float* table, uint8_t* packed, uint8_t* scratch) {
+  constexpr size_t kPartials = reference::kFixedOrderPartials;
+  const hn::Full256<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  constexpr size_t kLanes = 8, kVectors = kPartials / kLanes;
+  const GridIndexer<kPerCell, decltype(d)> indexer(d, grid);
+  const auto low = hn::LoadU(d, table), high = hn::LoadU(d, table + kLanes);
+  const auto lane_mask = hn::Set(di, static_cast<int32_t>(kLanes - 1));
+  hn::Vec<decltype(d)> square_sums[kVectors], product_sums[kVectors];
+  for (size_t k = 0; k < kVectors; ++k) square_sums[k] = product_sums[k] = hn::Zero(d);
+  size_t i = 0;
+  for (; i + kPartials <= n; i += kPartials)
+    for (size_t k = 0; k < kVectors; k += 2) {
+      hn::Vec<decltype(di)> index[2];
+      for (size_t h = 0; h < 2; ++h) {
+        const auto v = hn::LoadU(d, values + i + (k + h) * kLanes);
+        index[h] = indexer.Index(d, v);
+        const auto in_register = hn::IndicesFromVec(d, hn::And(index[h], lane_mask));
+        const auto centroid = hn::IfThenElse(hn::RebindMask(d, hn::Gt(index[h], lane_mask)),
+                                             hn::TableLookupLanes(high, in_register), hn::TableLookupLanes(low, in_register));
+        square_sums[k + h] = hn::Add(square_sums[k + h], hn::Mul(v, v));
+        product_sums[k + h] = hn::Add(product_sums[k + h], hn::Mul(v, hn::Sub(v, centroid)));
+      }
+      StoreNibblePairs(index[0].raw, index[1].raw, packed + (i + k * kLanes) / 2);
+    }
+  if (i == n) return ReduceAccumulators(d, square_sums) - ReduceAccumulators(d, product_sums);
+  // The rest as the separate kernels do it, continuing the same partial sums.
+  HWY_ALIGN float squares[kPartials], products[kPartials];
+  for (size_t k = 0; k < kVectors; ++k) {
+    hn::Store(square_sums[k], d, squares + k * kLanes);
+    hn::Store(product_sums[k], d, products + k * kLanes);
+  }
+  reference::quantize(values + i, n - i, boundaries, 4, scratch);
+  pack_bits(scratch, n - i, 4, packed + i / 2);
+  for (size_t j = i; j < n; ++j) {
+    const float residual = values[j] - table[scratch[j - i]];
+    squares[j % kPartials] += values[j] * values[j];
+    products[j % kPartials] += values[j] * residual;
+  }
+  return reference::reduce_partials(squares) - reference::reduce_partials(products);
+}
+#endif
+
+float QuantizePackDotImpl(const float* values, size_t n, const float* boundaries, int bits, const QuantizerGrid* grid,
+                          const float* table, size_t table_size, uint8_t* packed, uint8_t* scratch) {
+#if HWY_TARGET == HWY_AVX2
+  if (bits == 4 && table_size == 16 && grid != nullptr && grid->usable) {
+    switch (grid->per_cell) {
+      case 1: return QuantizePackDotGrid<1>(values, n, boundaries, *grid, table, packed, scratch);
+      case 2: return QuantizePackDotGrid<2>(values, n, boundaries, *grid, table, packed, scratch);
+      default: return QuantizePackDotGrid<3>(values, n, boundaries, *grid, table, packed, scratch);
+    }
+  }
+#endif
+  QuantizeImpl(values, n, boundaries, bits, scratch, grid);
+  pack_bits(scratch, n, bits, packed);
+  return CodewordDotImpl(values, scratch, n, table, table_size);
+}
+
 void MatvecColumnsImpl(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -516,6 +598,7 @@ HWY_EXPORT(MatvecColumnsImpl);
 HWY_EXPORT(SignBitsImpl);
 HWY_EXPORT(SubtractTableImpl);
 HWY_EXPORT(CodewordDotImpl);
+HWY_EXPORT(QuantizePackDotImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(TargetNameImpl);
@@ -544,6 +627,11 @@ void subtract_table(const float* values, const uint8_t* indices, size_t n, const
 }
 float codeword_dot(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size) {
   return HWY_DYNAMIC_DISPATCH(CodewordDotImpl)(values, indices, n, table, table_size);
+}
+float quantize_pack_dot(const float* values, size_t n, const float* boundaries, int bits, const QuantizerGrid* grid,
+                        const float* table, size_t table_size, uint8_t* packed, uint8_t* scratch) {
+  return HWY_DYNAMIC_DISPATCH(QuantizePackDotImpl)(values, n, boundaries, bits, grid, table, table_size, packed,
+                                                    scratch);
 }
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
   HWY_DYNAMIC_DISPATCH(MatvecColumnsImpl)(matrix, rows, cols, x, out);

@@ -34,6 +34,11 @@ void subtract_table(const float* values, const uint8_t* indices, size_t n, const
 // <values, table[indices]> as sum_of_squares(values) - fixed_order_dot(values, residual) with the
 // residual of subtract_table: the same bits, without storing the residual.
 float codeword_dot(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size);
+// quantize, pack_bits(indices, n, bits, packed) and codeword_dot(values, indices, ...) in one
+// call: the same bytes and bits, in one pass where the target has a fused kernel (4-bit codes on
+// 8-lane targets). scratch: n bytes of working space (left unspecified).
+float quantize_pack_dot(const float* values, size_t n, const float* boundaries, int bits, const QuantizerGrid* grid,
+                        const float* table, size_t table_size, uint8_t* packed, uint8_t* scratch);
 // packed bit i = (x[i] > 0), LSB-first; packed holds ceil(n / 8) bytes.
 void sign_bits(const float* x, size_t n, uint8_t* packed);
 // out[r] = sum_c matrix[c * rows + r] * x[c], for c = 0..cols-1 in order (column-major matrix).
