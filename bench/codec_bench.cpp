@@ -79,6 +79,25 @@ void BM_Quantize(benchmark::State& state, bool grid) {
   state.SetLabel(std::string(kvsketch::simd::active_target()));
 }
 
+// The rescaled encoder's step after the rotation: indices, packed codes and <x, codeword> of one
+// rotated vector (simd::quantize_pack_dot; one pass on AVX2). Items = coordinates.
+void BM_QuantizePackDot(benchmark::State& state) {
+  const size_t dim = 1536;
+  const auto& book = kvsketch::lloyd_max_codebook(kvsketch::CoordinateLaw::kBeta, dim, 4);
+  const auto grid = kvsketch::simd::make_quantizer_grid(book.boundaries.data(), 4);
+  auto x = gaussian(dim, 5);
+  for (float& v : x) v /= 40.0f;
+  std::vector<uint8_t> packed(dim / 2), scratch(dim);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kvsketch::simd::quantize_pack_dot(x.data(), dim, book.boundaries.data(), 4, &grid,
+                                                               book.centroids.data(), book.centroids.size(),
+                                                               packed.data(), scratch.data()));
+    benchmark::DoNotOptimize(packed.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * dim));
+  state.SetLabel(std::string(kvsketch::simd::active_target()));
+}
+
 // The encoder's rotation of one vector (two rounds of randomized Hadamard, over two overlapping
 // windows of 1,024 at d = 1,536), scaled to unit length on the way as the encoder does.
 void BM_Rotate(benchmark::State& state) {
@@ -155,6 +174,7 @@ void register_all() {
   benchmark::RegisterBenchmark("rotate/hadamard", BM_Rotate)->ArgName("d")->Arg(128)->Arg(1536)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize/search/b=4/d=1536", BM_Quantize, false)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize/grid/b=4/d=1536", BM_Quantize, true)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("quantize_pack_dot/b=4/d=1536", BM_QuantizePackDot)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("int_index/scores/b=3/d=128/heads=4", BM_IntIndexKernel, false)
       ->ArgName("n")->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("int_index/weighted_sum/b=3/d=128/heads=4", BM_IntIndexKernel, true)
