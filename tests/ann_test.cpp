@@ -205,6 +205,19 @@ TEST(FlatIndex, BadInputNamesTheProblemAndChangesNothing) {
   const auto fresh = centred.codec().calibration();
   EXPECT_THROW(centred.add(query.data(), 2), Error);
   EXPECT_EQ(centred.codec().calibration(), fresh);
+  // NaN or Inf among the first rows, which give the centre: named by row and column, nothing kept.
+  for (const Metric metric : {Metric::kInnerProduct, Metric::kL2, Metric::kCosine})
+    for (const float bad : {NAN, INFINITY, -INFINITY}) {
+      FlatIndex fresh_index(d, "tq_pca:b=4", metric);
+      auto rows = base;
+      rows[3 * d + 5] = bad;
+      const std::string message = testutil::error_of([&] { fresh_index.add(rows.data(), 10); });
+      const std::string value = std::isnan(bad) ? "NaN" : bad > 0 ? "+Inf" : "-Inf";
+      EXPECT_NE(message.find("row 3 column 5 is " + value), std::string::npos) << message;
+      EXPECT_EQ(fresh_index.size(), 0u);
+      fresh_index.add(base.data(), 10);  // the refused batch left no centre behind
+      EXPECT_EQ(fresh_index.size(), 10u);
+    }
 }
 
 TEST(AnnEval, GroundTruthAndRecallDefinitions) {

@@ -130,15 +130,19 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     if (first_centre || calibrate) {
       const size_t count = std::min(n, kCalibrationRows);
       prepare_rows(x, 0, count, rows);
-      require_finite(rows.data(), count, dim_, "vectors");
       if (first_centre) {
         std::vector<double> sum(dim_, 0.0);
-        for (size_t i = 0; i < count; ++i)
-          for (size_t j = 0; j < dim_; ++j) sum[j] += rows[i * dim_ + j];
+        for (size_t i = 0; i < count; ++i) simd::add_to_double_sums(rows.data() + i * dim_, sum.data(), dim_);
+        // NaN or Inf anywhere makes its column's sum non-finite (finite floats cannot overflow a
+        // double sum): only then the row-by-row check, for its message.
+        if (!std::all_of(sum.begin(), sum.end(), [](double v) { return std::isfinite(v); }))
+          require_finite(rows.data(), count, dim_, "vectors");
         center_.resize(dim_);
         for (size_t j = 0; j < dim_; ++j) center_[j] = static_cast<float>(sum[j] / static_cast<double>(count));
         for (size_t i = 0; i < count; ++i)
           for (size_t j = 0; j < dim_; ++j) rows[i * dim_ + j] -= center_[j];
+      } else {
+        require_finite(rows.data(), count, dim_, "vectors");
       }
       if (calibrate) codec_->calibrate(rows.data(), count);
       if (calibrate && old == 0) choose_layout();  // tq_pca scans the fast layout only without a basis

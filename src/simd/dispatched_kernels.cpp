@@ -567,6 +567,21 @@ float DotImpl(const float* a, const float* b, size_t n) {
   return sum;
 }
 
+// Exact widening, one add per element: the same sums on every target.
+void AddToDoubleSumsImpl(const float* x, double* sums, size_t n) {
+#if HWY_HAVE_FLOAT64
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const size_t lanes = hn::Lanes(dd);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(hn::Add(hn::LoadU(dd, sums + i), hn::PromoteTo(dd, hn::LoadU(df, x + i))), dd, sums + i);
+#else
+  size_t i = 0;
+#endif
+  for (; i < n; ++i) sums[i] += static_cast<double>(x[i]);
+}
+
 void AxpyImpl(float w, const float* x, float* out, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -601,6 +616,7 @@ HWY_EXPORT(CodewordDotImpl);
 HWY_EXPORT(QuantizePackDotImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
+HWY_EXPORT(AddToDoubleSumsImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void fwht(float* data, size_t n) { HWY_DYNAMIC_DISPATCH(FwhtImpl)(data, n); }
@@ -638,6 +654,9 @@ void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* 
 }
 float dot(const float* a, const float* b, size_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
 void axpy(float w, const float* x, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(w, x, out, n); }
+void add_to_double_sums(const float* x, double* sums, size_t n) {
+  HWY_DYNAMIC_DISPATCH(AddToDoubleSumsImpl)(x, sums, n);
+}
 const char* active_target() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 
 void select_target_from_environment() {

@@ -47,6 +47,8 @@ void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* 
 float dot(const float* a, const float* b, size_t n);
 // out[i] += w * x[i]
 void axpy(float w, const float* x, float* out, size_t n);
+// sums[i] += double(x[i]) (exact widening: the same sums on every target)
+void add_to_double_sums(const float* x, double* sums, size_t n);
 
 // Asks for the cache lines of `bytes` bytes at `row` (scattered rows: sampled tokens).
 inline void prefetch_bytes(const void* row, size_t bytes) {
