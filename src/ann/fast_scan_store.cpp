@@ -56,8 +56,12 @@ float FastScanStore::scale(size_t row) const {
 }
 
 void FastScanStore::append(const CodeBuffer& encoded) {
-  const size_t n = encoded.size(), total = rows_ + n;
-  blocks_.resize((total + kBlockRows - 1) / kBlockRows * groups_ * 16, 0);
+  const size_t n = encoded.size(), total = rows_ + n, block_bytes = groups_ * 16;
+  // New bytes are not zeroed by resize: the whole blocks packed below are written in full, and the
+  // blocks that rows fill one at a time (read-modify-write of nibbles) are zeroed here.
+  const size_t old_bytes = blocks_.size(), whole_blocks = rows_ % kBlockRows == 0 ? n / kBlockRows : 0;
+  blocks_.resize((total + kBlockRows - 1) / kBlockRows * block_bytes);
+  std::fill(blocks_.begin() + static_cast<std::ptrdiff_t>(old_bytes + whole_blocks * block_bytes), blocks_.end(), 0);
   tails_.resize(total * tail_bytes_);
   size_t i = 0;
   // Whole blocks of 32 rows, transposed at once.

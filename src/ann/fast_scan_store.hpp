@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codec/turboquant.hpp"
+#include "core/default_init_allocator.hpp"
 #include "simd/fast_scan_kernels.hpp"
 
 namespace kvsketch {
@@ -45,8 +46,8 @@ class FastScanStore {
   float exact(const Tables& t, size_t row) const;
 
   // Raw storage, for save and load.
-  std::vector<uint8_t>& block_bytes() { return blocks_; }
-  std::vector<uint8_t>& tail_bytes() { return tails_; }
+  UninitializedBytes& block_bytes() { return blocks_; }
+  UninitializedBytes& tail_bytes() { return tails_; }
   void set_rows(size_t rows) { rows_ = rows; }
   size_t groups() const { return groups_; }
   size_t tail_bytes_per_row() const { return tail_bytes_; }
@@ -59,7 +60,7 @@ class FastScanStore {
   const TurboQuant& codec_;
   TurboQuant::ScanLayout layout_;
   size_t dim_, groups_, tail_bytes_, rows_ = 0;
-  std::vector<uint8_t> blocks_, tails_;
+  UninitializedBytes blocks_, tails_;  // grown without zero fill: append writes every new byte
 };
 
 }  // namespace kvsketch

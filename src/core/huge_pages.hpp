@@ -12,8 +12,8 @@ namespace kvsketch {
 void advise_huge_pages(void* data, size_t bytes);
 
 // reserve() that advises huge pages on a new large allocation before anything touches it.
-template <class T>
-void reserve_huge(std::vector<T>& v, size_t count) {
+template <class T, class Allocator>
+void reserve_huge(std::vector<T, Allocator>& v, size_t count) {
   if (v.capacity() >= count) return;
   v.reserve(count);
   advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));

@@ -58,8 +58,8 @@ class BinaryReader {
     const uint8_t* p = take(n, what);
     return std::string(reinterpret_cast<const char*>(p), n);
   }
-  template <typename T>
-  void into(std::vector<T>& out, size_t count, const char* what) {
+  template <typename T, typename Allocator>
+  void into(std::vector<T, Allocator>& out, size_t count, const char* what) {
     require(count <= (end_ - position_) / sizeof(T), "load: {} is truncated or corrupted: {} claims {} items", path_,
             what, count);
     out.resize(count);
