@@ -157,12 +157,19 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     // the ones stored before it, so a refused add changes nothing.
     // Whole fast-scan blocks of 32 rows per chunk, so that chunks transpose block by block.
     const size_t chunk_rows = std::max<size_t>(64, kAddChunkBytes / (4 * dim_) / 32 * 32);
+    // The calibration's rows are already prepared (the same operations): chunks inside them are
+    // encoded from there, not read from x again.
+    const size_t calibration_rows = first_centre || calibrate ? std::min(n, kCalibrationRows) : 0;
     for (size_t first = 0; first < n; first += chunk_rows) {
       const size_t count = std::min(chunk_rows, n - first);
-      prepare_rows(x, first, count, rows);
+      const float* prepared = rows.data() + first * dim_;
+      if (first + count > calibration_rows) {
+        prepare_rows(x, first, count, rows);
+        prepared = rows.data();
+      }
       if (options_.metric == Metric::kL2)
         for (size_t i = 0; i < count; ++i) {
-          const float norm = std::sqrt(simd::sum_of_squares(rows.data() + i * dim_, dim_));
+          const float norm = std::sqrt(simd::sum_of_squares(prepared + i * dim_, dim_));
           if (!std::isfinite(norm)) require_finite(x + (first + i) * dim_, 1, dim_, "vectors", first + i);
           require(std::isfinite(norm), "add: row {} has a norm beyond the float range", first + i);
           require(norm <= kHalfMax, "add: row {} has norm {}, beyond the fp16 range of the stored L2 norm",
@@ -171,12 +178,12 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
         }
       if (options_.rerank_store == RerankStore::kFp16)
         for (size_t i = 0; i < count * dim_; ++i)
-          require(std::fabs(rows[i]) <= kHalfMax,
+          require(std::fabs(prepared[i]) <= kHalfMax,
                   "add: row {} column {} is {}, beyond the fp16 range of the stored copy", first + i / dim_,
-                  i % dim_, rows[i]);
+                  i % dim_, prepared[i]);
       encoded.clear();
       try {
-        codec_->encode(rows.data(), count, encoded);
+        codec_->encode(prepared, count, encoded);
       } catch (const Error& e) {
         throw Error(fmt::format("add: rows from {}: {}", first, e.what()));
       }
@@ -185,8 +192,8 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
       else
         codes_.data().insert(codes_.data().end(), encoded.data().begin(), encoded.data().end());
       if (options_.rerank_store == RerankStore::kFp16)
-        for (size_t i = 0; i < count * dim_; ++i) copy16_.push_back(float_to_half(rows[i]));
-      if (options_.rerank_store == RerankStore::kFp32) copy32_.insert(copy32_.end(), rows.begin(), rows.end());
+        for (size_t i = 0; i < count * dim_; ++i) copy16_.push_back(float_to_half(prepared[i]));
+      if (options_.rerank_store == RerankStore::kFp32) copy32_.insert(copy32_.end(), prepared, prepared + count * dim_);
     }
   } catch (...) {
     if (first_centre) center_.clear();
