@@ -8,6 +8,7 @@
 #include "codec/qjl.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
+#include "simd/kernels.hpp"
 #include "test_util.hpp"
 
 using namespace kvsketch;
@@ -236,6 +237,22 @@ TEST(Codec, GoldenCodeHashesArePlatformIndependent) {
       EXPECT_EQ(hash, expected) << spec << " on " << hwy::TargetName(target);
     }
     hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
+TEST(Codec, GivenSquaredNormsEncodeTheSameBytes) {
+  // The index passes the squared norms it computed while centring; codecs that normalize use them
+  // instead of reading the rows again, and the codes must not change (others ignore them).
+  const size_t n = 130, d = 96;
+  const auto x = testutil::gaussian_matrix(n, d, 31);
+  std::vector<float> squares(n);
+  for (size_t i = 0; i < n; ++i) squares[i] = simd::sum_of_squares(x.data() + i * d, d);
+  for (const std::string spec : {"tq_mse:b=4,rescale=1", "tq_prod:b=3", "tq_pca:b=4", "qjl:m=64", "int8"}) {
+    auto codec = make_codec(spec, d, 1);
+    auto with = codec->make_buffer(), without = codec->make_buffer();
+    codec->encode(x.data(), n, with, squares.data());
+    codec->encode(x.data(), n, without);
+    EXPECT_EQ(with.data(), without.data()) << spec;
   }
 }
 

@@ -103,6 +103,25 @@ TEST(Simd, CodewordDotBitExact) {
   });
 }
 
+TEST(Simd, SubtractSumOfSquaresIsTheTwoSteps) {
+  for_each_target([] {
+    for (size_t n : {1, 63, 64, 100, 1536}) {
+      const auto in = testutil::gaussian_matrix(1, n, 21);
+      const auto centre = testutil::gaussian_matrix(1, n, 22, 0.1);
+      for (const float* c : {centre.data(), static_cast<const float*>(nullptr)}) {
+        std::vector<float> expected(n), out(n);
+        for (size_t i = 0; i < n; ++i) expected[i] = c ? in[i] - c[i] : in[i];
+        const float squares = simd::subtract_sum_of_squares(in.data(), c, out.data(), n);
+        EXPECT_EQ(out, expected) << "n=" << n;
+        EXPECT_EQ(squares, simd::reference::sum_of_squares(expected.data(), n)) << "n=" << n;
+        std::vector<float> in_place = in;  // out may be in
+        EXPECT_EQ(simd::subtract_sum_of_squares(in_place.data(), c, in_place.data(), n), squares);
+        EXPECT_EQ(in_place, expected);
+      }
+    }
+  });
+}
+
 TEST(Simd, QuantizePackDotIsTheThreeKernels) {
   for_each_target([] {
     for (int bits = 1; bits <= 4; ++bits)

@@ -115,7 +115,8 @@ class FlatIndex {
   // The fast-scan layout if requested and the codec (as calibrated) has one; only while empty.
   void choose_layout();
   // Rows [first, first + count) of x as stored: unit vectors for cosine, minus the centre.
-  void prepare_rows(const float* x, size_t first, size_t count, std::vector<float>& rows) const;
+  void prepare_rows(const float* x, size_t first, size_t count, std::vector<float>& rows,
+                    std::vector<float>& squared_norms) const;
 
   size_t dim_;
   FlatIndexOptions options_;

@@ -82,7 +82,10 @@ class VectorCodec {
   virtual void set_calibration(const std::vector<uint8_t>& state);
 
   // Appends n rows (row-major n x dim). Throws Error naming row and column for NaN or Inf.
-  void encode(const float* x, size_t n, CodeBuffer& out) const;
+  // squared_norms (optional): simd::sum_of_squares of each row, exactly that value, from a caller
+  // that computed it while writing the rows (an index centring them); codecs that normalize then
+  // do not read each row once more for it.
+  void encode(const float* x, size_t n, CodeBuffer& out, const float* squared_norms = nullptr) const;
   // Writes rows [first, first + n) decoded, row-major n x dim.
   void decode(const CodeBuffer& codes, size_t first, size_t n, float* out) const;
   // Prepares q (dim floats) for scores().
@@ -123,8 +126,15 @@ class VectorCodec {
   // Row i is row first_row + i of the caller's input: NaN and Inf must be refused naming it
   // (finite_norm or require_finite), where the row is read anyway, so it is read from memory once.
   virtual void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const = 0;
-  // ||row||, refusing NaN, Inf and norms beyond the float range with an error naming the row.
-  float finite_norm(const float* row, size_t row_index) const;
+  // encode_rows with the rows' squared norms at hand (see encode); by default unused.
+  virtual void encode_rows_given(const float* x, const float* squared_norms, size_t n, uint8_t* codes,
+                                 size_t first_row) const {
+    (void)squared_norms;
+    encode_rows(x, n, codes, first_row);
+  }
+  // ||row||, refusing NaN, Inf and norms beyond the float range with an error naming the row;
+  // from *squared_norm where given (sum_of_squares(row)), else computed.
+  float finite_norm(const float* row, size_t row_index, const float* squared_norm = nullptr) const;
   // Default: each row through accumulate_rows and finish_accumulator with weight 1.
   virtual void decode_rows(const uint8_t* codes, size_t n, float* out) const;
   virtual std::unique_ptr<PreparedQuery> prepare_query(const float* q) const = 0;

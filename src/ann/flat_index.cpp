@@ -72,28 +72,27 @@ size_t FlatIndex::bytes_per_vector() const {
   return bytes;
 }
 
-void FlatIndex::prepare_rows(const float* x, size_t first, size_t count, std::vector<float>& rows) const {
+void FlatIndex::prepare_rows(const float* x, size_t first, size_t count, std::vector<float>& rows,
+                             std::vector<float>& squared_norms) const {
   reserve_huge(rows, count * dim_);  // the calibration rows are tens of MB: few faults
   rows.resize(count * dim_);
-  const bool centre_now = !center_.empty() && options_.metric != Metric::kCosine;
+  squared_norms.resize(count);
+  const float* centre = center_.empty() ? nullptr : center_.data();
   for (size_t i = 0; i < count; ++i) {
     float* row = rows.data() + i * dim_;
     const float* in = x + (first + i) * dim_;
-    if (centre_now) {  // row - c, rounded once: the same bits on every target
-      const float* centre = center_.data();
-      for (size_t j = 0; j < dim_; ++j) row[j] = in[j] - centre[j];
-      continue;
-    }
-    std::copy_n(in, dim_, row);
     if (options_.metric == Metric::kCosine) {
+      std::copy_n(in, dim_, row);
       const float norm = std::sqrt(simd::sum_of_squares(row, dim_));
       if (!std::isfinite(norm)) require_finite(row, 1, dim_, "vectors", first + i);
       require(std::isfinite(norm), "add: row {} has a norm beyond the float range", first + i);
       require(norm > 0.0f, "add: row {} is the zero vector, which has no direction (metric cosine)", first + i);
       for (size_t j = 0; j < dim_; ++j) row[j] /= norm;
+      in = row;
     }
-    if (!center_.empty())
-      for (size_t j = 0; j < dim_; ++j) row[j] -= center_[j];
+    // row - c (a copy without a centre), rounded once: the same bits on every target; its squared
+    // norm from the same pass, for the codec and the l2 norms.
+    squared_norms[i] = simd::subtract_sum_of_squares(in, centre, row, dim_);
   }
 }
 
@@ -123,13 +122,14 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   const bool calibrate = codec_->calibrated_by_data() && !calibrated_;
   const std::vector<uint8_t> calibration_before = codec_->calibration();
   std::vector<float> rows;  // one chunk of rows as stored: unit vectors for cosine, minus the centre
+  std::vector<float> squares;  // their squared norms
   CodeBuffer encoded = codec_->make_buffer();
   try {
     // The first vectors added (up to kCalibrationRows) give the centre and calibrate a
     // data-dependent codec (center:, outlier split): one pass, no iterations.
     if (first_centre || calibrate) {
       const size_t count = std::min(n, kCalibrationRows);
-      prepare_rows(x, 0, count, rows);
+      prepare_rows(x, 0, count, rows, squares);
       if (first_centre) {
         std::vector<double> sum(dim_, 0.0);
         for (size_t i = 0; i < count; ++i) simd::add_to_double_sums(rows.data() + i * dim_, sum.data(), dim_);
@@ -139,8 +139,10 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
           require_finite(rows.data(), count, dim_, "vectors");
         center_.resize(dim_);
         for (size_t j = 0; j < dim_; ++j) center_[j] = static_cast<float>(sum[j] / static_cast<double>(count));
-        for (size_t i = 0; i < count; ++i)
-          for (size_t j = 0; j < dim_; ++j) rows[i * dim_ + j] -= center_[j];
+        for (size_t i = 0; i < count; ++i) {
+          float* row = rows.data() + i * dim_;
+          squares[i] = simd::subtract_sum_of_squares(row, center_.data(), row, dim_);
+        }
       } else {
         require_finite(rows.data(), count, dim_, "vectors");
       }
@@ -163,13 +165,15 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     for (size_t first = 0; first < n; first += chunk_rows) {
       const size_t count = std::min(chunk_rows, n - first);
       const float* prepared = rows.data() + first * dim_;
+      const float* prepared_squares = squares.data() + first;
       if (first + count > calibration_rows) {
-        prepare_rows(x, first, count, rows);
+        prepare_rows(x, first, count, rows, squares);
         prepared = rows.data();
+        prepared_squares = squares.data();
       }
       if (options_.metric == Metric::kL2)
         for (size_t i = 0; i < count; ++i) {
-          const float norm = std::sqrt(simd::sum_of_squares(prepared + i * dim_, dim_));
+          const float norm = std::sqrt(prepared_squares[i]);
           if (!std::isfinite(norm)) require_finite(x + (first + i) * dim_, 1, dim_, "vectors", first + i);
           require(std::isfinite(norm), "add: row {} has a norm beyond the float range", first + i);
           require(norm <= kHalfMax, "add: row {} has norm {}, beyond the fp16 range of the stored L2 norm",
@@ -183,7 +187,7 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
                   i % dim_, prepared[i]);
       encoded.clear();
       try {
-        codec_->encode(prepared, count, encoded);
+        codec_->encode(prepared, count, encoded, prepared_squares);
       } catch (const Error& e) {
         throw Error(fmt::format("add: rows from {}: {}", first, e.what()));
       }

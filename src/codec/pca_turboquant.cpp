@@ -240,8 +240,9 @@ void PcaTurboQuant::project(const float* x, float* y) const {
 
 float PcaTurboQuant::factor_of(const uint8_t* code) const { return load_norm(options_.norm, code + factor_offset_); }
 
-void PcaTurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
-  if (basis_.empty()) return plain_->encode_rows(x, n, codes, first_row);
+void PcaTurboQuant::encode_rows_given(const float* x, const float* squared_norms, size_t n, uint8_t* codes,
+                                      size_t first_row) const {
+  if (basis_.empty()) return plain_->encode_rows_given(x, squared_norms, n, codes, first_row);
   const size_t d = dim(), bytes = code_bytes();
   std::vector<float> y(coded_components_), unit(d);
   std::vector<uint8_t> scratch(d);
@@ -249,7 +250,7 @@ void PcaTurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t
     const float* row = x + i * d;
     uint8_t* code = codes + i * bytes;
     std::memset(code, 0, bytes);
-    const float norm = finite_norm(row, first_row + i);
+    const float norm = finite_norm(row, first_row + i, squared_norms ? squared_norms + i : nullptr);
     if (norm == 0.0f) continue;
     project(row, y.data());
     simd::scale(y.data(), 1.0f / norm, coded_components_);

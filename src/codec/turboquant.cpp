@@ -61,7 +61,8 @@ std::string TurboQuant::spec() const {
   return text + fmt::format(",seed={}", options_.seed);
 }
 
-void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
+void TurboQuant::encode_rows_given(const float* x, const float* squared_norms, size_t n, uint8_t* codes,
+                                   size_t first_row) const {
   const size_t d = dim();
   std::vector<float> unit(d), residual(d), projection(signs_ ? signs_->rows() : 0);
   std::vector<uint8_t> scratch(d);
@@ -69,7 +70,7 @@ void TurboQuant::encode_rows(const float* x, size_t n, uint8_t* codes, size_t fi
     const float* row = x + i * d;
     uint8_t* code = codes + i * row_stride_;
     std::memset(code, 0, code_bytes_);
-    const float norm = finite_norm(row, first_row + i);
+    const float norm = finite_norm(row, first_row + i, squared_norms ? squared_norms + i : nullptr);
     if (norm == 0.0f) continue;  // zero vector: norm 0 decodes to exactly zero
     rotation_->apply_scaled(row, 1.0f / norm, unit.data());  // the unit vector, rotated
     float stored = norm;

@@ -61,7 +61,11 @@ class TurboQuant final : public VectorCodec {
   void rotate(const float* q, float* out) const { rotation_->apply(q, out); }
 
  protected:
-  void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
+  void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override {
+    encode_rows_given(x, nullptr, n, codes, first_row);
+  }
+  void encode_rows_given(const float* x, const float* squared_norms, size_t n, uint8_t* codes,
+                         size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;

@@ -29,8 +29,8 @@ void require_finite(const float* x, size_t rows, size_t cols, const char* what, 
     }
 }
 
-float VectorCodec::finite_norm(const float* row, size_t row_index) const {
-  const float squares = simd::sum_of_squares(row, dim_);
+float VectorCodec::finite_norm(const float* row, size_t row_index, const float* squared_norm) const {
+  const float squares = squared_norm ? *squared_norm : simd::sum_of_squares(row, dim_);
   if (std::isfinite(squares)) return std::sqrt(squares);
   require_finite(row, 1, dim_, "encode", row_index);  // NaN or Inf: names the column
   double sum = 0.0;  // finite values whose squares overflow
@@ -61,7 +61,7 @@ void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, c
           first + n, row_group(), spec());
 }
 
-void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out) const {
+void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out, const float* squared_norms) const {
   require(out.code_bytes() == code_bytes(), "encode: buffer holds codes of {} bytes but codec {} writes {} bytes",
           out.code_bytes(), spec(), code_bytes());
   if (n == 0) return;
@@ -84,7 +84,8 @@ void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out) const {
     const size_t row = static_cast<size_t>(b) * block;
     const size_t count = std::min(block, n - row);
     try {
-      encode_rows(x + row * dim_, count, codes + row * code_bytes(), row);
+      encode_rows_given(x + row * dim_, squared_norms ? squared_norms + row : nullptr, count,
+                        codes + row * code_bytes(), row);
     } catch (...) {
 #pragma omp critical(kvsketch_encode_failure)
       if (b < failed_block) {

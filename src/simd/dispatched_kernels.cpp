@@ -189,6 +189,36 @@ float FixedOrderDotImpl(const float* x, const float* y, size_t n) {
 
 float SumOfSquaresImpl(const float* x, size_t n) { return FixedOrderDotImpl(x, x, n); }
 
+// out = in - centre (or a copy), and sum_of_squares(out) by the same partial sums, in one pass.
+float SubtractSumOfSquaresImpl(const float* in, const float* centre, float* out, size_t n) {
+  constexpr size_t kPartials = reference::kFixedOrderPartials;
+  const hn::ScalableTag<float> d;
+  constexpr size_t kLanes = hn::MaxLanes(d);
+  size_t i = 0;
+  HWY_ALIGN float partial[kPartials] = {};
+  if constexpr (kLanes >= 4 && kLanes <= kPartials && kPartials % kLanes == 0) {
+    if (hn::Lanes(d) == kLanes) {
+      constexpr size_t kVectors = kPartials / kLanes;
+      hn::Vec<decltype(d)> acc[kVectors];
+      for (size_t k = 0; k < kVectors; ++k) acc[k] = hn::Zero(d);
+      for (; i + kPartials <= n; i += kPartials)
+        for (size_t k = 0; k < kVectors; ++k) {
+          auto v = hn::LoadU(d, in + i + k * kLanes);
+          if (centre) v = hn::Sub(v, hn::LoadU(d, centre + i + k * kLanes));
+          hn::StoreU(v, d, out + i + k * kLanes);
+          acc[k] = hn::Add(acc[k], hn::Mul(v, v));
+        }
+      if (i == n) return ReduceAccumulators(d, acc);
+      for (size_t k = 0; k < kVectors; ++k) hn::Store(acc[k], d, partial + k * kLanes);
+    }
+  }
+  for (; i < n; ++i) {
+    out[i] = centre ? in[i] - centre[i] : in[i];
+    partial[i % kPartials] += out[i] * out[i];
+  }
+  return reference::reduce_partials(partial);
+}
+
 // Writes the int32 lanes (each < 256) as bytes.
 template <class DI, class V>
 HWY_INLINE void StoreIndices(DI di, V index, uint8_t* out, int32_t* scratch) {
@@ -616,6 +646,7 @@ HWY_EXPORT(CodewordDotImpl);
 HWY_EXPORT(QuantizePackDotImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
+HWY_EXPORT(SubtractSumOfSquaresImpl);
 HWY_EXPORT(AddToDoubleSumsImpl);
 HWY_EXPORT(TargetNameImpl);
 
@@ -654,6 +685,9 @@ void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* 
 }
 float dot(const float* a, const float* b, size_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
 void axpy(float w, const float* x, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(w, x, out, n); }
+float subtract_sum_of_squares(const float* in, const float* centre, float* out, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(SubtractSumOfSquaresImpl)(in, centre, out, n);
+}
 void add_to_double_sums(const float* x, double* sums, size_t n) {
   HWY_DYNAMIC_DISPATCH(AddToDoubleSumsImpl)(x, sums, n);
 }

@@ -22,6 +22,9 @@ void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
 // Sum of x[i] * y[i] in the same fixed order (bit-exact across instruction sets).
 float fixed_order_dot(const float* x, const float* y, size_t n);
+// out[i] = in[i] - centre[i] (centre null: out[i] = in[i]; out may be in), returning
+// sum_of_squares(out, n) from the same pass: the same bits.
+float subtract_sum_of_squares(const float* in, const float* centre, float* out, size_t n);
 struct QuantizerGrid;
 // indices[i] = number of boundaries strictly below values[i] (boundaries sorted, count = 2^bits - 1).
 // `grid`, if given, is make_quantizer_grid(boundaries, bits) (quantizer_grid.hpp): the same count
