@@ -322,7 +322,8 @@ void QuantizeGridLoop(const float* values, size_t n, const QuantizerGrid& grid, 
   const GridIndexer<kPerCell, decltype(d)> indexer(d, grid);
   HWY_ALIGN int32_t lane_indices[64];
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) StoreIndices(di, indexer.Index(d, hn::LoadU(d, values + i)), indices + i, lane_indices);
+  for (; i + lanes <= n; i += lanes)
+    StoreIndices(di, indexer.Index(d, hn::LoadU(d, values + i)), indices + i, lane_indices);
   for (; i < n; ++i) {
     const int c = quantizer_grid_cell(values[i], grid.low, grid.inverse_step);
     int index = grid.base[c];
@@ -469,7 +470,7 @@ float CodewordDotImpl(const float* values, const uint8_t* indices, size_t n, con
 
 #if HWY_TARGET == HWY_AVX2
 // Sixteen 4-bit indices (int32 lanes) as pack_bits writes them: byte k = i[2k] | i[2k + 1] << 4.
-// Mostly in-lane operations: the cross-lane shuffle port is the grid look-ups' bottleneck.
+// Mostly in-lane operations: the grid's look-ups already keep the cross-lane shuffle port busy.
 HWY_INLINE void StoreNibblePairs(__m256i first, __m256i second, uint8_t* out) {
   // Each u64 lane (i[2k], i[2k + 1]) shifted right by 28 puts i[2k + 1] << 4 beside i[2k]: the
   // byte of pair k sits at dword 2k of first (pairs 0-3) and of second (pairs 4-7).
@@ -508,7 +509,8 @@ float QuantizePackDotGrid(const float* values, size_t n, const float* boundaries
         index[h] = indexer.Index(d, v);
         const auto in_register = hn::IndicesFromVec(d, hn::And(index[h], lane_mask));
         const auto centroid = hn::IfThenElse(hn::RebindMask(d, hn::Gt(index[h], lane_mask)),
-                                             hn::TableLookupLanes(high, in_register), hn::TableLookupLanes(low, in_register));
+                                             hn::TableLookupLanes(high, in_register),
+                                             hn::TableLookupLanes(low, in_register));
         square_sums[k + h] = hn::Add(square_sums[k + h], hn::Mul(v, v));
         product_sums[k + h] = hn::Add(product_sums[k + h], hn::Mul(v, hn::Sub(v, centroid)));
       }
