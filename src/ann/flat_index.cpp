@@ -164,13 +164,10 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
     const size_t calibration_rows = first_centre || calibrate ? std::min(n, kCalibrationRows) : 0;
     for (size_t first = 0; first < n; first += chunk_rows) {
       const size_t count = std::min(chunk_rows, n - first);
-      const float* prepared = rows.data() + first * dim_;
-      const float* prepared_squares = squares.data() + first;
-      if (first + count > calibration_rows) {
-        prepare_rows(x, first, count, rows, squares);
-        prepared = rows.data();
-        prepared_squares = squares.data();
-      }
+      const bool calibration_chunk = first + count <= calibration_rows;
+      if (!calibration_chunk) prepare_rows(x, first, count, rows, squares);
+      const float* prepared = rows.data() + (calibration_chunk ? first * dim_ : 0);
+      const float* prepared_squares = squares.data() + (calibration_chunk ? first : 0);
       if (options_.metric == Metric::kL2)
         for (size_t i = 0; i < count; ++i) {
           const float norm = std::sqrt(prepared_squares[i]);
