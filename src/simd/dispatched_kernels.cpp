@@ -421,6 +421,33 @@ void SubtractTableImpl(const float* values, const uint8_t* indices, size_t n, co
   reference::subtract_table(values + i, indices + i, n - i, table, table_size, out + i);
 }
 
+// One vector's terms of codeword_dot: each index's entry of a table of up to two registers (low,
+// high), then v^2 and v (v - entry) added to the vector's partial sums.
+template <class D, class VI>
+HWY_INLINE void AddCodewordTerms(D d, hn::Vec<D> v, VI index, hn::Vec<D> low, hn::Vec<D> high, bool two_registers,
+                                 VI lane_mask, hn::Vec<D>& square_sum, hn::Vec<D>& product_sum) {
+  const auto in_register = hn::IndicesFromVec(d, hn::And(index, lane_mask));
+  auto centroid = hn::TableLookupLanes(low, in_register);
+  if (two_registers)
+    centroid = hn::IfThenElse(hn::RebindMask(d, hn::Gt(index, lane_mask)), hn::TableLookupLanes(high, in_register),
+                              centroid);
+  square_sum = hn::Add(square_sum, hn::Mul(v, v));
+  product_sum = hn::Add(product_sum, hn::Mul(v, hn::Sub(v, centroid)));
+}
+
+// codeword_dot's terms of values[first, n) (indices[j - first] for value j) added to the partial
+// sums in the scalar definition's order, then the fixed tree.
+float CodewordDotTail(const float* values, const uint8_t* indices, size_t first, size_t n, const float* table,
+                      float* squares, float* products) {
+  constexpr size_t kPartials = reference::kFixedOrderPartials;
+  for (size_t j = first; j < n; ++j) {
+    const float residual = values[j] - table[indices[j - first]];
+    squares[j % kPartials] += values[j] * values[j];
+    products[j % kPartials] += values[j] * residual;
+  }
+  return reference::reduce_partials(squares) - reference::reduce_partials(products);
+}
+
 // sum_of_squares(values) - fixed_order_dot(values, values - table[indices]), the residual never
 // stored: the same products and partial sums in the same order, so the same bits.
 float CodewordDotImpl(const float* values, const uint8_t* indices, size_t n, const float* table, size_t table_size) {
@@ -443,15 +470,9 @@ float CodewordDotImpl(const float* values, const uint8_t* indices, size_t n, con
       for (size_t k = 0; k < kVectors; ++k) square_sums[k] = product_sums[k] = hn::Zero(d);
       for (; i + kPartials <= n; i += kPartials)
         for (size_t k = 0; k < kVectors; ++k) {
-          const auto v = hn::LoadU(d, values + i + k * kLanes);
           const auto index = hn::PromoteTo(di, hn::LoadU(du8, indices + i + k * kLanes));
-          const auto in_register = hn::IndicesFromVec(d, hn::And(index, lane_mask));
-          auto centroid = hn::TableLookupLanes(low, in_register);
-          if (two_registers)
-            centroid = hn::IfThenElse(hn::RebindMask(d, hn::Gt(index, lane_mask)),
-                                      hn::TableLookupLanes(high, in_register), centroid);
-          square_sums[k] = hn::Add(square_sums[k], hn::Mul(v, v));
-          product_sums[k] = hn::Add(product_sums[k], hn::Mul(v, hn::Sub(v, centroid)));
+          AddCodewordTerms(d, hn::LoadU(d, values + i + k * kLanes), index, low, high, two_registers, lane_mask,
+                           square_sums[k], product_sums[k]);
         }
       if (i == n) return ReduceAccumulators(d, square_sums) - ReduceAccumulators(d, product_sums);
       for (size_t k = 0; k < kVectors; ++k) {
@@ -460,12 +481,7 @@ float CodewordDotImpl(const float* values, const uint8_t* indices, size_t n, con
       }
     }
   }
-  for (; i < n; ++i) {
-    const float residual = values[i] - table[indices[i]];
-    squares[i % kPartials] += values[i] * values[i];
-    products[i % kPartials] += values[i] * residual;
-  }
-  return reference::reduce_partials(squares) - reference::reduce_partials(products);
+  return CodewordDotTail(values, indices + i, i, n, table, squares, products);
 }
 
 #if HWY_TARGET == HWY_AVX2
@@ -507,12 +523,7 @@ float QuantizePackDotGrid(const float* values, size_t n, const float* boundaries
       for (size_t h = 0; h < 2; ++h) {
         const auto v = hn::LoadU(d, values + i + (k + h) * kLanes);
         index[h] = indexer.Index(d, v);
-        const auto in_register = hn::IndicesFromVec(d, hn::And(index[h], lane_mask));
-        const auto centroid = hn::IfThenElse(hn::RebindMask(d, hn::Gt(index[h], lane_mask)),
-                                             hn::TableLookupLanes(high, in_register),
-                                             hn::TableLookupLanes(low, in_register));
-        square_sums[k + h] = hn::Add(square_sums[k + h], hn::Mul(v, v));
-        product_sums[k + h] = hn::Add(product_sums[k + h], hn::Mul(v, hn::Sub(v, centroid)));
+        AddCodewordTerms(d, v, index[h], low, high, true, lane_mask, square_sums[k + h], product_sums[k + h]);
       }
       StoreNibblePairs(index[0].raw, index[1].raw, packed + (i + k * kLanes) / 2);
     }
@@ -525,12 +536,7 @@ float QuantizePackDotGrid(const float* values, size_t n, const float* boundaries
   }
   reference::quantize(values + i, n - i, boundaries, 4, scratch);
   pack_bits(scratch, n - i, 4, packed + i / 2);
-  for (size_t j = i; j < n; ++j) {
-    const float residual = values[j] - table[scratch[j - i]];
-    squares[j % kPartials] += values[j] * values[j];
-    products[j % kPartials] += values[j] * residual;
-  }
-  return reference::reduce_partials(squares) - reference::reduce_partials(products);
+  return CodewordDotTail(values, scratch, i, n, table, squares, products);
 }
 #endif
 
