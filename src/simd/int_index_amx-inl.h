@@ -194,23 +194,12 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
   }
 }
 
-// Where the AMX weighted sum's accumulator lanes go: lane 64k + 16m + c of a head holds coordinate
-// 64k + 16(c / 4) + 4m + c % 4 (Unpacker::QuadLookup's interleave decides it).
-std::vector<uint32_t> AmxLaneCoordinates(size_t padded) {
-  std::vector<uint32_t> coordinate(padded);
-  for (size_t lane = 0; lane < padded; ++lane) {
-    const size_t k = lane / 64, m = lane % 64 / 16, c = lane % 16;
-    coordinate[lane] = static_cast<uint32_t>(64 * k + 16 * (c / 4) + 4 * m + c % 4);
-  }
-  return coordinate;
-}
-
 // Weighted sum, for up to 7 heads. A block's 16-bit weights w = 256 hi + lo are written as signed
 // bytes hi and lo - 128, so that one signed product sums both halves: A holds, over the block's 64
 // rows, a row of hi bytes and a row of lo - 128 bytes per head and a row of ones, and sum(w v) =
 // 256 sum(hi v) + sum((lo - 128) v) + 128 sum(v), exactly the VNNI kernel's sums. B: for 16
 // coordinates, row q holds the levels of rows 4q..4q+3 at each coordinate (the VNNI order), made
-// by Unpacker::QuadLookup straight from the four rows' codes; four B tiles (m = 0..3) cover a
+// by QuadLookup straight from the four rows' codes; four B tiles (m = 0..3) cover a
 // 64-coordinate chunk, each with its own C.
 //
 // As in AmxScores, the work is a pipeline, here over steps (a block's chunk): while step t's B
@@ -220,7 +209,7 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
                     size_t acc_stride, const RowFactor* factors, BlockWeights& block) {
   const size_t chunks = padded / 64, a_rows = 2 * heads + 1;
   const size_t blocks = (n + kIntBlockRows - 1) / kIntBlockRows, steps = blocks * chunks;
-  LaneAccumulators lane_acc(acc, heads, acc_stride, rows.dim, AmxLaneCoordinates(padded));
+  LaneAccumulators lane_acc(acc, heads, acc_stride, rows.dim, QuadLaneCoordinates(padded));
   constexpr size_t kTileBytes = kTileRows * 64;
   auto a = ZeroedTileBuffer<int8_t>(2 * kTileBytes);                     // blocks i % 2
   auto values = ZeroedTileBuffer<int8_t>(2 * 4 * kTileBytes);            // steps t % 2, four B tiles each
@@ -243,7 +232,7 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
   const size_t part = (kIntBlockRows * 64 + padded - 1) / padded;  // rows of the next block to ask for, per chunk
   HWY_ALIGN uint8_t table_bytes[64];
   _mm512_store_si512(table_bytes, field_table);
-  std::vector<Unpacker::QuadLookup> lookups;
+  std::vector<QuadLookup> lookups;
   for (size_t k = 0; k < chunks; ++k) lookups.emplace_back(unpacker, k, table_bytes);
 
   // Quads [quad, quad + 8) of step's B tiles (quad 0: with the block's weights first).
@@ -267,16 +256,17 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
     }
     FetchRows(rows, start + kIntBlockRows + k * part + quad / 8 * part / 2, part / 2 + 1, n);
     const uint8_t* first = rows.data + start * rows.stride;
+    const uint8_t* end = rows.data + n * rows.stride;
     const size_t stride = rows.stride;
     int8_t* b = values.get() + step % 2 * 4 * kTileBytes;
     for (size_t q = quad; q < quad + 8; ++q) {
       __m512i v[4];
       const uint8_t* row = first + 4 * q * stride;
       if (4 * q + 3 < count) {
-        lookups[k](row, row + stride, row + 2 * stride, row + 3 * stride, v);
+        lookups[k](row, row + stride, row + 2 * stride, row + 3 * stride, end, v);
       } else {  // rows past count repeat the last (their weights are zero)
         const auto at = [&](size_t t) { return first + std::min(4 * q + t, count - 1) * stride; };
-        lookups[k](at(0), at(1), at(2), at(3), v);
+        lookups[k](at(0), at(1), at(2), at(3), end, v);
       }
       for (size_t m = 0; m < 4; ++m) _mm512_store_si512(b + q * 64 + m * kTileBytes, v[m]);
     }

@@ -240,54 +240,10 @@ class Unpacker {
     return FieldsWith(gather_, shifts_, load_[k], packed + k * 8 * rows_.bits);
   }
 
-  // Chunk k of four rows looked up and interleaved as the AMX weighted sum's B tiles want them:
-  // out[m] dword lane c holds the four rows' bytes at coordinate 64k + 16(c / 4) + 4m + c % 4.
-  // Each qword of out[m] covers two coordinates of the four rows, at most two bytes of each row's
-  // codes (2 b <= 8 bits), so that one two-source vpermb gathers them from the rows (rows 0, 1 in
-  // the halves of one register, rows 2, 3 of the other) and vpmultishiftqb pulls every field down:
-  // three shuffles per output vector, against five for a lookup per row and two interleave rounds.
-  class QuadLookup {
-   public:
-    // (The table comes as bytes: a vector argument would cross std::vector's construction, which
-    // is compiled without AVX-512 and passes it differently.)
-    QuadLookup(const Unpacker& unpacker, size_t k, const uint8_t* table) {
-      std::memcpy(table_, table, sizeof(table_));
-      const int bits = unpacker.rows_.bits;
-      offset_ = k * 8 * static_cast<size_t>(bits);
-      const __mmask64 chunk = unpacker.load_[k];  // bytes of chunk k within the row, at most 32
-      low_ = chunk;
-      high_ = chunk << 32;
-      for (int m = 0; m < 4; ++m)
-        for (int c = 0; c < 16; c += 2) {              // the qword of dword lanes c, c + 1
-          const int x = 16 * (c / 4) + 4 * m + c % 4;  // its first coordinate within the chunk
-          const int first_byte = bits * x / 8;
-          for (int t = 0; t < 4; ++t) {
-            for (int j = 0; j < 2; ++j) gather_[m][4 * c + 2 * t + j] = static_cast<uint8_t>(32 * t + first_byte + j);
-            shifts_[m][4 * c + t] = static_cast<uint8_t>(16 * t + bits * x - 8 * first_byte);
-            shifts_[m][4 * c + 4 + t] = static_cast<uint8_t>(16 * t + bits * (x + 1) - 8 * first_byte);
-          }
-        }
-    }
+  int bits() const { return rows_.bits; }
 
-    HWY_INLINE void operator()(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3,
-                               __m512i* out) const {
-      // Row 1 (3) lands in the upper half: a masked load from 32 bytes before it.
-      const __m512i a = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(low_, r0 + offset_), high_, r1 + offset_ - 32);
-      const __m512i b = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(low_, r2 + offset_), high_, r3 + offset_ - 32);
-      const __m512i table = _mm512_loadu_si512(table_);
-      for (int m = 0; m < 4; ++m) {
-        const __m512i fields = _mm512_multishift_epi64_epi8(
-            _mm512_loadu_si512(shifts_[m]), _mm512_permutex2var_epi8(a, _mm512_loadu_si512(gather_[m]), b));
-        out[m] = _mm512_permutexvar_epi8(fields, table);
-      }
-    }
-
-   private:
-    // Byte arrays rather than vectors, so that the lookups (one per chunk) can live in a std::vector.
-    uint8_t gather_[4][64], shifts_[4][64], table_[64];
-    __mmask64 low_, high_;
-    size_t offset_;
-  };
+  // The bytes of chunk k within a row (a load mask of at most 32 bytes).
+  __mmask64 chunk_mask(size_t k) const { return load_[k]; }
 
   // Rows [0, count) from `first` (row r at first + r * stride), every chunk looked up in `table`:
   // row r's chunk k at out + r * out_stride + 64 k. Each row also asks for the row `ahead` rows
@@ -415,44 +371,6 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
   for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
 }
 
-#if HWY_TARGET == HWY_AVX3_DL
-// ScoreGroups<4> with the rows unpacked in registers: 16 rows from `first`, row r at
-// first + min(r, last) * stride (rows past `last` repeat it; their sums are not used). Each
-// row's chunk is looked up (vpermb over the repeated byte table plus its offset) and four rows'
-// chunks are transposed by 128-bit blocks into the grouped layout, then the same vpdpbusd.
-HWY_INLINE void FusedScoreGroups(const Unpacker& unpacker, const uint8_t* first, size_t stride, size_t last,
-                                 size_t chunks, __m512i table, const int8_t* queries, int32_t* sums) {
-  const size_t lanes = 64, blocks = 4 * chunks;
-  __m512i acc[4][4];
-  for (int g = 0; g < 4; ++g)
-    for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_setzero_si512();
-  // Fully unrolled, so that the 16 accumulators stay in registers.
-  for (size_t k = 0; k < chunks; ++k) {
-#pragma GCC unroll 4
-    for (size_t g = 0; g < 4; ++g) {
-      __m512i v[4];
-#pragma GCC unroll 4
-      for (size_t r = 0; r < 4; ++r)
-        v[r] = _mm512_permutexvar_epi8(unpacker.Fields(first + std::min(4 * g + r, last) * stride, k), table);
-      const __m512i t0 = _mm512_shuffle_i64x2(v[0], v[1], 0x44), t1 = _mm512_shuffle_i64x2(v[0], v[1], 0xEE);
-      const __m512i t2 = _mm512_shuffle_i64x2(v[2], v[3], 0x44), t3 = _mm512_shuffle_i64x2(v[2], v[3], 0xEE);
-      const __m512i grouped[4] = {_mm512_shuffle_i64x2(t0, t2, 0x88), _mm512_shuffle_i64x2(t0, t2, 0xDD),
-                                  _mm512_shuffle_i64x2(t1, t3, 0x88), _mm512_shuffle_i64x2(t1, t3, 0xDD)};
-#pragma GCC unroll 4
-      for (int h = 0; h < 4; ++h)
-#pragma GCC unroll 4
-        for (size_t b = 0; b < 4; ++b) {
-          const __m512i q = _mm512_loadu_si512(queries + (h * blocks + 4 * k + b) * lanes);
-          acc[g][h] = _mm512_dpbusd_epi32(acc[g][h], grouped[b], q);
-        }
-    }
-  }
-  for (int g = 0; g < 4; ++g) {
-    const VI32 heads[4] = {VI32{acc[g][0]}, VI32{acc[g][1]}, VI32{acc[g][2]}, VI32{acc[g][3]}};
-    hn::StoreU(BlockHeadSums(heads), DI32(), sums + g * 16);
-  }
-}
-#endif
 
 // Asks for rows [first, first + count) (clipped to n) ahead of their use, a block (about 2 us)
 // early: the blocks are contiguous, but each is a few KB and the hardware prefetcher restarts at
@@ -578,6 +496,7 @@ class LaneAccumulators {
 size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
 
 #if HWY_TARGET == HWY_AVX3_DL
+#include "simd/int_index_quads-inl.h"
 #include "simd/int_index_amx-inl.h"
 #endif
 
@@ -635,6 +554,9 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   if (fused && heads <= kTileRows && amx_usable())
     return AmxScores(rows, n, unpacker, field_table, head_bytes.data(), heads, padded, head_factors.data(),
                      offsets.data(), factors, out, out_stride);
+  std::vector<GroupedLookup> lookups;
+  if (fused)
+    for (size_t k = 0; k < padded / 64; ++k) lookups.emplace_back(unpacker, k);
 #endif
   // Groups of rows per pass: their 4 x kGroups accumulators, the values and the constants stay in
   // registers (32 with AVX-512, 16 below it).
@@ -655,12 +577,32 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
       for (size_t g = 0; g < groups; g += kGroups) {
         const size_t live_groups = std::min<size_t>(kGroups, groups - g);
         if (hg == 0) FetchRows(rows, start + kIntBlockRows + g * per_vector, kGroups * per_vector, n);
-        if (fused) {
 #if HWY_TARGET == HWY_AVX3_DL
-          FusedScoreGroups(unpacker, rows.data + (start + g * per_vector) * rows.stride, rows.stride,
-                           count - 1 - g * per_vector, padded / 64, field_table, q, sums);
+        if (fused) {
+          // Sixteen rows, each head's scores as one vector: (sum - offset) * head factor * row
+          // factor, the reference's operations in its order.
+          const uint8_t* first = rows.data + (start + g * per_vector) * rows.stride;
+          const size_t first_row = g * per_vector, last = count - 1 - first_row;
+          const uint8_t* end = rows.data + n * rows.stride;
+          HWY_ALIGN int32_t head_sums[4 * 16];
+          if (lookups.size() == 2) {  // head_dim 128: the chunk loop unrolled
+            QuadScoreGroups<2>(lookups.data(), 2, first, rows.stride, last, end, field_table, q, head_sums);
+          } else {
+            QuadScoreGroups<0>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q,
+                               head_sums);
+          }
+          const __mmask16 live = static_cast<__mmask16>((1u << std::min<size_t>(16, count - first_row)) - 1);
+          const __m512 row_factors = _mm512_load_ps(row_factor + first_row);
+          for (size_t h = 0; h < group_heads; ++h) {
+            const size_t head = 4 * hg + h;
+            const __m512i sum = _mm512_sub_epi32(_mm512_load_si512(head_sums + 16 * h), _mm512_set1_epi32(offsets[head]));
+            const __m512 score = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(head_factors[head]));
+            _mm512_mask_storeu_ps(out + head * out_stride + start + first_row, live, _mm512_mul_ps(score, row_factors));
+          }
+          continue;
+        }
 #endif
-        } else {
+        {
           const uint8_t* first = grouped.data() + g * blocks * lanes;
           if (live_groups == kGroups) {
             ScoreGroups<kGroups>(first, blocks, table_v, q, sums);
@@ -761,6 +703,7 @@ HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, s
     }
   }
 }
+
 
 #if HWY_TARGET == HWY_AVX3_DL
 // The values of chunk k (64 coordinates) of rows [0, count) from `first` on, for kHeads heads,

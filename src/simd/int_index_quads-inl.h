@@ -1,0 +1,174 @@
+// Rows unpacked and looked up four at a time, straight into the layout the multiplies want
+// (included by int_index_kernels.cpp for target AVX3_DL only; it uses that file's Unpacker): QuadLookup for the AMX weighted sum's B tiles, GroupedLookup for the VNNI scores.
+//
+// Why: looking a row up on its own (Unpacker::Fields and a vpermb) leaves its levels in coordinate
+// order, and four rows then need four more shuffles to be interleaved by 128-bit blocks for
+// vpdpbusd. A two-source vpermb gathers the code bytes of four rows at once (rows 0, 1 in the
+// halves of one register, rows 2, 3 in the other) in whatever order is wanted, so that every output
+// vector costs three shuffles: the gather, the vpmultishiftqb that pulls each field down, and the
+// table's vpermb. On Zen 4, where shuffles and multiplies share a port, the scores went from 115 to
+// 98 us for 16,384 rows (kvsketch_bench_codecs int_index/scores/.../n:16384, cache-resident).
+// (The same lookups for the weighted sum, 16-bit weights as hi/lo bytes through vpdpbusd, ran
+// slower than FusedChunk's vpdpwssd: 9 multiplies a row quad and lookup against 8, measured 156 vs
+// 163 us; not kept.)
+
+// Where the weighted sums' accumulator lanes go when QuadLookup makes the values: lane
+// 64k + 16m + c of a head holds coordinate 64k + 16(c / 4) + 4m + c % 4.
+std::vector<uint32_t> QuadLaneCoordinates(size_t padded) {
+  std::vector<uint32_t> coordinate(padded);
+  for (size_t lane = 0; lane < padded; ++lane) {
+    const size_t k = lane / 64, m = lane % 64 / 16, c = lane % 16;
+    coordinate[lane] = static_cast<uint32_t>(64 * k + 16 * (c / 4) + 4 * m + c % 4);
+  }
+  return coordinate;
+}
+
+// The bytes of chunk k of rows r0, r1 (one register) and r2, r3 (the other), each row in its own
+// 32-byte half. Plain 32-byte loads where the rows go on for 32 bytes from the chunk's start (the
+// bytes past the chunk only feed bits that the table lookup ignores, and coordinates past dim meet
+// zero queries or dropped lanes); masked loads, which take several times longer on Zen 4, only
+// where that would read past `end`.
+struct RowPairs {
+  __m512i a, b;
+  HWY_INLINE RowPairs(__mmask64 chunk, size_t offset, const uint8_t* r0, const uint8_t* r1, const uint8_t* r2,
+                      const uint8_t* r3, const uint8_t* end) {
+    if (HWY_LIKELY(r3 + offset + 32 <= end)) {
+      a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + offset))),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + offset)), 1);
+      b = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r2 + offset))),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r3 + offset)), 1);
+      return;
+    }
+    const __mmask64 high = chunk << 32;
+    a = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(chunk, r0 + offset), high, r1 + offset - 32);
+    b = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(chunk, r2 + offset), high, r3 + offset - 32);
+  }
+  // Gather (two-source vpermb), fields down (vpmultishiftqb), levels (vpermb over the table).
+  HWY_INLINE __m512i Lookup(__m512i gather, __m512i shifts, __m512i table) const {
+    return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shifts, _mm512_permutex2var_epi8(a, gather, b)),
+                                   table);
+  }
+};
+
+// Chunk k of four rows looked up and interleaved for the weighted sums: out[m] dword lane c holds
+// the four rows' bytes at coordinate 64k + 16(c / 4) + 4m + c % 4. Each qword of out[m] covers two
+// coordinates of the four rows, at most two bytes of each row's codes (2 b <= 8 bits).
+class QuadLookup {
+ public:
+  // (The table comes as bytes: a vector argument would cross std::vector's construction, which
+  // is compiled without AVX-512 and passes it differently.)
+  QuadLookup(const Unpacker& unpacker, size_t k, const uint8_t* table) {
+    std::memcpy(table_, table, sizeof(table_));
+    const int bits = unpacker.bits();
+    offset_ = k * 8 * static_cast<size_t>(bits);
+    chunk_ = unpacker.chunk_mask(k);
+    for (int m = 0; m < 4; ++m)
+      for (int c = 0; c < 16; c += 2) {              // the qword of dword lanes c, c + 1
+        const int x = 16 * (c / 4) + 4 * m + c % 4;  // its first coordinate within the chunk
+        const int first_byte = bits * x / 8;
+        for (int t = 0; t < 4; ++t) {
+          for (int j = 0; j < 2; ++j) gather_[m][4 * c + 2 * t + j] = static_cast<uint8_t>(32 * t + first_byte + j);
+          shifts_[m][4 * c + t] = static_cast<uint8_t>(16 * t + bits * x - 8 * first_byte);
+          shifts_[m][4 * c + 4 + t] = static_cast<uint8_t>(16 * t + bits * (x + 1) - 8 * first_byte);
+        }
+      }
+  }
+
+  // out[i] = the vector of m = first_m + i, i < kCount.
+  template <int kCount = 4>
+  HWY_INLINE void operator()(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3,
+                             const uint8_t* end, __m512i* out, int first_m = 0) const {
+    const RowPairs pairs(chunk_, offset_, r0, r1, r2, r3, end);
+    const __m512i table = _mm512_loadu_si512(table_);
+    for (int i = 0; i < kCount; ++i)
+      out[i] = pairs.Lookup(_mm512_loadu_si512(gather_[first_m + i]), _mm512_loadu_si512(shifts_[first_m + i]), table);
+  }
+
+ private:
+  // Byte arrays rather than vectors, so that the lookups (one per chunk) can live in a std::vector.
+  uint8_t gather_[4][64], shifts_[4][64], table_[64];
+  __mmask64 chunk_;
+  size_t offset_;
+};
+
+// Chunk k of four rows looked up in the scores' grouped layout: out[kb] holds, in 128-bit block r,
+// row r's 16 levels at coordinates 64k + 16kb .. 64k + 16kb + 15. A qword of it is 8 coordinates
+// of one row, b whole bytes of its codes starting on a byte, so every qword shifts alike.
+class GroupedLookup {
+ public:
+  GroupedLookup(const Unpacker& unpacker, size_t k) {
+    const int bits = unpacker.bits();
+    offset_ = k * 8 * static_cast<size_t>(bits);
+    chunk_ = unpacker.chunk_mask(k);
+    for (int kb = 0; kb < 4; ++kb)
+      for (int r = 0; r < 4; ++r)
+        for (int s = 0; s < 2; ++s)
+          for (int j = 0; j < 8; ++j) {
+            // Bytes past the row's own are other rows' or zeros: only the low b bits of a field count.
+            const int byte = std::min(bits * (2 * kb + s) + j, 31);
+            gather_[kb][16 * r + 8 * s + j] = static_cast<uint8_t>(64 * (r / 2) + 32 * (r % 2) + byte);
+          }
+    for (int e = 0; e < 64; ++e) shifts_[e] = static_cast<uint8_t>(bits * (e % 8));
+  }
+
+  __m512i Gather(int kb) const { return _mm512_loadu_si512(gather_[kb]); }
+  __m512i Shifts() const { return _mm512_loadu_si512(shifts_); }
+  __mmask64 chunk() const { return chunk_; }
+  size_t offset() const { return offset_; }
+
+ private:
+  uint8_t gather_[4][64], shifts_[64];
+  __mmask64 chunk_;
+  size_t offset_;
+};
+
+// Sixteen rows' scores from `first`, row r at first + min(r, last) * stride (rows past `last`
+// repeat it; their sums are not used; the rows end at `end`), through GroupedLookup and vpdpbusd
+// against the grouped query bytes: head_sums[16 h + r] = row r's sum for head h, so that a head's
+// scores leave as one vector (no per-row transpose of heads).
+template <size_t kChunks>
+HWY_INLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, const uint8_t* first, size_t stride,
+                                size_t last, const uint8_t* end, __m512i table, const int8_t* queries,
+                                int32_t* head_sums) {
+  const size_t chunks = kChunks != 0 ? kChunks : chunks_, lanes = 64, blocks = 4 * chunks;
+  const __m512i shifts = lookups[0].Shifts();
+  // Per head, the halves of the reduction of the two pairs of groups: block r of pair p holds
+  // (a0 + a2, b0 + b2, a1 + a3, b1 + b3) for the partial sums a, b of row r of its two groups.
+  __m512i pair_sums[2][4];
+  // Two groups of four rows at a time: eight chains of multiply-adds, and few enough values live
+  // that nothing spills.
+  for (size_t g = 0; g < 4; g += 2) {
+    const auto row = [&](size_t r) { return first + std::min(4 * g + r, last) * stride; };
+    __m512i acc[2][4];
+    for (int p = 0; p < 2; ++p)
+      for (int h = 0; h < 4; ++h) acc[p][h] = _mm512_setzero_si512();
+    for (size_t k = 0; k < chunks; ++k) {
+      const GroupedLookup& lookup = lookups[k];
+      const RowPairs first_pairs(lookup.chunk(), lookup.offset(), row(0), row(1), row(2), row(3), end);
+      const RowPairs second_pairs(lookup.chunk(), lookup.offset(), row(4), row(5), row(6), row(7), end);
+      const int8_t* q = queries + 4 * k * lanes;
+#pragma GCC unroll 4
+      for (int kb = 0; kb < 4; ++kb) {
+        const __m512i gather = lookup.Gather(kb);
+        const __m512i levels[2] = {first_pairs.Lookup(gather, shifts, table), second_pairs.Lookup(gather, shifts, table)};
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; ++h) {
+          const __m512i query = _mm512_loadu_si512(q + (h * blocks + kb) * lanes);
+          for (int p = 0; p < 2; ++p) acc[p][h] = _mm512_dpbusd_epi32(acc[p][h], levels[p], query);
+        }
+      }
+    }
+    for (int h = 0; h < 4; ++h)
+      pair_sums[g / 2][h] = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[0][h], acc[1][h]),
+                                             _mm512_unpackhi_epi32(acc[0][h], acc[1][h]));
+  }
+  // Block r then holds rows r, 4 + r, 8 + r, 12 + r: lane 4r + g is row 4g + r.
+  HWY_ALIGN int32_t order[16];
+  for (int i = 0; i < 16; ++i) order[i] = 4 * (i % 4) + i / 4;
+  const __m512i rows_in_order = _mm512_load_si512(order);
+  for (int h = 0; h < 4; ++h) {
+    const __m512i sums = _mm512_add_epi32(_mm512_unpacklo_epi64(pair_sums[0][h], pair_sums[1][h]),
+                                          _mm512_unpackhi_epi64(pair_sums[0][h], pair_sums[1][h]));
+    _mm512_store_si512(head_sums + 16 * h, _mm512_permutexvar_epi32(rows_in_order, sums));
+  }
+}
