@@ -256,7 +256,8 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
     }
     FetchRows(rows, start + kIntBlockRows + k * part + quad / 8 * part / 2, part / 2 + 1, n);
     const uint8_t* first = rows.data + start * rows.stride;
-    const uint8_t* end = rows.data + n * rows.stride;
+    // One past the last code byte: the rows may be one part of longer rows (a channel split).
+    const uint8_t* end = rows.data + (n - 1) * rows.stride + packed_bytes(rows.dim, rows.bits);
     const size_t stride = rows.stride;
     int8_t* b = values.get() + step % 2 * 4 * kTileBytes;
     for (size_t q = quad; q < quad + 8; ++q) {

@@ -583,7 +583,8 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
           // factor, the reference's operations in its order.
           const uint8_t* first = rows.data + (start + g * per_vector) * rows.stride;
           const size_t first_row = g * per_vector, last = count - 1 - first_row;
-          const uint8_t* end = rows.data + n * rows.stride;
+          // One past the last code byte: the rows may be one part of longer rows (a channel split).
+          const uint8_t* end = rows.data + (n - 1) * rows.stride + packed_bytes(rows.dim, rows.bits);
           HWY_ALIGN int32_t head_sums[4 * 16];
           if (lookups.size() == 2) {  // head_dim 128: the chunk loop unrolled
             QuadScoreGroups<2>(lookups.data(), 2, first, rows.stride, last, end, field_table, q, head_sums);
