@@ -234,6 +234,7 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
   _mm512_store_si512(table_bytes, field_table);
   std::vector<QuadLookup> lookups;
   for (size_t k = 0; k < chunks; ++k) lookups.emplace_back(unpacker, k, table_bytes);
+  const uint8_t* end = CodesEnd(rows, n);
 
   // Quads [quad, quad + 8) of step's B tiles (quad 0: with the block's weights first).
   const auto build = [&](size_t step, size_t quad) {
@@ -256,8 +257,6 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
     }
     FetchRows(rows, start + kIntBlockRows + k * part + quad / 8 * part / 2, part / 2 + 1, n);
     const uint8_t* first = rows.data + start * rows.stride;
-    // One past the last code byte: the rows may be one part of longer rows (a channel split).
-    const uint8_t* end = rows.data + (n - 1) * rows.stride + packed_bytes(rows.dim, rows.bits);
     const size_t stride = rows.stride;
     int8_t* b = values.get() + step % 2 * 4 * kTileBytes;
     for (size_t q = quad; q < quad + 8; ++q) {

@@ -371,7 +371,6 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
   for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
 }
 
-
 // Asks for rows [first, first + count) (clipped to n) ahead of their use, a block (about 2 us)
 // early: the blocks are contiguous, but each is a few KB and the hardware prefetcher restarts at
 // every page, so without this the first touch of each block waits on memory. The kernels ask for
@@ -493,6 +492,12 @@ class LaneAccumulators {
   std::vector<float> lanes_;
 };
 
+// One past the rows' last code byte: the bound of the kernels' plain loads. Not n strides from
+// the first row, since the rows may be one part of longer rows (a channel split's).
+const uint8_t* CodesEnd(const RowSource& rows, size_t n) {
+  return rows.data + (n - 1) * rows.stride + packed_bytes(rows.dim, rows.bits);
+}
+
 size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -557,6 +562,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   std::vector<GroupedLookup> lookups;
   if (fused)
     for (size_t k = 0; k < padded / 64; ++k) lookups.emplace_back(unpacker, k);
+  const uint8_t* end = CodesEnd(rows, n);
 #endif
   // Groups of rows per pass: their 4 x kGroups accumulators, the values and the constants stay in
   // registers (32 with AVX-512, 16 below it).
@@ -583,8 +589,6 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
           // factor, the reference's operations in its order.
           const uint8_t* first = rows.data + (start + g * per_vector) * rows.stride;
           const size_t first_row = g * per_vector, last = count - 1 - first_row;
-          // One past the last code byte: the rows may be one part of longer rows (a channel split).
-          const uint8_t* end = rows.data + (n - 1) * rows.stride + packed_bytes(rows.dim, rows.bits);
           HWY_ALIGN int32_t head_sums[4 * 16];
           if (lookups.size() == 2) {  // head_dim 128: the chunk loop unrolled
             QuadScoreGroups<2>(lookups.data(), 2, first, rows.stride, last, end, field_table, q, head_sums);
@@ -603,14 +607,12 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
           continue;
         }
 #endif
-        {
-          const uint8_t* first = grouped.data() + g * blocks * lanes;
-          if (live_groups == kGroups) {
-            ScoreGroups<kGroups>(first, blocks, table_v, q, sums);
-          } else {
-            for (size_t k = 0; k < live_groups; ++k)
-              ScoreGroups<1>(first + k * blocks * lanes, blocks, table_v, q, sums + k * hn::Lanes(di32));
-          }
+        const uint8_t* first = grouped.data() + g * blocks * lanes;
+        if (live_groups == kGroups) {
+          ScoreGroups<kGroups>(first, blocks, table_v, q, sums);
+        } else {
+          for (size_t k = 0; k < live_groups; ++k)
+            ScoreGroups<1>(first + k * blocks * lanes, blocks, table_v, q, sums + k * hn::Lanes(di32));
         }
         for (size_t k = 0; k < live_groups; ++k) {
           const auto sum = hn::Sub(hn::LoadU(di32, sums + k * hn::Lanes(di32)), offset_v);
@@ -704,7 +706,6 @@ HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, s
     }
   }
 }
-
 
 #if HWY_TARGET == HWY_AVX3_DL
 // The values of chunk k (64 coordinates) of rows [0, count) from `first` on, for kHeads heads,

@@ -1,16 +1,17 @@
 // Rows unpacked and looked up four at a time, straight into the layout the multiplies want
-// (included by int_index_kernels.cpp for target AVX3_DL only; it uses that file's Unpacker): QuadLookup for the AMX weighted sum's B tiles, GroupedLookup for the VNNI scores.
+// (included by int_index_kernels.cpp for target AVX3_DL only; it uses that file's Unpacker):
+// QuadLookup for the AMX weighted sum's B tiles, GroupedLookup for the VNNI scores.
 //
 // Why: looking a row up on its own (Unpacker::Fields and a vpermb) leaves its levels in coordinate
 // order, and four rows then need four more shuffles to be interleaved by 128-bit blocks for
 // vpdpbusd. A two-source vpermb gathers the code bytes of four rows at once (rows 0, 1 in the
 // halves of one register, rows 2, 3 in the other) in whatever order is wanted, so that every output
 // vector costs three shuffles: the gather, the vpmultishiftqb that pulls each field down, and the
-// table's vpermb. On Zen 4, where shuffles and multiplies share a port, the scores went from 115 to
-// 98 us for 16,384 rows (kvsketch_bench_codecs int_index/scores/.../n:16384, cache-resident).
-// (The same lookups for the weighted sum, 16-bit weights as hi/lo bytes through vpdpbusd, ran
-// slower than FusedChunk's vpdpwssd: 9 multiplies a row quad and lookup against 8, measured 156 vs
-// 163 us; not kept.)
+// table's vpermb. On Zen 4, where shuffles and multiplies share a pipe, the scores went from
+// 120-122 to 94-98 us for 16,384 cache-resident rows (kvsketch_bench_codecs
+// --benchmark_filter='int_index/scores.*16384', alternated; docs/RESULTS.md). The same lookups for
+// the weighted sum, 16-bit weights as hi/lo bytes through vpdpbusd, ran slower than FusedChunk's
+// vpdpwssd (9 multiplies a row quad and lookup against 8; 156-163 against 151-156 us): not kept.
 
 // Where the weighted sums' accumulator lanes go when QuadLookup makes the values: lane
 // 64k + 16m + c of a head holds coordinate 64k + 16(c / 4) + 4m + c % 4.
@@ -74,14 +75,12 @@ class QuadLookup {
       }
   }
 
-  // out[i] = the vector of m = first_m + i, i < kCount.
-  template <int kCount = 4>
   HWY_INLINE void operator()(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3,
-                             const uint8_t* end, __m512i* out, int first_m = 0) const {
+                             const uint8_t* end, __m512i* out) const {
     const RowPairs pairs(chunk_, offset_, r0, r1, r2, r3, end);
     const __m512i table = _mm512_loadu_si512(table_);
-    for (int i = 0; i < kCount; ++i)
-      out[i] = pairs.Lookup(_mm512_loadu_si512(gather_[first_m + i]), _mm512_loadu_si512(shifts_[first_m + i]), table);
+    for (int m = 0; m < 4; ++m)
+      out[m] = pairs.Lookup(_mm512_loadu_si512(gather_[m]), _mm512_loadu_si512(shifts_[m]), table);
   }
 
  private:
@@ -163,9 +162,7 @@ HWY_INLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, co
                                              _mm512_unpackhi_epi32(acc[0][h], acc[1][h]));
   }
   // Block r then holds rows r, 4 + r, 8 + r, 12 + r: lane 4r + g is row 4g + r.
-  HWY_ALIGN int32_t order[16];
-  for (int i = 0; i < 16; ++i) order[i] = 4 * (i % 4) + i / 4;
-  const __m512i rows_in_order = _mm512_load_si512(order);
+  const __m512i rows_in_order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
   for (int h = 0; h < 4; ++h) {
     const __m512i sums = _mm512_add_epi32(_mm512_unpacklo_epi64(pair_sums[0][h], pair_sums[1][h]),
                                           _mm512_unpackhi_epi64(pair_sums[0][h], pair_sums[1][h]));
