@@ -457,8 +457,8 @@ struct BlockWeights {
         std::fill(out, out + kIntBlockRows, int16_t{0});
         continue;
       }
-      const auto to_words = hn::Set(df, 32767.0f / largest);
-      scale[h] = largest / 32767.0f * table_scale;
+      const auto to_words = hn::Set(df, kWeightLargest / largest);
+      scale[h] = largest / kWeightLargest * table_scale;
       for (size_t v = 0; v < kVectors; ++v)
         hn::StoreU(hn::DemoteTo(dw, hn::NearestInt(hn::Mul(block_weights[v], to_words))), dw, out + v * kLanes);
     }
@@ -707,40 +707,6 @@ HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, s
   }
 }
 
-#if HWY_TARGET == HWY_AVX3_DL
-// The values of chunk k (64 coordinates) of rows [0, count) from `first` on, for kHeads heads,
-// unpacked and looked up in registers (no index buffer): per row pair the levels of both rows are
-// interleaved and widened as WidenPairs does (same lanes, same sums), then four vpdpwssd per head.
-// Weights past count are zero, so an odd last row pairs with itself at weight 0.
-template <int kHeads>
-HWY_INLINE void FusedChunk(const Unpacker& unpacker, const uint8_t* first, size_t stride, size_t count, size_t k,
-                           __m512i table, const int16_t* words, VI32 (*sums)[kParts]) {
-  __m512i acc[kHeads][4];
-  for (int h = 0; h < kHeads; ++h)
-    for (int p = 0; p < 4; ++p) acc[h][p] = _mm512_setzero_si512();
-  for (size_t i = 0; i < count; i += 2) {
-    const uint8_t* row_a = first + i * stride;
-    const uint8_t* row_b = i + 1 < count ? row_a + stride : row_a;
-    const __m512i a = _mm512_permutexvar_epi8(unpacker.Fields(row_a, k), table);
-    const __m512i b = _mm512_permutexvar_epi8(unpacker.Fields(row_b, k), table);
-    const __m512i low = _mm512_unpacklo_epi8(a, b), high = _mm512_unpackhi_epi8(a, b);
-    const __m512i parts[4] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(low)),
-                              _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(low, 1)),
-                              _mm512_cvtepi8_epi16(_mm512_castsi512_si256(high)),
-                              _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(high, 1))};
-    for (int h = 0; h < kHeads; ++h) {
-      int32_t pair;  // words i and i + 1, the first in the low half
-      std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));
-      const __m512i w = _mm512_set1_epi32(pair);
-      for (int p = 0; p < 4; ++p) acc[h][p] = _mm512_dpwssd_epi32(acc[h][p], parts[p], w);
-    }
-  }
-  for (int h = 0; h < kHeads; ++h)
-    for (int p = 0; p < 4; ++p) sums[h][p] = VI32{acc[h][p]};
-}
-
-#endif
-
 void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
                         float* acc, size_t acc_stride, const RowFactor* factors) {
   const DChunk dc;
@@ -753,16 +719,19 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
   hn::Store(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_bytes);
   const VChunk table_v = hn::Load(dc, table_bytes);
   const Unpacker unpacker(rows, padded);
-  const bool fused = unpacker.fields_usable();
-  // An odd last row pairs with a zero row of weight 0.
-  std::vector<uint8_t> index(fused ? 0 : (kIntBlockRows + 1) * padded, 0);
   BlockWeights block(heads, table.scale);
 #if HWY_TARGET == HWY_AVX3_DL
+  const bool fused = unpacker.fields_usable();
   const __m512i field_table = FieldTable(table, rows.bits, 0);
   if (fused && heads <= kAmxWeightedHeads && amx_usable())
     return AmxWeightedSum(rows, n, unpacker, field_table, weights, heads, weight_stride, padded, acc, acc_stride,
                           factors, block);
+  if (fused)
+    return QuadWeightedSum(rows, n, unpacker, field_table, weights, heads, weight_stride, padded, acc, acc_stride,
+                           factors, block);
 #endif
+  // Rows unpacked a block at a time; an odd last row pairs with a zero row of weight 0.
+  std::vector<uint8_t> index((kIntBlockRows + 1) * padded, 0);
   const std::vector<uint32_t> order = ChunkLaneOrder();
   std::vector<uint32_t> coordinate(padded);
   for (size_t lane = 0; lane < padded; ++lane)
@@ -777,10 +746,8 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
     LoadFactors(rows, factors, start, count, row_factor);
     // Weights past the block's rows are zero (pairs with the zero row after an odd count).
     block.Round(weights, heads, weight_stride, start, count, row_factor);
-    if (!fused) {
-      unpacker.Rows(start, count, index.data());
-      if (count % 2) std::memset(index.data() + count * padded, 0, padded);
-    }
+    unpacker.Rows(start, count, index.data());
+    if (count % 2) std::memset(index.data() + count * padded, 0, padded);
     const size_t even = count + count % 2;
     for (size_t c = 0; c < padded; c += chunk) {
       const size_t part = (kIntBlockRows * chunk + padded - 1) / padded;  // of the next block, per chunk
@@ -791,13 +758,6 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
       auto accumulate = [&](size_t first_head, auto group) {
         constexpr int kGroup = decltype(group)::value;
         const int16_t* words = block_words.data() + first_head * kIntBlockRows;
-#if HWY_TARGET == HWY_AVX3_DL
-        if (fused) {
-          FusedChunk<kGroup>(unpacker, rows.data + start * rows.stride, rows.stride, count, c / chunk, field_table,
-                             words, sums);
-          return;
-        }
-#endif
         AccumulateChunk<kGroup>(index.data(), padded, c, even, table_v, words, sums);
       };
       auto flush = [&](size_t first_head, size_t group) {

@@ -50,6 +50,8 @@ void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t fi
 // The weighted sums' table keeps +-127 (its products are taken in 16 bits).
 inline constexpr int kScoreTableLargest = 63;
 inline constexpr int kScoreTableOffset = 64;
+// The weighted sums' weights are rounded to integers within +-kWeightLargest per block.
+inline constexpr int kWeightLargest = 127;
 
 // The rounding both the kernels and the reference use (round to nearest even, IEEE single).
 struct ByteTable {

@@ -90,6 +90,103 @@ class QuadLookup {
   size_t offset_;
 };
 
+// The weighted sums without AMX: a block's weights (within +-kWeightLargest, BlockWeights) as
+// signed bytes, four rows' in one dword broadcast over the vector, against QuadLookup's levels of
+// the same four rows plus 128 (unsigned bytes), so that one vpdpbusd takes 64 products where
+// vpdpwssd on words took 32. sum(w v) = sum(w (v + 128)) - 128 sum(w), exactly the reference's
+// sums. Zen 4, n = 16,384, 4 heads, d = 128, b = 3 (kvsketch_bench_codecs
+// --benchmark_filter='int_index/weighted'): see docs/RESULTS.md.
+template <int kHeads>
+HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
+                              const uint8_t* end, const int8_t* weight_bytes, __m512i (*sums)[4]) {
+  // Accumulators in locals, written out once: through `sums` they would be stored every quad.
+  __m512i acc[kHeads][4];
+  for (int h = 0; h < kHeads; ++h)
+    for (int m = 0; m < 4; ++m) acc[h][m] = _mm512_setzero_si512();
+  const auto add = [&](const __m512i* v, size_t q) {
+    for (int h = 0; h < kHeads; ++h) {
+      int32_t quad;  // the weights of rows q..q+3, row q in the low byte
+      std::memcpy(&quad, weight_bytes + h * kIntBlockRows + q, sizeof(quad));
+      const __m512i w = _mm512_set1_epi32(quad);
+      for (int m = 0; m < 4; ++m) acc[h][m] = _mm512_dpbusd_epi32(acc[h][m], v[m], w);
+    }
+  };
+  size_t q = 0;
+  for (; q + 4 <= count; q += 4) {
+    __m512i v[4];
+    const uint8_t* row = first + q * stride;
+    lookup(row, row + stride, row + 2 * stride, row + 3 * stride, end, v);
+    add(v, q);
+  }
+  if (q < count) {  // rows past count repeat the last (their weights are zero)
+    const auto at = [&](size_t t) { return first + std::min(q + t, count - 1) * stride; };
+    __m512i v[4];
+    lookup(at(0), at(1), at(2), at(3), end, v);
+    add(v, q);
+  }
+  for (int h = 0; h < kHeads; ++h)
+    for (int m = 0; m < 4; ++m) sums[h][m] = acc[h][m];
+}
+
+void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512i field_table,
+                     const float* weights, size_t heads, size_t weight_stride, size_t padded, float* acc,
+                     size_t acc_stride, const RowFactor* factors, BlockWeights& block) {
+  const size_t chunks = padded / 64;
+  LaneAccumulators lane_acc(acc, heads, acc_stride, rows.dim, QuadLaneCoordinates(padded));
+  HWY_ALIGN uint8_t table_bytes[64];  // levels + 128 (xor of the sign bit), as unsigned bytes
+  _mm512_store_si512(table_bytes, _mm512_xor_si512(field_table, _mm512_set1_epi8(-128)));
+  std::vector<QuadLookup> lookups;
+  for (size_t k = 0; k < chunks; ++k) lookups.emplace_back(unpacker, k, table_bytes);
+  const uint8_t* end = CodesEnd(rows, n);
+  const size_t part = (kIntBlockRows * 64 + padded - 1) / padded;  // rows of the next block to ask for, per chunk
+  std::vector<int8_t> weight_bytes(heads * kIntBlockRows);
+  std::vector<int32_t> offset(heads);  // 128 sum(w) per head
+  for (size_t start = 0; start < n; start += kIntBlockRows) {
+    const size_t count = std::min(kIntBlockRows, n - start);
+    HWY_ALIGN float row_factor[kIntBlockRows];
+    LoadFactors(rows, factors, start, count, row_factor);
+    block.Round(weights, heads, weight_stride, start, count, row_factor);
+    for (size_t h = 0; h < heads; ++h) {
+      const __m512i w0 = _mm512_loadu_si512(block.words.data() + h * kIntBlockRows);
+      const __m512i w1 = _mm512_loadu_si512(block.words.data() + h * kIntBlockRows + 32);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(weight_bytes.data() + h * kIntBlockRows), _mm512_cvtepi16_epi8(w0));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(weight_bytes.data() + h * kIntBlockRows + 32),
+                          _mm512_cvtepi16_epi8(w1));
+      const __m512i ones = _mm512_set1_epi16(1);
+      offset[h] = 128 * _mm512_reduce_add_epi32(
+                            _mm512_add_epi32(_mm512_madd_epi16(w0, ones), _mm512_madd_epi16(w1, ones)));
+    }
+    const uint8_t* first = rows.data + start * rows.stride;
+    for (size_t k = 0; k < chunks; ++k) {
+      FetchRows(rows, start + kIntBlockRows + k * part, part, n);
+      __m512i sums[4][4];
+      const auto flush = [&](size_t first_head, size_t group) {
+        for (size_t g = 0; g < group; ++g) {
+          const size_t head = first_head + g;
+          if (!block.live[head]) continue;
+          const __m512 scale = _mm512_set1_ps(block.scale[head]);
+          const __m512i correction = _mm512_set1_epi32(offset[head]);
+          for (size_t m = 0; m < 4; ++m) {
+            float* target = lane_acc.Head(head) + 64 * k + 16 * m;
+            const __m512 exact = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[g][m], correction));
+            _mm512_storeu_ps(target, _mm512_add_ps(_mm512_loadu_ps(target), _mm512_mul_ps(exact, scale)));
+          }
+        }
+      };
+      size_t h = 0;
+      for (; h + 4 <= heads; h += 4) {
+        QuadChunkSums<4>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
+        flush(h, 4);
+      }
+      for (; h < heads; ++h) {
+        QuadChunkSums<1>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
+        flush(h, 1);
+      }
+    }
+  }
+  lane_acc.WriteBack(acc);
+}
+
 // Chunk k of four rows looked up in the scores' grouped layout: out[kb] holds, in 128-bit block r,
 // row r's 16 levels at coordinates 64k + 16kb .. 64k + 16kb + 15. A qword of it is 8 coordinates
 // of one row, b whole bytes of its codes starting on a byte, so every qword shifts alike.

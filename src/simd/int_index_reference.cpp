@@ -98,7 +98,7 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
         top = std::max(top, std::fabs(w[i - start]));
       }
       if (top == 0.0f) continue;
-      const float factor = 32767.0f / top, block_scale = top / 32767.0f * table.scale;
+      const float factor = kWeightLargest / top, block_scale = top / kWeightLargest * table.scale;
       std::fill(sums.begin(), sums.end(), 0);
       for (size_t i = start; i < end; ++i) {
         const int32_t word = static_cast<int32_t>(std::nearbyint(w[i - start] * factor));
