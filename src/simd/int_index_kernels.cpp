@@ -415,11 +415,12 @@ void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, 
   std::copy_n(converted, count, out);
 }
 
-// The weights of one block of rows, per head, as 16-bit integers against the block's largest
+// The weights of one block of rows, per head, as integers within +-kWeightLargest (held in 16-bit
+// words, which the word kernels and AMX take as they are) against the block's largest
 // magnitude (the rounding reference:: defines), and the scale back to floats.
 struct BlockWeights {
   std::vector<int16_t> words;  // head h at h * kIntBlockRows; zero past the block's rows
-  std::vector<float> scale;    // per head: largest / 32767 * table scale
+  std::vector<float> scale;    // per head: largest / kWeightLargest * table scale
   std::vector<uint8_t> live;   // per head: whether any weight of the block is nonzero
   float table_scale;
 

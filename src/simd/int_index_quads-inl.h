@@ -1,6 +1,7 @@
 // Rows unpacked and looked up four at a time, straight into the layout the multiplies want
 // (included by int_index_kernels.cpp for target AVX3_DL only; it uses that file's Unpacker):
-// QuadLookup for the AMX weighted sum's B tiles, GroupedLookup for the VNNI scores.
+// QuadLookup for the weighted sums (AMX's B tiles, or vpdpbusd against byte weights without AMX),
+// GroupedLookup for the VNNI scores.
 //
 // Why: looking a row up on its own (Unpacker::Fields and a vpermb) leaves its levels in coordinate
 // order, and four rows then need four more shuffles to be interleaved by 128-bit blocks for
@@ -9,9 +10,9 @@
 // vector costs three shuffles: the gather, the vpmultishiftqb that pulls each field down, and the
 // table's vpermb. On Zen 4, where shuffles and multiplies share a pipe, the scores went from
 // 120-122 to 94-98 us for 16,384 cache-resident rows (kvsketch_bench_codecs
-// --benchmark_filter='int_index/scores.*16384', alternated; docs/RESULTS.md). The same lookups for
-// the weighted sum, 16-bit weights as hi/lo bytes through vpdpbusd, ran slower than FusedChunk's
-// vpdpwssd (9 multiplies a row quad and lookup against 8; 156-163 against 151-156 us): not kept.
+// --benchmark_filter='int_index/scores.*16384', alternated; docs/RESULTS.md). With 16-bit weights
+// (as hi/lo bytes) the weighted sum gained nothing from these lookups (9 multiplies a row quad
+// against vpdpwssd's 8); with byte weights it takes 4.
 
 // Where the weighted sums' accumulator lanes go when QuadLookup makes the values: lane
 // 64k + 16m + c of a head holds coordinate 64k + 16(c / 4) + 4m + c % 4.
@@ -94,7 +95,7 @@ class QuadLookup {
 // signed bytes, four rows' in one dword broadcast over the vector, against QuadLookup's levels of
 // the same four rows plus 128 (unsigned bytes), so that one vpdpbusd takes 64 products where
 // vpdpwssd on words took 32. sum(w v) = sum(w (v + 128)) - 128 sum(w), exactly the reference's
-// sums. Zen 4, n = 16,384, 4 heads, d = 128, b = 3 (kvsketch_bench_codecs
+// sums. Zen 4, 16,384 cache-resident rows, 4 heads, d = 128, b = 3 (kvsketch_bench_codecs
 // --benchmark_filter='int_index/weighted'): see docs/RESULTS.md.
 template <int kHeads>
 HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
