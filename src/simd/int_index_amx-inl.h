@@ -1,7 +1,7 @@
 // The integer attention kernels on AMX tiles (included by int_index_kernels.cpp for target AVX3_DL
 // only; it uses that file's Unpacker, FieldTable, BlockWeights, LoadFactors, FetchRows).
 //
-// Rows are unpacked and looked up with AVX-512 (Unpacker::Fields, vpermb over the byte table) into
+// Rows are unpacked and looked up with AVX-512 (Unpacker::LookupRows, vpermb over the byte table) into
 // small buffers, and the matrix unit does the multiplies: one TDPBUSD is 16 x 64 by 64 x 16 bytes,
 // 16 times a 512-bit vpdpbusd, and runs beside the vector ports, which are left with the unpacking
 // alone. Every product and sum is the same integer as in the VNNI kernels, so the results are the

@@ -208,8 +208,8 @@ class Unpacker {
   // Rows per vector in the grouped layout: one row per 128-bit block.
   static size_t GroupRowsPerVector() { return hn::Lanes(DU8()) / 16; }
 
-  // Whether Fields serves these rows (AVX3_DL only, up to 1024 coordinates): the kernels then
-  // unpack in registers instead of through Rows or Grouped.
+  // Whether the bit-field lookups serve these rows (AVX3_DL only, up to 1024 coordinates): the
+  // kernels then unpack in registers instead of through Rows or Grouped.
   bool fields_usable() const {
 #if HWY_TARGET == HWY_AVX3_DL
     return chunks_ <= kMaxChunks;
@@ -232,13 +232,6 @@ class Unpacker {
   static constexpr size_t kMaxChunks = 16;  // dim <= 1024; wider rows take the portable path
 
  public:
-
-  // Chunk k of the row at `packed` as raw bit fields: each byte's low b bits are its index, the
-  // bits above belong to the next indices (a 64-entry vpermb table that repeats every 2^b entries
-  // ignores them), and bytes past dim are arbitrary. Three instructions per 64 indices.
-  HWY_INLINE __m512i Fields(const uint8_t* packed, size_t k) const {
-    return FieldsWith(gather_, shifts_, load_[k], packed + k * 8 * rows_.bits);
-  }
 
   int bits() const { return rows_.bits; }
 
@@ -277,8 +270,10 @@ class Unpacker {
     }
   }
 
-  // Fields' three instructions with its constants passed in, so that a loop can hold them in
-  // registers (through the members they would be reloaded after every store).
+  // Chunk k of a row as raw bit fields, its constants passed in so that a loop can hold them in
+  // registers: each byte's low b bits are its index, the bits above belong to the next indices (a
+  // 64-entry vpermb table that repeats every 2^b entries ignores them), and bytes past dim are
+  // arbitrary. Three instructions per 64 indices.
   static HWY_INLINE __m512i FieldsWith(__m512i gather, __m512i shifts, __mmask64 load, const uint8_t* chunk) {
     return _mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, _mm512_maskz_loadu_epi8(load, chunk)));
   }
@@ -314,7 +309,7 @@ VU8 TableVector(const ByteTable& table, int offset) {
 
 #if HWY_TARGET == HWY_AVX3_DL
 // The byte table plus `offset` repeated over vpermb's 64 entries: entry e holds level
-// e mod 2^bits, so that Unpacker::Fields need not mask the bits above the index.
+// e mod 2^bits, so that the bit-field lookups need not mask the bits above the index.
 __m512i FieldTable(const ByteTable& table, int bits, int offset) {
   HWY_ALIGN uint8_t bytes[64];
   for (int e = 0; e < 64; ++e) bytes[e] = static_cast<uint8_t>(table.levels[e & ((1 << bits) - 1)] + offset);

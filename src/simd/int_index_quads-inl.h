@@ -3,7 +3,7 @@
 // QuadLookup for the weighted sums (AMX's B tiles, or vpdpbusd against byte weights without AMX),
 // GroupedLookup for the VNNI scores.
 //
-// Why: looking a row up on its own (Unpacker::Fields and a vpermb) leaves its levels in coordinate
+// Why: looking a row up on its own (a gather of its bit fields and a vpermb) leaves its levels in coordinate
 // order, and four rows then need four more shuffles to be interleaved by 128-bit blocks for
 // vpdpbusd. A two-source vpermb gathers the code bytes of four rows at once (rows 0, 1 in the
 // halves of one register, rows 2, 3 in the other) in whatever order is wanted, so that every output
