@@ -15,6 +15,7 @@
 #include "kvsketch/codec.hpp"
 #include "kvsketch/random.hpp"
 #include "kvsketch/transform.hpp"
+#include "simd/attention_kernels.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 #include "simd/quantizer_grid.hpp"
@@ -145,6 +146,27 @@ void BM_IntIndexKernel(benchmark::State& state, bool weighted_sum) {
   state.SetLabel(std::string(kvsketch::simd::active_target()));
 }
 
+// The fp16 baseline's two kernels over n cache-resident rows (d = 128) for one GQA group of 4
+// heads, the counterpart of int_index above. Items = rows.
+void BM_HalfRowKernel(benchmark::State& state, bool weighted_sum) {
+  const size_t n = static_cast<size_t>(state.range(0)), dim = 128, heads = 4;
+  const auto x = gaussian(n * dim, 6);
+  std::vector<uint16_t> halves(n * dim);
+  kvsketch::simd::float_to_half_row(x.data(), x.size(), halves.data());
+  const auto queries = gaussian(heads * dim, 7);
+  std::vector<float> weights(heads * n, 1.0f / static_cast<float>(n)), out(heads * n), acc(heads * dim);
+  for (auto _ : state) {
+    if (weighted_sum)
+      kvsketch::simd::half_row_weighted_sum(weights.data(), heads, n, halves.data(), n, dim, acc.data());
+    else
+      kvsketch::simd::half_row_scores(queries.data(), heads, halves.data(), n, dim, 0.088f, out.data(), n);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(acc.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+  state.SetLabel(std::string(kvsketch::simd::active_target()));
+}
+
 // Reading `bytes` of memory with wide loads: the bandwidth ceiling for a scoring pass.
 void BM_MemoryRead(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
@@ -179,6 +201,10 @@ void register_all() {
       ->ArgName("n")->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("int_index/weighted_sum/b=3/d=128/heads=4", BM_IntIndexKernel, true)
       ->ArgName("n")->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("half_rows/scores/d=128/heads=4", BM_HalfRowKernel, false)
+      ->ArgName("n")->Arg(512)->Arg(2048)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("half_rows/weighted_sum/d=128/heads=4", BM_HalfRowKernel, true)
+      ->ArgName("n")->Arg(512)->Arg(2048)->Unit(benchmark::kMicrosecond);
   // 6.6 MB = the tq_mse:b=4 codes of 100k vectors; 512 MB = far beyond any cache.
   benchmark::RegisterBenchmark("memory_read", BM_MemoryRead)->Arg(6'600'000)->Arg(512 << 20)->Unit(benchmark::kMillisecond);
 }

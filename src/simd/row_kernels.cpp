@@ -23,7 +23,7 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
 struct FloatRows {
-  const RowSource& src;
+  const RowSource src;
   const uint8_t* Row(size_t i) const { return src.row(i); }
   const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const { return hn::LoadU(DF(), reinterpret_cast<const float*>(row) + j); }
@@ -31,7 +31,7 @@ struct FloatRows {
 };
 
 struct HalfRows {
-  const RowSource& src;
+  const RowSource src;
   const uint8_t* Row(size_t i) const { return src.row(i); }
   const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const {
@@ -46,7 +46,7 @@ struct HalfRows {
 };
 
 struct Int8Rows {
-  const RowSource& src;
+  const RowSource src;
   const uint8_t* Row(size_t i) const { return src.row(i); }
   const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const {
@@ -58,7 +58,7 @@ struct Int8Rows {
 };
 
 struct SignRows {
-  const RowSource& src;
+  const RowSource src;
   const uint8_t* Row(size_t i) const { return src.row(i); }
   const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const {
@@ -145,7 +145,7 @@ class IndexRows {
 
 // Any b: indices unpacked one at a time (formats without a vector path).
 struct ScalarIndexRows {
-  const RowSource& src;
+  const RowSource src;
   const uint8_t* Row(size_t i) const { return src.row(i); }
   const RowSource& Source() const { return src; }
   float Scalar(const uint8_t* row, size_t j) const {
@@ -161,48 +161,37 @@ struct ScalarIndexRows {
   }
 };
 
-// Four accumulators (one per head) to their four sums: two interleave levels give each 128-bit
-// block [s0 s1 s2 s3] of partial sums, then the blocks are folded.
+// Four accumulators to their four sums, in one 128-bit vector: two interleave levels give each
+// 128-bit block [s0 s1 s2 s3] of partial sums, then the blocks are folded.
 #if HWY_TARGET != HWY_SCALAR
 template <class D>
-HWY_INLINE void StoreBlockSums(D d, hn::Vec<D> v, float* out4) {
+HWY_INLINE auto FoldBlocks(D d, hn::Vec<D> v) {
   if constexpr (hn::MaxLanes(D()) > 4) {
     const hn::Half<D> dh;
-    StoreBlockSums(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out4);
+    return FoldBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
   } else {
-    hn::StoreU(v, d, out4);
+    (void)d;
+    return v;
   }
 }
-#endif
 
-HWY_INLINE void SumFour(const VF* acc, float* out4) {
+HWY_INLINE auto SumFour(VF a0, VF a1, VF a2, VF a3) {
   const DF df;
-#if HWY_TARGET != HWY_SCALAR
-  if constexpr (hn::MaxLanes(DF()) >= 4) {
-    const hn::Repartition<uint64_t, DF> d64;
-    const auto t01 = hn::Add(hn::InterleaveLower(df, acc[0], acc[1]), hn::InterleaveUpper(df, acc[0], acc[1]));
-    const auto t23 = hn::Add(hn::InterleaveLower(df, acc[2], acc[3]), hn::InterleaveUpper(df, acc[2], acc[3]));
-    const auto a = hn::BitCast(d64, t01), b = hn::BitCast(d64, t23);
-    const auto u =
-        hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, a, b)), hn::BitCast(df, hn::InterleaveUpper(d64, a, b)));
-    StoreBlockSums(df, u, out4);
-    return;
-  }
-#endif
-  for (int h = 0; h < 4; ++h) out4[h] = hn::GetLane(hn::SumOfLanes(df, acc[h]));
+  const hn::Repartition<uint64_t, DF> d64;
+  const auto t01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
+  const auto t23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
+  const auto a = hn::BitCast(d64, t01), b = hn::BitCast(d64, t23);
+  return FoldBlocks(df, hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, a, b)),
+                                hn::BitCast(df, hn::InterleaveUpper(d64, a, b))));
 }
+#endif
 
-// One row's sums for up to four heads, plus the columns past the last whole vector.
-template <class Rows, int kHeads>
-HWY_INLINE void FinishScores(const Rows& rows, const VF* acc, const uint8_t* row, size_t i, size_t full, size_t d,
-                             const float* queries, float scale, float* out, size_t out_stride) {
-  HWY_ALIGN float sums[4];
-  SumFour(acc, sums);
-  for (int h = 0; h < kHeads; ++h) {
-    float sum = sums[h];
-    for (size_t j = full; j < d; ++j) sum += queries[h * d + j] * rows.Scalar(row, j);
-    out[h * out_stride + i] = sum * scale;
-  }
+// The tail of one row's dot product with a query: the columns past the last whole vector.
+template <class Rows>
+HWY_INLINE float TailDot(const Rows& rows, const uint8_t* row, size_t full, size_t d, const float* query) {
+  float sum = 0.0f;
+  for (size_t j = full; j < d; ++j) sum += query[j] * rows.Scalar(row, j);
+  return sum;
 }
 
 // Rows [i, i + count) are asked for kFetchAhead rows before their use: a gather's rows are
@@ -226,43 +215,87 @@ HWY_INLINE void FetchAhead(const Rows& rows, size_t i, size_t count, size_t n) {
   FetchRows(rows, std::min(n, i + kFetchAhead), std::min(n, i + kFetchAhead + count));
 }
 
-// Up to four heads; kRows rows at a time share the query loads.
-template <class Rows, int kHeads, int kRows>
-HWY_INLINE void ScoreRows(const Rows& rows, size_t i, size_t full, size_t d, const float* queries, float scale,
-                          float* out, size_t out_stride) {
+// One row for up to kHeads heads.
+template <class Rows, int kHeads>
+HWY_INLINE void ScoreRow(const Rows& rows, size_t i, size_t full, size_t d, const float* queries, float scale,
+                         float* out, size_t out_stride) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
-  const uint8_t* r[kRows];
-  VF acc[kRows][4];
-  for (int k = 0; k < kRows; ++k) {
-    r[k] = rows.Row(i + k);
-    for (int h = 0; h < 4; ++h) acc[k][h] = hn::Zero(df);
-  }
+  const uint8_t* r = rows.Row(i);
+  VF acc[kHeads];
+  for (int h = 0; h < kHeads; ++h) acc[h] = hn::Zero(df);
   for (size_t j = 0; j < full; j += lanes) {
-    VF v[kRows];
-    for (int k = 0; k < kRows; ++k) v[k] = rows.Load(r[k], j);
-    for (int h = 0; h < kHeads; ++h) {
-      const VF q = hn::LoadU(df, queries + h * d + j);
-      for (int k = 0; k < kRows; ++k) acc[k][h] = hn::MulAdd(q, v[k], acc[k][h]);
-    }
+    const VF v = rows.Load(r, j);
+    for (int h = 0; h < kHeads; ++h) acc[h] = hn::MulAdd(hn::LoadU(df, queries + h * d + j), v, acc[h]);
   }
-  for (int k = 0; k < kRows; ++k)
-    FinishScores<Rows, kHeads>(rows, acc[k], r[k], i + k, full, d, queries, scale, out, out_stride);
+  for (int h = 0; h < kHeads; ++h)
+    out[h * out_stride + i] = (hn::GetLane(hn::SumOfLanes(df, acc[h])) + TailDot(rows, r, full, d, queries + h * d)) * scale;
 }
 
-// Rows per pass: accumulators for four heads of kRows rows fill the register file.
-constexpr int kScoreRows = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+#if HWY_TARGET != HWY_SCALAR
+// One head's scores of four rows from their accumulators (and the columns past the last vector).
+template <class Rows>
+HWY_INLINE void StoreFourScores(const Rows& rows, const uint8_t* const* r, size_t full, size_t d, const float* query,
+                                float scale, float* out, VF b0, VF b1, VF b2, VF b3) {
+  const hn::CappedTag<float, 4> d4;
+  auto sums = SumFour(b0, b1, b2, b3);
+  if (HWY_UNLIKELY(full < d)) {
+    HWY_ALIGN float tails[4];
+    for (int k = 0; k < 4; ++k) tails[k] = TailDot(rows, r[k], full, d, query);
+    sums = hn::Add(sums, hn::Load(d4, tails));
+  }
+  hn::StoreU(hn::Mul(sums, hn::Set(d4, scale)), d4, out);
+}
+
+// Four rows for up to four heads: sixteen accumulators share each query load, and each head's four
+// sums are reduced together and stored as one vector. The accumulators are named variables: as an
+// array GCC keeps them on the stack between the loop and the sums (twice the time of the FMAs).
+template <class Rows, int kHeads>
+HWY_INLINE void ScoreFourRows(const Rows& rows, size_t i, size_t full, size_t d, const float* queries, float scale,
+                              float* out, size_t out_stride) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  const uint8_t *r0 = rows.Row(i), *r1 = rows.Row(i + 1), *r2 = rows.Row(i + 2), *r3 = rows.Row(i + 3);
+  VF a00 = hn::Zero(df), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+  VF a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+  for (size_t j = 0; j < full; j += lanes) {
+    const VF v0 = rows.Load(r0, j), v1 = rows.Load(r1, j), v2 = rows.Load(r2, j), v3 = rows.Load(r3, j);
+    const auto step = [&](const float* q, VF& b0, VF& b1, VF& b2, VF& b3) {
+      const VF qv = hn::LoadU(df, q + j);
+      b0 = hn::MulAdd(qv, v0, b0);
+      b1 = hn::MulAdd(qv, v1, b1);
+      b2 = hn::MulAdd(qv, v2, b2);
+      b3 = hn::MulAdd(qv, v3, b3);
+    };
+    step(queries, a00, a10, a20, a30);
+    if constexpr (kHeads > 1) step(queries + d, a01, a11, a21, a31);
+    if constexpr (kHeads > 2) step(queries + 2 * d, a02, a12, a22, a32);
+    if constexpr (kHeads > 3) step(queries + 3 * d, a03, a13, a23, a33);
+  }
+  const uint8_t* r[4] = {r0, r1, r2, r3};
+  StoreFourScores(rows, r, full, d, queries, scale, out + i, a00, a10, a20, a30);
+  if constexpr (kHeads > 1) StoreFourScores(rows, r, full, d, queries + d, scale, out + out_stride + i, a01, a11, a21, a31);
+  if constexpr (kHeads > 2)
+    StoreFourScores(rows, r, full, d, queries + 2 * d, scale, out + 2 * out_stride + i, a02, a12, a22, a32);
+  if constexpr (kHeads > 3)
+    StoreFourScores(rows, r, full, d, queries + 3 * d, scale, out + 3 * out_stride + i, a03, a13, a23, a33);
+}
+#endif
 
 template <class Rows, int kHeads>
 void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float scale, float* out,
                size_t out_stride) {
   const size_t full = d / hn::Lanes(DF()) * hn::Lanes(DF());
   size_t i = 0;
-  for (; i + kScoreRows <= n; i += kScoreRows) {
-    FetchAhead(rows, i, kScoreRows, n);
-    ScoreRows<Rows, kHeads, kScoreRows>(rows, i, full, d, queries, scale, out, out_stride);
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(DF()) >= 4) {
+    for (; i + 4 <= n; i += 4) {
+      FetchAhead(rows, i, 4, n);
+      ScoreFourRows<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
+    }
   }
-  for (; i < n; ++i) ScoreRows<Rows, kHeads, 1>(rows, i, full, d, queries, scale, out, out_stride);
+#endif
+  for (; i < n; ++i) ScoreRow<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
 }
 
 // Rows in blocks that stay in L1; within a block kSteps vectors of the output per head are held
