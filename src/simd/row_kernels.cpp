@@ -298,6 +298,32 @@ void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float
   for (; i < n; ++i) ScoreRow<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
 }
 
+// One pass of WeightedSumFor over rows [start, end): kSteps vectors of the output per head, from
+// column j, held in registers while the rows stream past them. The first pass over a block also
+// asks for the rows ahead (a separate instance, so that the others carry no test for it).
+template <bool kFetch, class Rows, int kHeads, int kSteps>
+HWY_INLINE void WeightedPass(const Rows& rows, size_t start, size_t end, size_t n, size_t j, const float* weights,
+                             size_t weight_stride, float* acc, size_t acc_stride) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  VF sum[kHeads][kSteps];
+  for (int h = 0; h < kHeads; ++h)
+    for (int s = 0; s < kSteps; ++s) sum[h][s] = hn::LoadU(df, acc + h * acc_stride + j + s * lanes);
+#pragma GCC unroll 2
+  for (size_t i = start; i < end; ++i) {
+    if constexpr (kFetch) FetchAhead(rows, i, 1, n);
+    const uint8_t* row = rows.Row(i);
+    VF w[kHeads];
+    for (int h = 0; h < kHeads; ++h) w[h] = hn::Set(df, weights[h * weight_stride + i]);
+    for (int s = 0; s < kSteps; ++s) {
+      const VF v = rows.Load(row, j + s * lanes);
+      for (int h = 0; h < kHeads; ++h) sum[h][s] = hn::MulAdd(w[h], v, sum[h][s]);
+    }
+  }
+  for (int h = 0; h < kHeads; ++h)
+    for (int s = 0; s < kSteps; ++s) hn::StoreU(sum[h][s], df, acc + h * acc_stride + j + s * lanes);
+}
+
 // Rows in blocks that stay in L1; within a block kSteps vectors of the output per head are held
 // in registers while the rows stream past them.
 template <class Rows, int kHeads, int kSteps>
@@ -311,21 +337,10 @@ void WeightedSumFor(const Rows& rows, size_t n, size_t d, const float* weights, 
     bool first_pass = true;  // the first pass over the block's rows fetches ahead
     size_t j = 0;
     for (; j + kSteps * lanes <= full; j += kSteps * lanes, first_pass = false) {
-      VF sum[kHeads][kSteps];
-      for (int h = 0; h < kHeads; ++h)
-        for (int s = 0; s < kSteps; ++s) sum[h][s] = hn::LoadU(df, acc + h * acc_stride + j + s * lanes);
-      for (size_t i = start; i < end; ++i) {
-        if (first_pass) FetchAhead(rows, i, 1, n);
-        const uint8_t* row = rows.Row(i);
-        VF w[kHeads];
-        for (int h = 0; h < kHeads; ++h) w[h] = hn::Set(df, weights[h * weight_stride + i]);
-        for (int s = 0; s < kSteps; ++s) {
-          const VF v = rows.Load(row, j + s * lanes);
-          for (int h = 0; h < kHeads; ++h) sum[h][s] = hn::MulAdd(w[h], v, sum[h][s]);
-        }
-      }
-      for (int h = 0; h < kHeads; ++h)
-        for (int s = 0; s < kSteps; ++s) hn::StoreU(sum[h][s], df, acc + h * acc_stride + j + s * lanes);
+      if (first_pass)
+        WeightedPass<true, Rows, kHeads, kSteps>(rows, start, end, n, j, weights, weight_stride, acc, acc_stride);
+      else
+        WeightedPass<false, Rows, kHeads, kSteps>(rows, start, end, n, j, weights, weight_stride, acc, acc_stride);
     }
     for (; j < full; j += lanes, first_pass = false) {
       VF sum[kHeads];
