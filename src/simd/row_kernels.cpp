@@ -104,10 +104,15 @@ class IndexRows {
       std::memcpy(padded_row_, src.row(last_), row_bytes_);
     }
   }
+  // Only the last row is read from a padded copy, so a load that runs past a row's readable bytes
+  // must end within the next row's: rows shorter than that (a few coordinates) take ScalarIndexRows.
   static bool Usable(const RowSource& src) {
     const size_t lanes = hn::Lanes(DF());
-    return lanes >= 4 && lanes <= 16 && (lanes * kBits) % 8 == 0 && (size_t{1} << kBits) <= 2 * lanes &&
-           packed_bytes(src.dim, kBits) <= sizeof(padded_row_) - 16;
+    if (!(lanes >= 4 && lanes <= 16 && (lanes * kBits) % 8 == 0 && (size_t{1} << kBits) <= 2 * lanes &&
+          packed_bytes(src.dim, kBits) <= sizeof(padded_row_) - 16))
+      return false;
+    const size_t steps = src.dim / lanes, readable = src.readable ? src.readable : src.stride;
+    return steps == 0 || (steps - 1) * (lanes * kBits / 8) + 16 <= readable + src.stride;
   }
   const uint8_t* Row(size_t i) const { return i == last_ ? padded_row_ : src_.row(i); }
   const RowSource& Source() const { return src_; }
