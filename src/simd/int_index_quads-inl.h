@@ -70,8 +70,9 @@ class QuadLookup {
         const int first_byte = bits * x / 8;
         for (int t = 0; t < 4; ++t) {
           for (int j = 0; j < 2; ++j) gather_[m][4 * c + 2 * t + j] = static_cast<uint8_t>(32 * t + first_byte + j);
-          shifts_[m][4 * c + t] = static_cast<uint8_t>(16 * t + bits * x - 8 * first_byte);
-          shifts_[m][4 * c + 4 + t] = static_cast<uint8_t>(16 * t + bits * (x + 1) - 8 * first_byte);
+          // Coordinates 8 apart start on the same bit of a byte: m and m + 2 shift alike.
+          shifts_[m % 2][4 * c + t] = static_cast<uint8_t>(16 * t + bits * x - 8 * first_byte);
+          shifts_[m % 2][4 * c + 4 + t] = static_cast<uint8_t>(16 * t + bits * (x + 1) - 8 * first_byte);
         }
       }
   }
@@ -81,12 +82,12 @@ class QuadLookup {
     const RowPairs pairs(chunk_, offset_, r0, r1, r2, r3, end);
     const __m512i table = _mm512_loadu_si512(table_);
     for (int m = 0; m < 4; ++m)
-      out[m] = pairs.Lookup(_mm512_loadu_si512(gather_[m]), _mm512_loadu_si512(shifts_[m]), table);
+      out[m] = pairs.Lookup(_mm512_loadu_si512(gather_[m]), _mm512_loadu_si512(shifts_[m % 2]), table);
   }
 
  private:
   // Byte arrays rather than vectors, so that the lookups (one per chunk) can live in a std::vector.
-  uint8_t gather_[4][64], shifts_[4][64], table_[64];
+  uint8_t gather_[4][64], shifts_[2][64], table_[64];
   __mmask64 chunk_;
   size_t offset_;
 };
@@ -146,17 +147,16 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
     const size_t count = std::min(kIntBlockRows, n - start);
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows, factors, start, count, row_factor);
-    block.Round(weights, heads, weight_stride, start, count, row_factor);
-    for (size_t h = 0; h < heads; ++h) {
-      const __m512i w0 = _mm512_loadu_si512(block.words.data() + h * kIntBlockRows);
-      const __m512i w1 = _mm512_loadu_si512(block.words.data() + h * kIntBlockRows + 32);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(weight_bytes.data() + h * kIntBlockRows), _mm512_cvtepi16_epi8(w0));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(weight_bytes.data() + h * kIntBlockRows + 32),
-                          _mm512_cvtepi16_epi8(w1));
-      const __m512i ones = _mm512_set1_epi16(1);
-      offset[h] = 128 * _mm512_reduce_add_epi32(
-                            _mm512_add_epi32(_mm512_madd_epi16(w0, ones), _mm512_madd_epi16(w1, ones)));
-    }
+    // The weights straight to signed bytes, and 128 sum(w) from the same integers.
+    block.Round(weights, heads, weight_stride, start, count, row_factor, [&](size_t h, const VI32* rounded) {
+      static_assert(BlockWeights::kVectors == 4);
+      for (size_t v = 0; v < 4; ++v)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(weight_bytes.data() + h * kIntBlockRows + 16 * v),
+                         _mm512_cvtepi32_epi8(rounded[v].raw));
+      const __m512i total = _mm512_add_epi32(_mm512_add_epi32(rounded[0].raw, rounded[1].raw),
+                                             _mm512_add_epi32(rounded[2].raw, rounded[3].raw));
+      offset[h] = 128 * _mm512_reduce_add_epi32(total);
+    });
     const uint8_t* first = rows.data + start * rows.stride;
     for (size_t k = 0; k < chunks; ++k) {
       FetchRows(rows, start + kIntBlockRows + k * part, part, n);
