@@ -202,9 +202,9 @@ void register_all() {
   benchmark::RegisterBenchmark("int_index/weighted_sum/b=3/d=128/heads=4", BM_IntIndexKernel, true)
       ->ArgName("n")->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("half_rows/scores/d=128/heads=4", BM_HalfRowKernel, false)
-      ->ArgName("n")->Arg(512)->Arg(2048)->Unit(benchmark::kMicrosecond);
+      ->ArgName("n")->Arg(512)->Arg(2048)->Arg(262144)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("half_rows/weighted_sum/d=128/heads=4", BM_HalfRowKernel, true)
-      ->ArgName("n")->Arg(512)->Arg(2048)->Unit(benchmark::kMicrosecond);
+      ->ArgName("n")->Arg(512)->Arg(2048)->Arg(262144)->Unit(benchmark::kMicrosecond);
   // 6.6 MB = the tq_mse:b=4 codes of 100k vectors; 512 MB = far beyond any cache.
   benchmark::RegisterBenchmark("memory_read", BM_MemoryRead)->Arg(6'600'000)->Arg(512 << 20)->Unit(benchmark::kMillisecond);
 }

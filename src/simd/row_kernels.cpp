@@ -4,7 +4,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/simd/row_kernels.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/half.hpp"
+#include "simd/fetch.hpp"
 #include "simd/row_kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -201,16 +201,17 @@ HWY_INLINE float TailDot(const Rows& rows, const uint8_t* row, size_t full, size
 
 // Rows [i, i + count) are asked for kFetchAhead rows before their use: a gather's rows are
 // scattered (no hardware prefetcher follows them), and contiguous rows cross a page every few
-// rows, where the hardware prefetcher starts over (fp16 reached 50% of the read bandwidth
-// without this, 64-80% with it).
-constexpr size_t kFetchAhead = 16;
+// rows, where the hardware prefetcher starts over. Into L2 (FetchLine), and far enough ahead to
+// cover the memory's latency at this kernel's pace (Zen 4, fp16 scores from memory: 20.7 ns a
+// row with T0 hints 16 rows ahead, 15.3 with T2 16 ahead, 14.1 with T2 32-64 ahead; 12.3 resident).
+constexpr size_t kFetchAhead = 64;
 
 template <class Rows>
 HWY_INLINE void FetchRows(const Rows& rows, size_t first, size_t end) {
   const RowSource& src = rows.Source();
   const size_t bytes = src.readable ? src.readable : src.stride;
   for (size_t k = first; k < end; ++k)
-    for (size_t offset = 0; offset < bytes; offset += 64) hwy::Prefetch(src.row(k) + offset);
+    for (size_t offset = 0; offset < bytes; offset += 64) FetchLine(src.row(k) + offset);
 }
 
 // Before rows [i, i + count) are read.
@@ -303,12 +304,35 @@ void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float
   for (; i < n; ++i) ScoreRow<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
 }
 
+// Lines [first_line, end_line) of row k, if there is one.
+template <class Rows>
+HWY_INLINE void FetchLines(const Rows& rows, size_t k, size_t n, size_t first_line, size_t end_line) {
+  if (k >= n) return;
+  const uint8_t* row = rows.Source().row(k);
+  for (size_t line = first_line; line < end_line; ++line) FetchLine(row + 64 * line);
+}
+
+// The weighted sum's rows go in blocks of kWeightedBlock, several passes over each (a few output
+// vectors per head at a time). Every pass asks for its share of the next block's lines: a pass that
+// fetched nothing would leave the memory idle while it computes (with the whole fetch in the first
+// pass, fp16 took as long from memory as its arithmetic and its reads added together).
+constexpr size_t kWeightedBlock = 64;
+
+struct PassFetch {
+  size_t first_line, end_line;  // of each row of the next block
+};
+
+// Pass `pass` of `passes` over a block fetches lines [first, end) of the next block's rows.
+HWY_INLINE PassFetch ShareOfLines(const RowSource& src, size_t pass, size_t passes) {
+  const size_t lines = ((src.readable ? src.readable : src.stride) + 63) / 64;
+  return {pass * lines / passes, (pass + 1) * lines / passes};
+}
+
 // One pass of WeightedSumFor over rows [start, end): kSteps vectors of the output per head, from
-// column j, held in registers while the rows stream past them. The first pass over a block also
-// asks for the rows ahead (a separate instance, so that the others carry no test for it).
-template <bool kFetch, class Rows, int kHeads, int kSteps>
+// column j, held in registers while the rows stream past them.
+template <class Rows, int kHeads, int kSteps>
 HWY_INLINE void WeightedPass(const Rows& rows, size_t start, size_t end, size_t n, size_t j, const float* weights,
-                             size_t weight_stride, float* acc, size_t acc_stride) {
+                             size_t weight_stride, float* acc, size_t acc_stride, PassFetch fetch) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
   VF sum[kHeads][kSteps];
@@ -316,7 +340,7 @@ HWY_INLINE void WeightedPass(const Rows& rows, size_t start, size_t end, size_t 
     for (int s = 0; s < kSteps; ++s) sum[h][s] = hn::LoadU(df, acc + h * acc_stride + j + s * lanes);
 #pragma GCC unroll 2
   for (size_t i = start; i < end; ++i) {
-    if constexpr (kFetch) FetchAhead(rows, i, 1, n);
+    FetchLines(rows, i + kWeightedBlock, n, fetch.first_line, fetch.end_line);
     const uint8_t* row = rows.Row(i);
     VF w[kHeads];
     for (int h = 0; h < kHeads; ++h) w[h] = hn::Set(df, weights[h * weight_stride + i]);
@@ -335,28 +359,28 @@ template <class Rows, int kHeads, int kSteps>
 void WeightedSumFor(const Rows& rows, size_t n, size_t d, const float* weights, size_t weight_stride, float* acc,
                     size_t acc_stride) {
   const DF df;
-  const size_t lanes = hn::Lanes(df), full = d / lanes * lanes;
-  constexpr size_t kBlock = 64;
-  for (size_t start = 0; start < n; start += kBlock) {
-    const size_t end = std::min(n, start + kBlock);
-    bool first_pass = true;  // the first pass over the block's rows fetches ahead
-    size_t j = 0;
-    for (; j + kSteps * lanes <= full; j += kSteps * lanes, first_pass = false) {
-      if (first_pass)
-        WeightedPass<true, Rows, kHeads, kSteps>(rows, start, end, n, j, weights, weight_stride, acc, acc_stride);
-      else
-        WeightedPass<false, Rows, kHeads, kSteps>(rows, start, end, n, j, weights, weight_stride, acc, acc_stride);
-    }
-    for (; j < full; j += lanes, first_pass = false) {
+  const size_t lanes = hn::Lanes(df), full = d / lanes * lanes, wide = kSteps * lanes;
+  const size_t passes = std::max<size_t>(1, full / wide + full % wide / lanes);
+  FetchRows(rows, 0, std::min(n, kWeightedBlock));
+  for (size_t start = 0; start < n; start += kWeightedBlock) {
+    const size_t end = std::min(n, start + kWeightedBlock);
+    size_t j = 0, pass = 0;
+    for (; j + wide <= full; j += wide, ++pass)
+      WeightedPass<Rows, kHeads, kSteps>(rows, start, end, n, j, weights, weight_stride, acc, acc_stride,
+                                         ShareOfLines(rows.Source(), pass, passes));
+    for (; j < full; j += lanes, ++pass) {
+      const PassFetch fetch = ShareOfLines(rows.Source(), pass, passes);
       VF sum[kHeads];
       for (int h = 0; h < kHeads; ++h) sum[h] = hn::LoadU(df, acc + h * acc_stride + j);
       for (size_t i = start; i < end; ++i) {
-        if (first_pass) FetchAhead(rows, i, 1, n);
+        FetchLines(rows, i + kWeightedBlock, n, fetch.first_line, fetch.end_line);
         const VF v = rows.Load(rows.Row(i), j);
         for (int h = 0; h < kHeads; ++h) sum[h] = hn::MulAdd(hn::Set(df, weights[h * weight_stride + i]), v, sum[h]);
       }
       for (int h = 0; h < kHeads; ++h) hn::StoreU(sum[h], df, acc + h * acc_stride + j);
     }
+    if (full == 0)  // no vector pass: the next block as a whole
+      FetchRows(rows, std::min(n, end), std::min(n, end + kWeightedBlock));
     for (size_t jj = full; jj < d; ++jj)
       for (size_t i = start; i < end; ++i) {
         const float v = rows.Scalar(rows.Row(i), jj);
