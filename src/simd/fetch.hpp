@@ -3,10 +3,11 @@
 
 namespace kvsketch::simd {
 
-// Asks for the cache line at p into L2 (prefetcht2 on x86). Not into L1: on Zen 4 a T0 prefetch
-// holds one of the core's few L1 miss buffers for the whole memory latency, which capped one core
-// near 13 GB/s in the fp16 kernels; to L2, the same requests let it read 18 GB/s and more
-// (docs/RESULTS.md, "Prefetching to L2").
+// Asks for the cache line at p into L2 (prefetcht2 on x86). Not into L1: on Zen 4 the fp16
+// kernels' prefetcht0 requests stalled the core waiting for L1 miss buffers, and with these the
+// fp16 decode step reads 56-61% of one core's bandwidth instead of 42% (docs/RESULTS.md,
+// "Prefetching into L2"). always_inline: GCC 12 deletes the builtin inside a plain inline helper
+// called from Highway's target code.
 __attribute__((always_inline)) inline void FetchLine(const void* p) { __builtin_prefetch(p, 0, 1); }
 
 }  // namespace kvsketch::simd
