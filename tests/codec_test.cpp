@@ -141,6 +141,36 @@ TEST(Codec, MultiQueryFormsEqualOneQueryForms) {
   });
 }
 
+// int8's multi-query forms read the rows in blocks of 1024 and scale each block's scores: a range
+// over several blocks, starting inside one, equals the one-query forms.
+TEST(Codec, Int8MultiQueryFormsAcrossBlocks) {
+  const size_t dim = 128, n = 2600, heads = 4, first = 100, count = 2500;
+  auto x = testutil::gaussian_matrix(n, dim, 11, 2.0);
+  auto q = testutil::gaussian_matrix(heads, dim, 12);
+  auto w = testutil::gaussian_matrix(heads, count, 13);
+  auto codec = make_codec("int8", dim);
+  auto codes = codec->make_buffer();
+  codec->encode(x.data(), n, codes);
+  std::vector<std::unique_ptr<PreparedQuery>> owned;
+  std::vector<const PreparedQuery *> prepared;
+  for (size_t h = 0; h < heads; ++h) {
+    owned.push_back(codec->prepare(q.data() + h * dim));
+    prepared.push_back(owned.back().get());
+  }
+  std::vector<float> multi(heads * count), multi_acc(heads * dim, 0.0f);
+  codec->scores_multi(prepared.data(), heads, codes, first, count, multi.data(), count);
+  codec->accumulate_partial_multi(w.data(), heads, count, codes, first, count, multi_acc.data());
+  for (size_t h = 0; h < heads; ++h) {
+    std::vector<float> one(count), one_acc(dim, 0.0f);
+    codec->scores(*prepared[h], codes, first, count, one.data());
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_NEAR(multi[h * count + i], one[i], 1e-4 * (std::abs(one[i]) + 1.0)) << "head " << h << " row " << i;
+    codec->accumulate_partial(w.data() + h * count, codes, first, count, one_acc.data());
+    for (size_t j = 0; j < dim; ++j)
+      ASSERT_NEAR(multi_acc[h * dim + j], one_acc[j], 1e-4 * (std::abs(one_acc[j]) + 1.0)) << "head " << h << " coord " << j;
+  }
+}
+
 TEST(Codec, CodeBytesAreExact) {
   const size_t d = 128;
   EXPECT_EQ(make_codec("fp16", d)->code_bytes(), 256u);

@@ -8,6 +8,7 @@
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/code_kernels.hpp"
+#include "simd/row_kernels.hpp"
 
 namespace kvsketch {
 void Fp16Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
@@ -93,6 +94,53 @@ bool Int8Codec::decode_domain_rows(const uint8_t* codes, size_t n, float* rows, 
 
 const float* Int8Codec::domain_query(const PreparedQuery& q) const {
   return static_cast<const PlainQuery&>(q).values.data();
+}
+
+// The GQA group's heads read the int8 rows where they lie (converted in registers, as fp16 is), in
+// blocks small enough that their scales are still in L2 when the block's scores are scaled.
+namespace {
+constexpr size_t kInt8Block = 1024;
+}
+
+simd::RowSource Int8Codec::rows(const uint8_t* codes) const {
+  simd::RowSource src;
+  src.format = simd::RowFormat::kInt8;
+  src.data = codes;
+  src.stride = code_bytes();
+  src.dim = dim();
+  return src;
+}
+
+void Int8Codec::row_scales(const uint8_t* codes, size_t n, float* out) const {
+  for (size_t i = 0; i < n; ++i) std::memcpy(&out[i], codes + i * code_bytes() + dim(), 4);
+}
+
+void Int8Codec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+                                 float* out, size_t stride, Arithmetic) const {
+  std::vector<float> stacked(heads * dim()), scales(std::min(n, kInt8Block));
+  for (size_t h = 0; h < heads; ++h) std::copy_n(domain_query(*queries[h]), dim(), stacked.data() + h * dim());
+  for (size_t start = 0; start < n; start += kInt8Block) {
+    const size_t count = std::min(kInt8Block, n - start);
+    const uint8_t* block = codes + start * code_bytes();
+    simd::row_scores(rows(block), count, stacked.data(), heads, 1.0f, out + start, stride);
+    row_scales(block, count, scales.data());
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < count; ++i) out[h * stride + start + i] *= scales[i];
+  }
+}
+
+void Int8Codec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
+                                      size_t n, float* accumulators, Arithmetic) const {
+  const size_t block_rows = std::min(n, kInt8Block);
+  std::vector<float> scales(block_rows), scaled(heads * block_rows);
+  for (size_t start = 0; start < n; start += kInt8Block) {
+    const size_t count = std::min(kInt8Block, n - start);
+    const uint8_t* block = codes + start * code_bytes();
+    row_scales(block, count, scales.data());
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < count; ++i) scaled[h * block_rows + i] = weights[h * stride + start + i] * scales[i];
+    simd::row_weighted_sum(rows(block), count, scaled.data(), heads, block_rows, accumulators, dim());
+  }
 }
 
 }  // namespace kvsketch

@@ -2,6 +2,7 @@
 // one symmetric fp32 scale per vector (max |x| / 127).
 #pragma once
 #include "kvsketch/codec.hpp"
+#include "simd/row_kernels.hpp"
 
 namespace kvsketch {
 
@@ -35,6 +36,14 @@ class Int8Codec final : public VectorCodec {
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   bool decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const override;
   const float* domain_query(const PreparedQuery& q) const override;
+  void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
+                        size_t stride, Arithmetic arithmetic) const override;
+  void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                             float* accumulators, Arithmetic arithmetic) const override;
+
+ private:
+  simd::RowSource rows(const uint8_t* codes) const;  // the int8 values of rows from codes on
+  void row_scales(const uint8_t* codes, size_t n, float* out) const;
 };
 
 }  // namespace kvsketch
