@@ -102,7 +102,7 @@ namespace {
 constexpr size_t kInt8Block = 1024;
 }
 
-simd::RowSource Int8Codec::rows(const uint8_t* codes) const {
+simd::RowSource Int8Codec::int8_rows(const uint8_t* codes) const {
   simd::RowSource src;
   src.format = simd::RowFormat::kInt8;
   src.data = codes;
@@ -122,7 +122,7 @@ void Int8Codec::score_rows_multi(const PreparedQuery* const* queries, size_t hea
   for (size_t start = 0; start < n; start += kInt8Block) {
     const size_t count = std::min(kInt8Block, n - start);
     const uint8_t* block = codes + start * code_bytes();
-    simd::row_scores(rows(block), count, stacked.data(), heads, 1.0f, out + start, stride);
+    simd::row_scores(int8_rows(block), count, stacked.data(), heads, 1.0f, out + start, stride);
     row_scales(block, count, scales.data());
     for (size_t h = 0; h < heads; ++h)
       for (size_t i = 0; i < count; ++i) out[h * stride + start + i] *= scales[i];
@@ -139,7 +139,7 @@ void Int8Codec::accumulate_rows_multi(const float* weights, size_t heads, size_t
     row_scales(block, count, scales.data());
     for (size_t h = 0; h < heads; ++h)
       for (size_t i = 0; i < count; ++i) scaled[h * block_rows + i] = weights[h * stride + start + i] * scales[i];
-    simd::row_weighted_sum(rows(block), count, scaled.data(), heads, block_rows, accumulators, dim());
+    simd::row_weighted_sum(int8_rows(block), count, scaled.data(), heads, block_rows, accumulators, dim());
   }
 }
 

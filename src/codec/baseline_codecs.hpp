@@ -42,7 +42,7 @@ class Int8Codec final : public VectorCodec {
                              float* accumulators, Arithmetic arithmetic) const override;
 
  private:
-  simd::RowSource rows(const uint8_t* codes) const;  // the int8 values of rows from codes on
+  simd::RowSource int8_rows(const uint8_t* codes) const;  // the int8 values of the rows from codes on
   void row_scales(const uint8_t* codes, size_t n, float* out) const;
 };
 
