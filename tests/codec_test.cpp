@@ -42,6 +42,32 @@ std::vector<std::string> all_specs() {
   return specs;
 }
 
+// The multi-query forms over rows [first, first + count): each head's query prepared from q
+// (heads x dim), their scores (heads x count) and their accumulators (heads x accumulator_size())
+// for weights w (heads x count).
+struct MultiQueryRun {
+  std::vector<std::unique_ptr<PreparedQuery>> owned;
+  std::vector<const PreparedQuery *> prepared;
+  std::vector<float> scores, accumulators;
+};
+
+MultiQueryRun run_multi_query(const VectorCodec &codec, const CodeBuffer &codes,
+                              const float *q, const float *w, size_t heads,
+                              size_t first, size_t count) {
+  MultiQueryRun run;
+  for (size_t h = 0; h < heads; ++h) {
+    run.owned.push_back(codec.prepare(q + h * codec.dim()));
+    run.prepared.push_back(run.owned.back().get());
+  }
+  run.scores.resize(heads * count);
+  run.accumulators.assign(heads * codec.accumulator_size(), 0.0f);
+  codec.scores_multi(run.prepared.data(), heads, codes, first, count,
+                     run.scores.data(), count);
+  codec.accumulate_partial_multi(w, heads, count, codes, first, count,
+                                 run.accumulators.data());
+  return run;
+}
+
 } // namespace
 
 // scores() and accumulate() work on codes directly; they must equal
@@ -105,18 +131,11 @@ TEST(Codec, MultiQueryFormsEqualOneQueryForms) {
         codec->calibrate(x.data(), n);
         auto codes = codec->make_buffer();
         codec->encode(x.data(), n, codes);
-        std::vector<std::unique_ptr<PreparedQuery>> owned;
-        std::vector<const PreparedQuery *> prepared;
-        for (size_t h = 0; h < heads; ++h) {
-          owned.push_back(codec->prepare(q.data() + h * dim));
-          prepared.push_back(owned.back().get());
-        }
+        const MultiQueryRun run = run_multi_query(
+            *codec, codes, q.data(), w.data(), heads, first, count);
+        const auto &prepared = run.prepared;
+        const auto &multi = run.scores, &multi_acc = run.accumulators;
         const size_t width = codec->accumulator_size();
-        std::vector<float> multi(heads * count), multi_acc(heads * width, 0.0f);
-        codec->scores_multi(prepared.data(), heads, codes, first, count,
-                            multi.data(), count);
-        codec->accumulate_partial_multi(w.data(), heads, count, codes, first,
-                                        count, multi_acc.data());
         for (size_t h = 0; h < heads; ++h) {
           std::vector<float> one(count), one_acc(width, 0.0f);
           codec->scores(*prepared[h], codes, first, count, one.data());
@@ -151,15 +170,9 @@ TEST(Codec, Int8MultiQueryFormsAcrossBlocks) {
   auto codec = make_codec("int8", dim);
   auto codes = codec->make_buffer();
   codec->encode(x.data(), n, codes);
-  std::vector<std::unique_ptr<PreparedQuery>> owned;
-  std::vector<const PreparedQuery *> prepared;
-  for (size_t h = 0; h < heads; ++h) {
-    owned.push_back(codec->prepare(q.data() + h * dim));
-    prepared.push_back(owned.back().get());
-  }
-  std::vector<float> multi(heads * count), multi_acc(heads * dim, 0.0f);
-  codec->scores_multi(prepared.data(), heads, codes, first, count, multi.data(), count);
-  codec->accumulate_partial_multi(w.data(), heads, count, codes, first, count, multi_acc.data());
+  const MultiQueryRun run = run_multi_query(*codec, codes, q.data(), w.data(), heads, first, count);
+  const auto &prepared = run.prepared;
+  const auto &multi = run.scores, &multi_acc = run.accumulators;
   for (size_t h = 0; h < heads; ++h) {
     std::vector<float> one(count), one_acc(dim, 0.0f);
     codec->scores(*prepared[h], codes, first, count, one.data());

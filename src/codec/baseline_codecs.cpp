@@ -7,7 +7,6 @@
 
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
-#include "simd/code_kernels.hpp"
 #include "simd/row_kernels.hpp"
 
 namespace kvsketch {
@@ -33,9 +32,7 @@ void Fp16Codec::accumulate_rows(const float* weights, const uint8_t* codes, size
 
 void Fp16Codec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                  float* out, size_t stride, Arithmetic) const {
-  std::vector<float> stacked(heads * dim());
-  for (size_t h = 0; h < heads; ++h)
-    std::copy_n(static_cast<const PlainQuery&>(*queries[h]).values.data(), dim(), stacked.data() + h * dim());
+  const std::vector<float> stacked = stacked_plain_queries(queries, heads, dim());
   simd::half_row_scores(stacked.data(), heads, reinterpret_cast<const uint16_t*>(codes), n, dim(), 1.0f, out, stride);
 }
 
@@ -83,19 +80,6 @@ void Int8Codec::accumulate_rows(const float* weights, const uint8_t* codes, size
   }
 }
 
-bool Int8Codec::decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const {
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* code = codes + i * code_bytes();
-    std::memcpy(&row_scale[i], code + dim(), 4);
-    simd::int8_to_floats(code, dim(), rows + i * dim());
-  }
-  return true;
-}
-
-const float* Int8Codec::domain_query(const PreparedQuery& q) const {
-  return static_cast<const PlainQuery&>(q).values.data();
-}
-
 // The GQA group's heads read the int8 rows where they lie (converted in registers, as fp16 is), in
 // blocks small enough that their scales are still in L2 when the block's scores are scaled.
 namespace {
@@ -117,8 +101,8 @@ void Int8Codec::row_scales(const uint8_t* codes, size_t n, float* out) const {
 
 void Int8Codec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                  float* out, size_t stride, Arithmetic) const {
-  std::vector<float> stacked(heads * dim()), scales(std::min(n, kInt8Block));
-  for (size_t h = 0; h < heads; ++h) std::copy_n(domain_query(*queries[h]), dim(), stacked.data() + h * dim());
+  const std::vector<float> stacked = stacked_plain_queries(queries, heads, dim());
+  std::vector<float> scales(std::min(n, kInt8Block));
   for (size_t start = 0; start < n; start += kInt8Block) {
     const size_t count = std::min(kInt8Block, n - start);
     const uint8_t* block = codes + start * code_bytes();
