@@ -43,9 +43,10 @@ class CodeBuffer {
 class VectorCodec;
 
 // How the multi-query kernels multiply. kInteger: where a codec has integer kernels (TurboQuant's
-// scalar stage, b <= 4) the query heads and the table are rounded to bytes and the weights to
-// 16 bits per block of 64 rows, products are summed exactly in integers (several times fewer
-// instructions; the same bits on every machine; scores within about 1% of the float ones).
+// scalar stage, b <= 4, and its QJL signs as 1-bit indices into {-1, +1}) the query heads and the
+// table are rounded to bytes and the weights to bytes per block of 64 rows, products are summed
+// exactly in integers (several times fewer instructions; the same bits on every machine; scores
+// within about 1% of the float ones).
 // Decode attention uses it; search and the tests of the codecs' own estimates use kFloat.
 enum class Arithmetic { kFloat, kInteger };
 

@@ -28,6 +28,9 @@ simd::RowFactor stored_norms(size_t offset, NormPrecision precision) {
   return {offset, precision == NormPrecision::kFp16};
 }
 
+// A sign bit as a 1-bit index: bit 0 is -1, bit 1 is +1.
+constexpr float kSignTable[2] = {-1.0f, 1.0f};
+
 }  // namespace
 
 TurboQuant::TurboQuant(size_t dim, const TurboQuantOptions& options)
@@ -142,6 +145,11 @@ simd::RowSource TurboQuant::sign_rows(const uint8_t* codes) const {
           code_bytes_ - sign_offset_};
 }
 
+simd::RowSource TurboQuant::sign_index_rows(const uint8_t* codes) const {
+  return {simd::RowFormat::kIndex, codes + sign_offset_, row_stride_, signs_->rows(), 1, kSignTable,
+          code_bytes_ - sign_offset_};
+}
+
 void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                   float* out, size_t stride, Arithmetic arithmetic) const {
   const size_t d = dim(), m = signs_ ? signs_->rows() : 0;
@@ -167,14 +175,23 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
   }
   std::vector<float> norms(n), sign_weights(signs_ ? n : 0), sign_sums(signs_ ? heads * n : 0);
   load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.data());
-  if (signs_) {
+  const size_t gamma_offset = norm_offset_ + norm_bytes(options_.norm);
+  if (signs_ && arithmetic == Arithmetic::kInteger) {
+    // The signs are 1-bit indices into {-1, +1}: the same integer kernel, the residual norm gamma
+    // as its row factor, sums of signs times byte queries exact in int32.
+    const simd::RowFactor gammas = stored_norms(gamma_offset - sign_offset_, options_.norm);
+    simd::int_index_scores(sign_index_rows(codes), n, projected.data(), heads, sign_scale_, sign_sums.data(), n,
+                           &gammas);
+  } else if (signs_) {
     simd::row_scores(sign_rows(codes), n, projected.data(), heads, 1.0f, sign_sums.data(), n);
-    load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), row_stride_, n, sign_weights.data());
+    load_norms(options_.norm, codes + gamma_offset, row_stride_, n, sign_weights.data());
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < n; ++i) sign_sums[h * n + i] *= sign_scale_ * sign_weights[i];
   }
   for (size_t h = 0; h < heads; ++h) {
     float* row = out + h * stride;
     if (signs_)
-      for (size_t i = 0; i < n; ++i) row[i] += sign_scale_ * sign_weights[i] * sign_sums[h * n + i];
+      for (size_t i = 0; i < n; ++i) row[i] += sign_sums[h * n + i];
     for (size_t i = 0; i < n; ++i) row[i] *= norms[i];
   }
 }
@@ -202,7 +219,9 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
     simd::int_index_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
   else if (scalar_.bits() > 0)
     simd::row_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
-  if (signs_)
+  if (signs_ && arithmetic == Arithmetic::kInteger)
+    simd::int_index_weighted_sum(sign_index_rows(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width);
+  else if (signs_)
     simd::row_weighted_sum(sign_rows(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width);
 }
 
