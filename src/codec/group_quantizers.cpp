@@ -11,6 +11,8 @@
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
+#include "simd/affine_kernels.hpp"
+#include "simd/attention_kernels.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch {
@@ -21,12 +23,6 @@ float store_half(float value, uint8_t* destination, size_t row) {
   require(std::abs(value) <= kHalfMax, "encode: row {} needs a group scale or minimum of {}, beyond fp16", row, value);
   const uint16_t half = float_to_half(value);
   std::memcpy(destination, &half, 2);
-  return half_to_float(half);
-}
-
-float load_half(const uint8_t* source) {
-  uint16_t half;
-  std::memcpy(&half, source, 2);
   return half_to_float(half);
 }
 
@@ -114,38 +110,41 @@ void GroupQuantizer::encode_rows(const float* x, size_t n, uint8_t* codes, size_
 }
 
 void GroupQuantizer::decode_rows(const uint8_t* codes, size_t n, float* out) const {
-  const size_t d = dim();
+  const size_t d = dim(), groups = channel_groups();
+  const bool keys = scheme_ == GroupScheme::kKiviKeys;
+  const size_t share = code_bytes_ - meta_offset_;
   std::vector<uint8_t> levels(d);
-  std::vector<float> minimum(d), step(d);
-  std::vector<uint8_t> stream;
+  // Keys: the group's stream of [d fp16 minima][d fp16 steps] (share bytes from each of its rows);
+  // values: a row's (minimum, step) per channel group; q4_0: a row's scale per channel group.
+  std::vector<uint16_t> halves(keys ? (share * group_ + 1) / 2 : 2 * groups);
+  std::vector<float> meta(keys ? 2 * d : 2 * groups), low(keys ? 0 : groups, 0.0f), step(keys ? 0 : groups);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* code = codes + i * code_bytes_;
     float* row = out + i * d;
     unpack_bits(code, d, bits_, levels.data());
-    if (scheme_ == GroupScheme::kKiviKeys) {
+    if (keys) {
       if (i % group_ == 0) {  // gather the group's minima and steps from its rows
-        const size_t share = code_bytes_ - meta_offset_;
-        stream.resize(share * group_);
+        auto* stream = reinterpret_cast<uint8_t*>(halves.data());
         for (size_t t = 0; t < group_; ++t)
-          std::memcpy(stream.data() + t * share, codes + (i + t) * code_bytes_ + meta_offset_, share);
-        for (size_t c = 0; c < d; ++c) {
-          minimum[c] = load_half(stream.data() + 2 * c);
-          step[c] = load_half(stream.data() + 2 * (d + c));
-        }
+          std::memcpy(stream + t * share, codes + (i + t) * code_bytes_ + meta_offset_, share);
+        simd::half_to_float_row(halves.data(), 2 * d, meta.data());
       }
-      for (size_t c = 0; c < d; ++c) row[c] = minimum[c] + step[c] * static_cast<float>(levels[c]);
+      simd::affine_decode(levels.data(), d, meta.data(), meta.data() + d, 1, 0, row);
       continue;
     }
-    for (size_t j = 0; j < channel_groups(); ++j) {
-      const size_t begin = j * group_, end = std::min(d, begin + group_);
-      if (scheme_ == GroupScheme::kQ4_0) {
-        const float scale = load_half(code + meta_offset_ + 2 * j);
-        for (size_t c = begin; c < end; ++c) row[c] = scale * (static_cast<float>(levels[c]) - 8.0f);
-        continue;
-      }
-      const float low = load_half(code + meta_offset_ + 4 * j), delta = load_half(code + meta_offset_ + 4 * j + 2);
-      for (size_t c = begin; c < end; ++c) row[c] = low + delta * static_cast<float>(levels[c]);
+    if (scheme_ == GroupScheme::kQ4_0) {  // x = scale (q - 8)
+      std::memcpy(halves.data(), code + meta_offset_, 2 * groups);
+      simd::half_to_float_row(halves.data(), groups, step.data());
+      simd::affine_decode(levels.data(), d, low.data(), step.data(), group_, 8, row);
+      continue;
     }
+    std::memcpy(halves.data(), code + meta_offset_, 4 * groups);
+    simd::half_to_float_row(halves.data(), 2 * groups, meta.data());
+    for (size_t j = 0; j < groups; ++j) {
+      low[j] = meta[2 * j];
+      step[j] = meta[2 * j + 1];
+    }
+    simd::affine_decode(levels.data(), d, low.data(), step.data(), group_, 0, row);
   }
 }
 

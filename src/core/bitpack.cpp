@@ -66,9 +66,29 @@ void unpack_bits(const uint8_t* packed, size_t count, int bits, uint8_t* indices
   }
   const uint32_t mask = (1u << bits) - 1u;
   const size_t bytes = packed_bytes(count, bits);
+  size_t j = 0, position = 0;
+  // Widths that divide a byte: every output a shift and a mask of one input byte, loops the
+  // compiler vectorizes (the KIVI and q4_0 baselines unpack every row they read).
+  if (bits == 4) {
+    for (; j + 2 <= count; j += 2, ++position) {
+      indices[j] = packed[position] & 15u;
+      indices[j + 1] = static_cast<uint8_t>(packed[position] >> 4);
+    }
+  } else if (bits == 2) {
+    // Eight indices from two bytes, spread apart in a word in three steps: bytes to 32-bit
+    // halves, nibbles to 16-bit quarters, pairs of bits to bytes.
+    for (; j + 8 <= count; j += 8, position += 2) {
+      uint16_t pair;
+      std::memcpy(&pair, packed + position, 2);
+      uint64_t x = pair;
+      x = (x | (x << 24)) & 0x000000FF000000FFull;
+      x = (x | (x << 12)) & 0x000F000F000F000Full;
+      x = (x | (x << 6)) & 0x0303030303030303ull;
+      std::memcpy(indices + j, &x, 8);
+    }
+  }
   // Eight indices at a time are exactly `bits` bytes: one little-endian word each, while a whole
   // 8-byte load stays within the packed bytes (a bit at a time took most of a KIVI decode step).
-  size_t j = 0, position = 0;
   for (; j + 8 <= count && position + 8 <= bytes; j += 8, position += static_cast<size_t>(bits)) {
     uint64_t word;
     std::memcpy(&word, packed + position, 8);
