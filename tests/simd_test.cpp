@@ -5,6 +5,7 @@
 
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/codebook.hpp"
+#include "simd/affine_kernels.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/fast_scan_kernels.hpp"
 #include "simd/kernels.hpp"
@@ -211,6 +212,27 @@ TEST(Simd, SignBitsBitExact) {
       simd::reference::sign_bits(x.data(), n, b.data());
       EXPECT_EQ(a, b) << n;
       EXPECT_EQ(a[0] & 1, 0);
+    }
+  });
+}
+
+// The KIVI and q4_0 decode: per-coordinate and per-group minima and steps, groups that do and do
+// not fill whole vectors, tails; the scalar expression's bits on every target.
+TEST(Simd, AffineDecodeBitExact) {
+  for_each_target([] {
+    for (size_t n : {7, 64, 100, 128}) {
+      std::vector<uint8_t> levels(n);
+      for (size_t c = 0; c < n; ++c) levels[c] = static_cast<uint8_t>((c * 37 + 11) % 16);
+      const auto low = testutil::gaussian_matrix(1, n, n + 1), step = testutil::gaussian_matrix(1, n, n + 2);
+      for (size_t group : {1, 5, 32}) {
+        for (int offset : {0, 8}) {
+          std::vector<float> got(n), expected(n);
+          simd::affine_decode(levels.data(), n, low.data(), step.data(), group, offset, got.data());
+          for (size_t c = 0; c < n; ++c)
+            expected[c] = low[c / group] + step[c / group] * static_cast<float>(static_cast<int>(levels[c]) - offset);
+          EXPECT_EQ(got, expected) << "n=" << n << " group=" << group << " offset=" << offset;
+        }
+      }
     }
   });
 }
