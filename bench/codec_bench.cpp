@@ -3,6 +3,7 @@
 //   build/kvsketch_bench_codecs --benchmark_format=json
 // Set KVSKETCH_TARGET=AVX2 (or SSE4, SCALAR) to measure another instruction set than the best.
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <hwy/targets.h>
 #include <omp.h>
 
@@ -117,9 +118,8 @@ void BM_Rotate(benchmark::State& state) {
 // The integer attention kernels over n cache-resident rows of 3-bit indices (d = 128, fp16 norm
 // per row) for one GQA group of 4 heads: scores, or the weighted sum. Items = rows. n = 512 stays
 // in L1 (the instructions' own cost), 16,384 in L2.
-void BM_IntIndexKernel(benchmark::State& state, bool weighted_sum) {
+void BM_IntIndexKernel(benchmark::State& state, int bits, bool weighted_sum) {
   const size_t n = static_cast<size_t>(state.range(0)), dim = 128, heads = 4;
-  const int bits = 3;
   const auto& table = kvsketch::lloyd_max_codebook(kvsketch::CoordinateLaw::kBeta, dim, bits).centroids;
   const size_t stride = kvsketch::packed_bytes(dim, bits) + 2;
   std::vector<uint8_t> codes(n * stride);
@@ -197,10 +197,15 @@ void register_all() {
   benchmark::RegisterBenchmark("quantize/search/b=4/d=1536", BM_Quantize, false)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize/grid/b=4/d=1536", BM_Quantize, true)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize_pack_dot/b=4/d=1536", BM_QuantizePackDot)->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("int_index/scores/b=3/d=128/heads=4", BM_IntIndexKernel, false)
+  benchmark::RegisterBenchmark("int_index/scores/b=3/d=128/heads=4", BM_IntIndexKernel, 3, false)
       ->ArgName("n")->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("int_index/weighted_sum/b=3/d=128/heads=4", BM_IntIndexKernel, true)
+  benchmark::RegisterBenchmark("int_index/weighted_sum/b=3/d=128/heads=4", BM_IntIndexKernel, 3, true)
       ->ArgName("n")->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
+  // b = 2 and 1: the two parts of tq_prod:b=3 keys (the scalar stage and the QJL signs).
+  for (int bits : {2, 1})
+    benchmark::RegisterBenchmark(fmt::format("int_index/scores/b={}/d=128/heads=4", bits).c_str(), BM_IntIndexKernel,
+                                 bits, false)
+        ->ArgName("n")->Arg(16384)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("half_rows/scores/d=128/heads=4", BM_HalfRowKernel, false)
       ->ArgName("n")->Arg(512)->Arg(2048)->Arg(262144)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("half_rows/weighted_sum/d=128/heads=4", BM_HalfRowKernel, true)
