@@ -160,6 +160,30 @@ TEST(Codec, MultiQueryFormsEqualOneQueryForms) {
   });
 }
 
+// The multi-query forms over [first, first + count) against the one-query forms, within
+// `tolerance` relative to each value (plus 1); the weighted sums also within float rounding of
+// their terms (1e-6 of sum_i |w_i x_ij|: thousands of terms summed in another order).
+void expect_multi_equals_one(const VectorCodec &codec, const CodeBuffer &codes, const float *q, const float *w,
+                             size_t heads, size_t first, size_t count, double tolerance) {
+  const MultiQueryRun run = run_multi_query(codec, codes, q, w, heads, first, count);
+  const size_t width = codec.accumulator_size(), dim = codec.dim();
+  std::vector<float> decoded(count * dim);
+  codec.decode(codes, first, count, decoded.data());
+  for (size_t h = 0; h < heads; ++h) {
+    std::vector<float> one(count), one_acc(width, 0.0f);
+    codec.scores(*run.prepared[h], codes, first, count, one.data());
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_NEAR(run.scores[h * count + i], one[i], tolerance * (std::abs(one[i]) + 1.0)) << "head " << h << " row " << i;
+    codec.accumulate_partial(w + h * count, codes, first, count, one_acc.data());
+    for (size_t j = 0; j < width; ++j) {
+      double terms = 0.0;
+      for (size_t i = 0; j < dim && i < count; ++i) terms += std::abs(double(w[h * count + i]) * decoded[i * dim + j]);
+      ASSERT_NEAR(run.accumulators[h * width + j], one_acc[j], tolerance * (std::abs(one_acc[j]) + 1.0) + 1e-6 * terms)
+          << "head " << h << " coord " << j;
+    }
+  }
+}
+
 // int8's multi-query forms read the rows in blocks of 1024 and scale each block's scores: a range
 // over several blocks, starting inside one, equals the one-query forms.
 TEST(Codec, Int8MultiQueryFormsAcrossBlocks) {
@@ -170,17 +194,28 @@ TEST(Codec, Int8MultiQueryFormsAcrossBlocks) {
   auto codec = make_codec("int8", dim);
   auto codes = codec->make_buffer();
   codec->encode(x.data(), n, codes);
-  const MultiQueryRun run = run_multi_query(*codec, codes, q.data(), w.data(), heads, first, count);
-  const auto &prepared = run.prepared;
-  const auto &multi = run.scores, &multi_acc = run.accumulators;
-  for (size_t h = 0; h < heads; ++h) {
-    std::vector<float> one(count), one_acc(dim, 0.0f);
-    codec->scores(*prepared[h], codes, first, count, one.data());
-    for (size_t i = 0; i < count; ++i)
-      ASSERT_NEAR(multi[h * count + i], one[i], 1e-4 * (std::abs(one[i]) + 1.0)) << "head " << h << " row " << i;
-    codec->accumulate_partial(w.data() + h * count, codes, first, count, one_acc.data());
-    for (size_t j = 0; j < dim; ++j)
-      ASSERT_NEAR(multi_acc[h * dim + j], one_acc[j], 1e-4 * (std::abs(one_acc[j]) + 1.0)) << "head " << h << " coord " << j;
+  expect_multi_equals_one(*codec, codes, q.data(), w.data(), heads, first, count, 1e-4);
+}
+
+// KIVI's and q4_0's multi-query forms read the levels in place (per group of rows for the keys,
+// per channel group for values and q4_0, metadata converted per block of 1024 rows): over several
+// blocks, with a channel group cut short (d = 100) and keys with a common offset, they equal the
+// one-query forms, which decode to floats.
+TEST(Codec, GroupQuantizerMultiQueryFormsReadLevelsInPlace) {
+  const size_t n = 2624, heads = 4, first = 64, count = 2528;  // whole groups of 32 rows
+  for (size_t dim : {100, 128}) {
+    auto x = testutil::gaussian_matrix(n, dim, 14, 2.0);
+    for (size_t i = 0; i < n * dim; ++i) x[i] += 1.5f;
+    auto q = testutil::gaussian_matrix(heads, dim, 15);
+    auto w = testutil::gaussian_matrix(heads, count, 16);
+    for (const std::string spec : {"kivi_k:b=2,group=32", "kivi_k:b=4,group=32", "kivi_v:b=2,group=32",
+                                   "kivi_v:b=4,group=16", "q4_0"}) {
+      SCOPED_TRACE(spec + " dim=" + std::to_string(dim));
+      auto codec = make_codec(spec, dim);
+      auto codes = codec->make_buffer();
+      codec->encode(x.data(), n, codes);
+      expect_multi_equals_one(*codec, codes, q.data(), w.data(), heads, first, count, 1e-4);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -123,12 +124,7 @@ void GroupQuantizer::decode_rows(const uint8_t* codes, size_t n, float* out) con
     float* row = out + i * d;
     unpack_bits(code, d, bits_, levels.data());
     if (keys) {
-      if (i % group_ == 0) {  // gather the group's minima and steps from its rows
-        auto* stream = reinterpret_cast<uint8_t*>(halves.data());
-        for (size_t t = 0; t < group_; ++t)
-          std::memcpy(stream + t * share, codes + (i + t) * code_bytes_ + meta_offset_, share);
-        simd::half_to_float_row(halves.data(), 2 * d, meta.data());
-      }
+      if (i % group_ == 0) key_group_meta(code, halves, meta.data());
       simd::affine_decode(levels.data(), d, meta.data(), meta.data() + d, 1, 0, row);
       continue;
     }
@@ -146,6 +142,133 @@ void GroupQuantizer::decode_rows(const uint8_t* codes, size_t n, float* out) con
     }
     simd::affine_decode(levels.data(), d, low.data(), step.data(), group_, 0, row);
   }
+}
+
+void GroupQuantizer::key_group_meta(const uint8_t* rows, std::vector<uint16_t>& halves, float* meta) const {
+  const size_t share = code_bytes_ - meta_offset_;
+  halves.resize((share * group_ + 1) / 2);
+  auto* stream = reinterpret_cast<uint8_t*>(halves.data());
+  for (size_t t = 0; t < group_; ++t) std::memcpy(stream + t * share, rows + t * code_bytes_ + meta_offset_, share);
+  simd::half_to_float_row(halves.data(), 2 * dim(), meta);
+}
+
+simd::RowSource GroupQuantizer::level_rows(const uint8_t* codes, size_t first, size_t count) const {
+  static const auto levels = [] {
+    std::array<float, 256> table{};
+    for (size_t l = 0; l < table.size(); ++l) table[l] = static_cast<float>(l);
+    return table;
+  }();
+  const size_t offset = first * static_cast<size_t>(bits_) / 8;
+  return {simd::RowFormat::kIndex, codes + offset, code_bytes_, count, bits_, levels.data(), code_bytes_ - offset};
+}
+
+// The multi-query forms read the levels where they lie (the row kernels look them up in
+// registers) and apply the affine maps outside the sums, instead of decoding blocks to floats:
+// keys, per group of rows: <q, min + step * level> = <q, min> + <q * step, level>;
+// values and q4_0, per channel group g: sum_t w_t (min_tg + step_tg level_t) =
+// sum_t w_t min_tg + sum_t (w_t step_tg) level_t.
+void GroupQuantizer::token_group_meta(const uint8_t* rows, size_t count, size_t g, TokenMeta& meta) const {
+  const size_t groups = channel_groups(), per_row = (scheme_ == GroupScheme::kQ4_0 ? 1 : 2) * groups;
+  if (g == 0) {  // the block's fp16 metadata as floats, once
+    meta.halves.resize(count * per_row);
+    meta.floats.resize(count * per_row);
+    for (size_t i = 0; i < count; ++i)
+      for (size_t k = 0; k < per_row; ++k)
+        std::memcpy(&meta.halves[i * per_row + k], rows + i * code_bytes_ + meta_offset_ + 2 * k, 2);
+    simd::half_to_float_row(meta.halves.data(), count * per_row, meta.floats.data());
+  }
+  meta.low.resize(count);
+  meta.step.resize(count);
+  for (size_t i = 0; i < count; ++i) {  // q4_0: x = scale (level - 8) = -8 scale + scale level
+    const bool q4 = scheme_ == GroupScheme::kQ4_0;
+    meta.step[i] = q4 ? meta.floats[i * per_row + g] : meta.floats[i * per_row + 2 * g + 1];
+    meta.low[i] = q4 ? -8.0f * meta.step[i] : meta.floats[i * per_row + 2 * g];
+  }
+}
+
+bool GroupQuantizer::levels_by_channel_group() const {
+  return scheme_ != GroupScheme::kKiviKeys && (group_ * static_cast<size_t>(bits_)) % 8 == 0;
+}
+
+void GroupQuantizer::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes,
+                                      size_t n, float* out, size_t stride, Arithmetic arithmetic) const {
+  const size_t d = dim();
+  if (levels_by_channel_group()) {
+    // Per channel group g: <q, x_t> over g = low_tg sum(q over g) + step_tg <q over g, levels>.
+    const size_t groups = channel_groups(), block = std::min(n, kMetaBlock);
+    const std::vector<float> stacked = stacked_plain_queries(queries, heads, d);
+    std::vector<float> part_queries(heads * group_), partial(heads * block), query_sums(heads);
+    TokenMeta meta;
+    for (size_t h = 0; h < heads; ++h) std::fill(out + h * stride, out + h * stride + n, 0.0f);
+    for (size_t start = 0; start < n; start += kMetaBlock) {
+      const size_t count = std::min(kMetaBlock, n - start);
+      const uint8_t* rows = codes + start * code_bytes_;
+      for (size_t g = 0; g < groups; ++g) {
+        token_group_meta(rows, count, g, meta);
+        const size_t first = g * group_, channels = std::min(group_, d - first);
+        for (size_t h = 0; h < heads; ++h) {
+          std::copy_n(stacked.data() + h * d + first, channels, part_queries.data() + h * channels);
+          query_sums[h] = 0.0f;
+          for (size_t c = 0; c < channels; ++c) query_sums[h] += part_queries[h * channels + c];
+        }
+        simd::row_scores(level_rows(rows, first, channels), count, part_queries.data(), heads, 1.0f, partial.data(),
+                         block);
+        for (size_t h = 0; h < heads; ++h) {
+          float* target = out + h * stride + start;
+          for (size_t i = 0; i < count; ++i)
+            target[i] += meta.low[i] * query_sums[h] + meta.step[i] * partial[h * block + i];
+        }
+      }
+    }
+    return;
+  }
+  if (scheme_ != GroupScheme::kKiviKeys)
+    return VectorCodec::score_rows_multi(queries, heads, codes, n, out, stride, arithmetic);
+  const std::vector<float> stacked = stacked_plain_queries(queries, heads, d);
+  std::vector<uint16_t> halves;
+  std::vector<float> meta(2 * d), scaled(heads * d), constant(heads);
+  for (size_t start = 0; start < n; start += group_) {
+    const uint8_t* rows = codes + start * code_bytes_;
+    key_group_meta(rows, halves, meta.data());
+    for (size_t h = 0; h < heads; ++h) {
+      const float* q = stacked.data() + h * d;
+      for (size_t c = 0; c < d; ++c) scaled[h * d + c] = q[c] * meta[d + c];
+      constant[h] = simd::dot(q, meta.data(), d);
+    }
+    simd::row_scores(level_rows(rows, 0, d), group_, scaled.data(), heads, 1.0f, out + start, stride);
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t t = 0; t < group_; ++t) out[h * stride + start + t] += constant[h];
+  }
+}
+
+void GroupQuantizer::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
+                                           size_t n, float* accumulators, Arithmetic arithmetic) const {
+  if (!levels_by_channel_group())
+    return VectorCodec::accumulate_rows_multi(weights, heads, stride, codes, n, accumulators, arithmetic);
+  const size_t d = dim(), groups = channel_groups(), block = std::min(n, kMetaBlock);
+  std::vector<float> scaled(heads * block);
+  std::vector<float> constant(heads * groups, 0.0f);  // sum_t w_t low_tg per head and group
+  TokenMeta meta;
+  for (size_t start = 0; start < n; start += kMetaBlock) {
+    const size_t count = std::min(kMetaBlock, n - start);
+    const uint8_t* rows = codes + start * code_bytes_;
+    for (size_t g = 0; g < groups; ++g) {
+      token_group_meta(rows, count, g, meta);
+      for (size_t h = 0; h < heads; ++h) {
+        const float* w = weights + h * stride + start;
+        for (size_t i = 0; i < count; ++i) scaled[h * block + i] = w[i] * meta.step[i];
+        constant[h * groups + g] += simd::dot(w, meta.low.data(), count);
+      }
+      const size_t first = g * group_, channels = std::min(group_, d - first);
+      simd::row_weighted_sum(level_rows(rows, first, channels), count, scaled.data(), heads, block,
+                             accumulators + first, d);
+    }
+  }
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t g = 0; g < groups; ++g) {
+      const float add = constant[h * groups + g];
+      for (size_t c = g * group_; c < std::min(d, (g + 1) * group_); ++c) accumulators[h * d + c] += add;
+    }
 }
 
 std::unique_ptr<PreparedQuery> GroupQuantizer::prepare_query(const float* q) const {

@@ -10,7 +10,10 @@
 //              kivi_v [values: ceil(d b / 8)][per channel group: fp16 min, fp16 step]
 //              q4_0   [values: ceil(d / 2)][per channel group: fp16 scale]
 #pragma once
+#include <vector>
+
 #include "kvsketch/codec.hpp"
+#include "simd/row_kernels.hpp"
 
 namespace kvsketch {
 
@@ -31,9 +34,29 @@ class GroupQuantizer final : public VectorCodec {
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   bool decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const override;
   const float* domain_query(const PreparedQuery& q) const override;
+  void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
+                        size_t stride, Arithmetic arithmetic) const override;
+  void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                             float* accumulators, Arithmetic arithmetic) const override;
 
  private:
   size_t channel_groups() const { return (dim() + group_ - 1) / group_; }
+  // Keys: the fp16 minima and steps of the group of rows starting at `rows` as floats,
+  // meta[c] = minimum, meta[d + c] = step (halves: scratch).
+  void key_group_meta(const uint8_t* rows, std::vector<uint16_t>& halves, float* meta) const;
+  // Values and q4_0: the minimum and step of channel group g for `count` rows from `rows` (the
+  // block's metadata converted at g = 0), in meta.low and meta.step.
+  struct TokenMeta {
+    std::vector<uint16_t> halves;
+    std::vector<float> floats, low, step;
+  };
+  static constexpr size_t kMetaBlock = 1024;  // rows whose metadata is converted at once
+  void token_group_meta(const uint8_t* rows, size_t count, size_t g, TokenMeta& meta) const;
+  // Whether each channel group's levels start on a byte (the multi-query forms read them in place).
+  bool levels_by_channel_group() const;
+  // The levels of channels [first, first + count) as index rows into 0, 1, 2, ... (first * bits
+  // a whole number of bytes), for the row kernels.
+  simd::RowSource level_rows(const uint8_t* codes, size_t first, size_t count) const;
   GroupScheme scheme_;
   int bits_;
   size_t group_, value_bytes_, meta_offset_, code_bytes_;
