@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
@@ -172,17 +173,34 @@ void GroupQuantizer::token_group_meta(const uint8_t* rows, size_t count, size_t 
   if (g == 0) {  // the block's fp16 metadata as floats, once
     meta.halves.resize(count * per_row);
     meta.floats.resize(count * per_row);
-    for (size_t i = 0; i < count; ++i)
-      for (size_t k = 0; k < per_row; ++k)
-        std::memcpy(&meta.halves[i * per_row + k], rows + i * code_bytes_ + meta_offset_ + 2 * k, 2);
+    // A row's metadata in one fixed-size copy where it is d = 128's (a call to memcpy per row
+    // otherwise took a sixth of the q4_0 step).
+    const auto gather = [&](auto bytes) {
+      for (size_t i = 0; i < count; ++i)
+        std::memcpy(&meta.halves[i * per_row], rows + i * code_bytes_ + meta_offset_, decltype(bytes)::value);
+    };
+    if (per_row == 4) {
+      gather(std::integral_constant<size_t, 8>{});
+    } else if (per_row == 8) {
+      gather(std::integral_constant<size_t, 16>{});
+    } else {
+      for (size_t i = 0; i < count; ++i)
+        std::memcpy(&meta.halves[i * per_row], rows + i * code_bytes_ + meta_offset_, 2 * per_row);
+    }
     simd::half_to_float_row(meta.halves.data(), count * per_row, meta.floats.data());
   }
   meta.low.resize(count);
   meta.step.resize(count);
-  for (size_t i = 0; i < count; ++i) {  // q4_0: x = scale (level - 8) = -8 scale + scale level
-    const bool q4 = scheme_ == GroupScheme::kQ4_0;
-    meta.step[i] = q4 ? meta.floats[i * per_row + g] : meta.floats[i * per_row + 2 * g + 1];
-    meta.low[i] = q4 ? -8.0f * meta.step[i] : meta.floats[i * per_row + 2 * g];
+  if (scheme_ == GroupScheme::kQ4_0) {  // x = scale (level - 8) = -8 scale + scale level
+    for (size_t i = 0; i < count; ++i) {
+      meta.step[i] = meta.floats[i * per_row + g];
+      meta.low[i] = -8.0f * meta.step[i];
+    }
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    meta.low[i] = meta.floats[i * per_row + 2 * g];
+    meta.step[i] = meta.floats[i * per_row + 2 * g + 1];
   }
 }
 
