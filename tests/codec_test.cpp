@@ -219,17 +219,20 @@ TEST(Codec, GroupQuantizerMultiQueryFormsReadLevelsInPlace) {
   }
 }
 
-// TurboQuant prod's QJL signs in the integer kernels (1-bit indices into {-1, +1}, the residual
-// norm as row factor): close to the float kernels, and the same bits on every target. At b = 1
-// the signs are the whole code, so a broken sign path cannot hide behind the scalar stage.
-TEST(Codec, ProdSignsInIntegersMatchFloatsOnEveryTarget) {
+// QJL signs in the integer kernels (1-bit indices into {-1, +1}, a norm as row factor), in
+// TurboQuant prod and in QJL itself (with and without outlier channels): close to the float
+// kernels, and the same bits on every target. At b = 1 the signs are prod's whole code, so a
+// broken sign path cannot hide behind the scalar stage.
+TEST(Codec, SignsInIntegersMatchFloatsOnEveryTarget) {
   const size_t dim = 128, n = 300, heads = 4;
   auto x = testutil::gaussian_matrix(n, dim, 21, 2.0);
   auto q = testutil::gaussian_matrix(heads, dim, 22);
   auto w = testutil::gaussian_matrix(heads, n, 23);
-  for (const std::string spec : {"tq_prod:b=1", "tq_prod:b=3"}) {
+  for (const std::string spec : {"tq_prod:b=1", "tq_prod:b=3", "qjl:m=256", "qjl:m=200,sketch=hadamard",
+                                 "qjl:m=128,outliers=8,m_out=64"}) {
     SCOPED_TRACE(spec);
     auto codec = make_codec(spec, dim, 5);
+    codec->calibrate(x.data(), n);
     auto codes = codec->make_buffer();
     codec->encode(x.data(), n, codes);
     std::vector<std::unique_ptr<PreparedQuery>> owned;

@@ -4,18 +4,25 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <mutex>
 #include <numeric>
 
 #include "codec/channel_list.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
+#include "codec/norm_storage.hpp"
+#include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch {
 namespace {
 
 struct QjlQuery : PreparedQuery {
-  std::vector<float> inlier_tables, outlier_tables;
+  std::vector<float> projected[2];  // S q of the inlier and the outlier channels
+  // The byte tables of the one-query scan (score_rows), built at its first use: the multi-query
+  // kernels of decode attention read only the projections.
+  mutable std::once_flag tables_built;
+  mutable std::vector<float> tables[2];
 };
 
 float qjl_scale(const Sketch& sketch) {
@@ -128,24 +135,84 @@ std::unique_ptr<PreparedQuery> Qjl::prepare_query(const float* q) const {
   auto prepared = std::make_unique<QjlQuery>();
   std::vector<float> inliers(inlier_channels_.size()), outliers(outlier_channels_.size());
   split(q, inliers.data(), outliers.data());
-  inlier_signs_->build_tables(inliers.data(), prepared->inlier_tables);
-  if (outlier_signs_) outlier_signs_->build_tables(outliers.data(), prepared->outlier_tables);
+  const float* parts[2] = {inliers.data(), outliers.data()};
+  for (size_t which = 0; which < parts_(); ++which) {
+    prepared->projected[which].resize(stage(which).rows());
+    stage(which).sketch().project(parts[which], prepared->projected[which].data());
+  }
   return prepared;
 }
 
 void Qjl::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
   const auto& query = static_cast<const QjlQuery&>(q);
+  std::call_once(query.tables_built, [&] {
+    for (size_t which = 0; which < parts_(); ++which)
+      stage(which).tables_from_projection(query.projected[which].data(), query.tables[which]);
+  });
   constexpr size_t kChunk = 256;
   float outlier_sums[kChunk];
   for (size_t start = 0; start < n; start += kChunk) {
     const size_t count = std::min(kChunk, n - start);
     const uint8_t* chunk = codes + start * code_bytes_;
-    inlier_signs_->scores(query.inlier_tables.data(), chunk, code_bytes_, count, out + start);
+    inlier_signs_->scores(query.tables[0].data(), chunk, code_bytes_, count, out + start);
     for (size_t i = 0; i < count; ++i) out[start + i] *= inlier_scale_ * load(chunk + i * code_bytes_, 0);
     if (!outlier_signs_) continue;
-    outlier_signs_->scores(query.outlier_tables.data(), chunk + outlier_offset_, code_bytes_, count, outlier_sums);
+    outlier_signs_->scores(query.tables[1].data(), chunk + outlier_offset_, code_bytes_, count, outlier_sums);
     for (size_t i = 0; i < count; ++i)
       out[start + i] += outlier_scale_ * load(chunk + i * code_bytes_, 1) * outlier_sums[i];
+  }
+}
+
+// The GQA group's heads in one pass over each part's signs: in integers (1-bit indices into
+// {-1, +1}, the part's norm as row factor, as TurboQuant prod's signs) or in floats.
+void Qjl::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+                           float* out, size_t stride, Arithmetic arithmetic) const {
+  std::vector<float> part_scores(outlier_signs_ ? heads * n : 0);
+  for (size_t which = 0; which < parts_(); ++which) {
+    const SignCodeStage& signs = stage(which);
+    const size_t m = signs.rows(), offset = which ? outlier_offset_ : 0;
+    const size_t norm_at = norm_offset_ + which * norm_bytes(options_.norm);
+    const float scale = which ? outlier_scale_ : inlier_scale_;
+    std::vector<float> projected(heads * m);
+    for (size_t h = 0; h < heads; ++h)
+      std::copy_n(static_cast<const QjlQuery&>(*queries[h]).projected[which].data(), m, projected.data() + h * m);
+    float* target = which ? part_scores.data() : out;
+    const size_t target_stride = which ? n : stride;
+    if (arithmetic == Arithmetic::kInteger) {
+      const simd::RowFactor norms{norm_at - offset, options_.norm == NormPrecision::kFp16};
+      simd::int_index_scores(signs.index_rows(codes + offset, code_bytes_, code_bytes_ - offset), n, projected.data(),
+                             heads, scale, target, target_stride, &norms);
+    } else {
+      simd::row_scores(signs.sign_rows(codes + offset, code_bytes_, code_bytes_ - offset), n, projected.data(), heads,
+                       1.0f, target, target_stride);
+      std::vector<float> norms(n);
+      load_norms(options_.norm, codes + norm_at, code_bytes_, n, norms.data());
+      for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < n; ++i) target[h * target_stride + i] *= scale * norms[i];
+    }
+  }
+  for (size_t h = 0; h < heads && outlier_signs_; ++h)
+    for (size_t i = 0; i < n; ++i) out[h * stride + i] += part_scores[h * n + i];
+}
+
+void Qjl::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                                float* accumulators, Arithmetic arithmetic) const {
+  const size_t width = accumulator_size();
+  std::vector<float> norms(n), scaled(heads * n);
+  for (size_t which = 0; which < parts_(); ++which) {
+    const SignCodeStage& signs = stage(which);
+    const size_t offset = which ? outlier_offset_ : 0;
+    const float scale = which ? outlier_scale_ : inlier_scale_;
+    load_norms(options_.norm, codes + norm_offset_ + which * norm_bytes(options_.norm), code_bytes_, n, norms.data());
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < n; ++i) scaled[h * n + i] = weights[h * stride + i] * scale * norms[i];
+    float* acc = accumulators + (which ? options_.rows : 0);
+    if (arithmetic == Arithmetic::kInteger)
+      simd::int_index_weighted_sum(signs.index_rows(codes + offset, code_bytes_, code_bytes_ - offset), n,
+                                   scaled.data(), heads, n, acc, width);
+    else
+      simd::row_weighted_sum(signs.sign_rows(codes + offset, code_bytes_, code_bytes_ - offset), n, scaled.data(),
+                             heads, n, acc, width);
   }
 }
 

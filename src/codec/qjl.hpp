@@ -47,8 +47,15 @@ class Qjl final : public VectorCodec {
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+  void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
+                        size_t stride, Arithmetic arithmetic) const override;
+  void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                             float* accumulators, Arithmetic arithmetic) const override;
 
  private:
+  // The sign stages: 0 the inlier channels', 1 the outlier channels' (where there are outliers).
+  size_t parts_() const { return outlier_signs_ ? 2 : 1; }
+  const SignCodeStage& stage(size_t which) const { return which ? *outlier_signs_ : *inlier_signs_; }
   // Splits x into its inlier and outlier coordinates (in channel order).
   void split(const float* x, float* inliers, float* outliers) const;
   float load(const uint8_t* code, size_t which) const {

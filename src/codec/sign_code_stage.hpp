@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kvsketch/transform.hpp"
+#include "simd/row_kernels.hpp"
 
 namespace kvsketch {
 
@@ -25,6 +26,14 @@ class SignCodeStage {
 
   // tables for <S q, signs>; scores(...)[i] = <S q, +-1 of code i>.
   void build_tables(const float* query, std::vector<float>& tables) const;
+  // The same tables from the projection S q (rows() floats).
+  void tables_from_projection(const float* projected, std::vector<float>& tables) const;
+
+  // The signs of rows starting at `codes` (`stride` apart, `readable` bytes readable from each
+  // row's signs), for the multi-query kernels: as sign rows (row_kernels.hpp, floats), or as
+  // 1-bit indices into {-1, +1} (int_index_kernels.hpp, integers).
+  simd::RowSource sign_rows(const uint8_t* codes, size_t stride, size_t readable) const;
+  simd::RowSource index_rows(const uint8_t* codes, size_t stride, size_t readable) const;
   void scores(const float* tables, const uint8_t* codes, size_t stride, size_t n, float* out) const;
 
  private:

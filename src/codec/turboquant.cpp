@@ -28,9 +28,6 @@ simd::RowFactor stored_norms(size_t offset, NormPrecision precision) {
   return {offset, precision == NormPrecision::kFp16};
 }
 
-// A sign bit as a 1-bit index: bit 0 is -1, bit 1 is +1.
-constexpr float kSignTable[2] = {-1.0f, 1.0f};
-
 }  // namespace
 
 TurboQuant::TurboQuant(size_t dim, const TurboQuantOptions& options)
@@ -141,13 +138,11 @@ simd::RowSource TurboQuant::index_rows(const uint8_t* codes) const {
 }
 
 simd::RowSource TurboQuant::sign_rows(const uint8_t* codes) const {
-  return {simd::RowFormat::kSign, codes + sign_offset_, row_stride_, signs_->rows(), 0, nullptr,
-          code_bytes_ - sign_offset_};
+  return signs_->sign_rows(codes + sign_offset_, row_stride_, code_bytes_ - sign_offset_);
 }
 
 simd::RowSource TurboQuant::sign_index_rows(const uint8_t* codes) const {
-  return {simd::RowFormat::kIndex, codes + sign_offset_, row_stride_, signs_->rows(), 1, kSignTable,
-          code_bytes_ - sign_offset_};
+  return signs_->index_rows(codes + sign_offset_, row_stride_, code_bytes_ - sign_offset_);
 }
 
 void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
