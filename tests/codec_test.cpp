@@ -208,8 +208,11 @@ TEST(Codec, GroupQuantizerMultiQueryFormsReadLevelsInPlace) {
     for (size_t i = 0; i < n * dim; ++i) x[i] += 1.5f;
     auto q = testutil::gaussian_matrix(heads, dim, 15);
     auto w = testutil::gaussian_matrix(heads, count, 16);
-    for (const std::string spec : {"kivi_k:b=2,group=32", "kivi_k:b=4,group=32", "kivi_v:b=2,group=32",
-                                   "kivi_v:b=4,group=16", "q4_0"}) {
+    // b = 3 and 8 besides 2 and 4 (8: the row kernels' scalar index rows); group 20 at b = 3:
+    // channel groups that do not start on a byte, which take the decoding path.
+    for (const std::string spec : {"kivi_k:b=2,group=32", "kivi_k:b=4,group=32", "kivi_k:b=8,group=32",
+                                   "kivi_v:b=2,group=32", "kivi_v:b=4,group=16", "kivi_v:b=3,group=32",
+                                   "kivi_v:b=3,group=20", "q4_0"}) {
       SCOPED_TRACE(spec + " dim=" + std::to_string(dim));
       auto codec = make_codec(spec, dim);
       auto codes = codec->make_buffer();
