@@ -163,33 +163,20 @@ void Qjl::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, flo
   }
 }
 
-// The GQA group's heads in one pass over each part's signs: in integers (1-bit indices into
-// {-1, +1}, the part's norm as row factor, as TurboQuant prod's signs) or in floats.
+// The GQA group's heads in one pass over each part's signs (SignCodeStage::multi_scores).
 void Qjl::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                            float* out, size_t stride, Arithmetic arithmetic) const {
   std::vector<float> part_scores(outlier_signs_ ? heads * n : 0);
   for (size_t which = 0; which < parts_(); ++which) {
     const SignCodeStage& signs = stage(which);
-    const size_t m = signs.rows(), offset = which ? outlier_offset_ : 0;
-    const size_t norm_at = norm_offset_ + which * norm_bytes(options_.norm);
-    const float scale = which ? outlier_scale_ : inlier_scale_;
+    const size_t m = signs.rows();
     std::vector<float> projected(heads * m);
     for (size_t h = 0; h < heads; ++h)
       std::copy_n(static_cast<const QjlQuery&>(*queries[h]).projected[which].data(), m, projected.data() + h * m);
+    const float scale = which ? outlier_scale_ : inlier_scale_;
     float* target = which ? part_scores.data() : out;
-    const size_t target_stride = which ? n : stride;
-    if (arithmetic == Arithmetic::kInteger) {
-      const simd::RowFactor norms{norm_at - offset, options_.norm == NormPrecision::kFp16};
-      simd::int_index_scores(signs.index_rows(codes + offset, code_bytes_, code_bytes_ - offset), n, projected.data(),
-                             heads, scale, target, target_stride, &norms);
-    } else {
-      simd::row_scores(signs.sign_rows(codes + offset, code_bytes_, code_bytes_ - offset), n, projected.data(), heads,
-                       1.0f, target, target_stride);
-      std::vector<float> norms(n);
-      load_norms(options_.norm, codes + norm_at, code_bytes_, n, norms.data());
-      for (size_t h = 0; h < heads; ++h)
-        for (size_t i = 0; i < n; ++i) target[h * target_stride + i] *= scale * norms[i];
-    }
+    signs.multi_scores(part_rows(codes, which), n, projected.data(), heads, scale, target, which ? n : stride,
+                       arithmetic);
   }
   for (size_t h = 0; h < heads && outlier_signs_; ++h)
     for (size_t i = 0; i < n; ++i) out[h * stride + i] += part_scores[h * n + i];
@@ -200,20 +187,21 @@ void Qjl::accumulate_rows_multi(const float* weights, size_t heads, size_t strid
   const size_t width = accumulator_size();
   std::vector<float> norms(n), scaled(heads * n);
   for (size_t which = 0; which < parts_(); ++which) {
-    const SignCodeStage& signs = stage(which);
-    const size_t offset = which ? outlier_offset_ : 0;
+    const SignCodeStage::Rows rows = part_rows(codes, which);
     const float scale = which ? outlier_scale_ : inlier_scale_;
-    load_norms(options_.norm, codes + norm_offset_ + which * norm_bytes(options_.norm), code_bytes_, n, norms.data());
+    load_norms(options_.norm, rows.codes + rows.norm_offset, code_bytes_, n, norms.data());
     for (size_t h = 0; h < heads; ++h)
       for (size_t i = 0; i < n; ++i) scaled[h * n + i] = weights[h * stride + i] * scale * norms[i];
-    float* acc = accumulators + (which ? options_.rows : 0);
-    if (arithmetic == Arithmetic::kInteger)
-      simd::int_index_weighted_sum(signs.index_rows(codes + offset, code_bytes_, code_bytes_ - offset), n,
-                                   scaled.data(), heads, n, acc, width);
-    else
-      simd::row_weighted_sum(signs.sign_rows(codes + offset, code_bytes_, code_bytes_ - offset), n, scaled.data(),
-                             heads, n, acc, width);
+    stage(which).multi_weighted_sum(rows, n, scaled.data(), heads, n, accumulators + (which ? options_.rows : 0),
+                                    width, arithmetic);
   }
+}
+
+// Part `which`'s signs (0: inliers, 1: outliers) in rows of codes, and its norm.
+SignCodeStage::Rows Qjl::part_rows(const uint8_t* codes, size_t which) const {
+  const size_t offset = which ? outlier_offset_ : 0;
+  const size_t norm_at = norm_offset_ + which * norm_bytes(options_.norm);
+  return {codes + offset, code_bytes_, code_bytes_ - offset, norm_at - offset, options_.norm};
 }
 
 }  // namespace kvsketch

@@ -56,6 +56,7 @@ class Qjl final : public VectorCodec {
   // The sign stages: 0 the inlier channels', 1 the outlier channels' (where there are outliers).
   size_t parts_() const { return outlier_signs_ ? 2 : 1; }
   const SignCodeStage& stage(size_t which) const { return which ? *outlier_signs_ : *inlier_signs_; }
+  SignCodeStage::Rows part_rows(const uint8_t* codes, size_t which) const;
   // Splits x into its inlier and outlier coordinates (in channel order).
   void split(const float* x, float* inliers, float* outliers) const;
   float load(const uint8_t* code, size_t which) const {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 #include "simd/table_sums.hpp"
 
@@ -41,6 +42,32 @@ simd::RowSource SignCodeStage::index_rows(const uint8_t* codes, size_t stride, s
 
 void SignCodeStage::scores(const float* tables, const uint8_t* codes, size_t stride, size_t n, float* out) const {
   simd::byte_table_sums(tables, bytes(), codes, stride, n, out);
+}
+
+void SignCodeStage::multi_scores(const Rows& rows, size_t n, const float* projected, size_t heads, float scale,
+                                 float* out, size_t out_stride, Arithmetic arithmetic) const {
+  if (arithmetic == Arithmetic::kInteger) {
+    const simd::RowFactor norms{rows.norm_offset, rows.norm == NormPrecision::kFp16};
+    simd::int_index_scores(index_rows(rows.codes, rows.stride, rows.readable), n, projected, heads, scale, out,
+                           out_stride, &norms);
+    return;
+  }
+  simd::row_scores(sign_rows(rows.codes, rows.stride, rows.readable), n, projected, heads, 1.0f, out, out_stride);
+  std::vector<float> norms(n);
+  load_norms(rows.norm, rows.codes + rows.norm_offset, rows.stride, n, norms.data());
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t i = 0; i < n; ++i) out[h * out_stride + i] *= scale * norms[i];
+}
+
+void SignCodeStage::multi_weighted_sum(const Rows& rows, size_t n, const float* weights, size_t heads,
+                                       size_t weight_stride, float* acc, size_t acc_stride,
+                                       Arithmetic arithmetic) const {
+  if (arithmetic == Arithmetic::kInteger)
+    simd::int_index_weighted_sum(index_rows(rows.codes, rows.stride, rows.readable), n, weights, heads,
+                                 weight_stride, acc, acc_stride);
+  else
+    simd::row_weighted_sum(sign_rows(rows.codes, rows.stride, rows.readable), n, weights, heads, weight_stride, acc,
+                           acc_stride);
 }
 
 }  // namespace kvsketch

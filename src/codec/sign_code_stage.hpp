@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "codec/norm_storage.hpp"
+#include "kvsketch/codec.hpp"
 #include "kvsketch/transform.hpp"
 #include "simd/row_kernels.hpp"
 
@@ -35,6 +37,21 @@ class SignCodeStage {
   simd::RowSource sign_rows(const uint8_t* codes, size_t stride, size_t readable) const;
   simd::RowSource index_rows(const uint8_t* codes, size_t stride, size_t readable) const;
   void scores(const float* tables, const uint8_t* codes, size_t stride, size_t n, float* out) const;
+
+  // One part's signs in rows of codes, for the GQA group's heads at once: `codes` points at the
+  // first row's signs, `norm_offset` is where the part's norm lies relative to them.
+  struct Rows {
+    const uint8_t* codes;
+    size_t stride, readable, norm_offset;
+    NormPrecision norm;
+  };
+  // out[h * out_stride + i] = scale * norm_i * <projected[h], +-1 of row i>. In integers the
+  // signs are 1-bit indices into {-1, +1} with the norm as row factor; in floats, sign rows.
+  void multi_scores(const Rows& rows, size_t n, const float* projected, size_t heads, float scale, float* out,
+                    size_t out_stride, Arithmetic arithmetic) const;
+  // acc[h * acc_stride + t] += sum_i weights[h * weight_stride + i] * (+-1 of row i, sign t).
+  void multi_weighted_sum(const Rows& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
+                          float* acc, size_t acc_stride, Arithmetic arithmetic) const;
 
  private:
   const Sketch& sketch_;

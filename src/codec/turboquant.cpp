@@ -137,12 +137,9 @@ simd::RowSource TurboQuant::index_rows(const uint8_t* codes) const {
   return {simd::RowFormat::kIndex, codes, row_stride_, dim(), scalar_.bits(), centroids.data(), code_bytes_};
 }
 
-simd::RowSource TurboQuant::sign_rows(const uint8_t* codes) const {
-  return signs_->sign_rows(codes + sign_offset_, row_stride_, code_bytes_ - sign_offset_);
-}
-
-simd::RowSource TurboQuant::sign_index_rows(const uint8_t* codes) const {
-  return signs_->index_rows(codes + sign_offset_, row_stride_, code_bytes_ - sign_offset_);
+SignCodeStage::Rows TurboQuant::sign_part(const uint8_t* codes) const {
+  const size_t gamma_offset = norm_offset_ + norm_bytes(options_.norm);
+  return {codes + sign_offset_, row_stride_, code_bytes_ - sign_offset_, gamma_offset - sign_offset_, options_.norm};
 }
 
 void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
@@ -168,21 +165,10 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
   } else {
     for (size_t h = 0; h < heads; ++h) std::fill(out + h * stride, out + h * stride + n, 0.0f);
   }
-  std::vector<float> norms(n), sign_weights(signs_ ? n : 0), sign_sums(signs_ ? heads * n : 0);
+  std::vector<float> norms(n), sign_sums(signs_ ? heads * n : 0);
   load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.data());
-  const size_t gamma_offset = norm_offset_ + norm_bytes(options_.norm);
-  if (signs_ && arithmetic == Arithmetic::kInteger) {
-    // The signs are 1-bit indices into {-1, +1}: the same integer kernel, the residual norm gamma
-    // as its row factor, sums of signs times byte queries exact in int32.
-    const simd::RowFactor gammas = stored_norms(gamma_offset - sign_offset_, options_.norm);
-    simd::int_index_scores(sign_index_rows(codes), n, projected.data(), heads, sign_scale_, sign_sums.data(), n,
-                           &gammas);
-  } else if (signs_) {
-    simd::row_scores(sign_rows(codes), n, projected.data(), heads, 1.0f, sign_sums.data(), n);
-    load_norms(options_.norm, codes + gamma_offset, row_stride_, n, sign_weights.data());
-    for (size_t h = 0; h < heads; ++h)
-      for (size_t i = 0; i < n; ++i) sign_sums[h * n + i] *= sign_scale_ * sign_weights[i];
-  }
+  if (signs_)
+    signs_->multi_scores(sign_part(codes), n, projected.data(), heads, sign_scale_, sign_sums.data(), n, arithmetic);
   for (size_t h = 0; h < heads; ++h) {
     float* row = out + h * stride;
     if (signs_)
@@ -214,10 +200,9 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
     simd::int_index_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
   else if (scalar_.bits() > 0)
     simd::row_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
-  if (signs_ && arithmetic == Arithmetic::kInteger)
-    simd::int_index_weighted_sum(sign_index_rows(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width);
-  else if (signs_)
-    simd::row_weighted_sum(sign_rows(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width);
+  if (signs_)
+    signs_->multi_weighted_sum(sign_part(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width,
+                               arithmetic);
 }
 
 void TurboQuant::finish_accumulator(const float* accumulator, float* out) const {

@@ -77,9 +77,8 @@ class TurboQuant final : public VectorCodec {
 
  private:
   simd::RowSource index_rows(const uint8_t* codes) const;
-  simd::RowSource sign_rows(const uint8_t* codes) const;
-  // The same signs as 1-bit indices into {-1, +1}, for the integer kernels.
-  simd::RowSource sign_index_rows(const uint8_t* codes) const;
+  // The QJL signs of rows of codes, with the residual norm gamma as their norm.
+  SignCodeStage::Rows sign_part(const uint8_t* codes) const;
   float norm_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_); }
   float gamma_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_ + norm_bytes(options_.norm)); }
 
