@@ -628,11 +628,15 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
           const uint8_t* first = rows.data + (start + g * per_vector) * rows.stride;
           const size_t first_row = g * per_vector, last = count - 1 - first_row;
           HWY_ALIGN int32_t head_sums[4 * 16];
-          if (lookups.size() == 2) {  // head_dim 128: the chunk loop unrolled
-            QuadScoreGroups<2>(lookups.data(), 2, first, rows.stride, last, end, field_table, q, head_sums);
+          const bool whole = last >= 15 && first + 15 * rows.stride + lookups.back().offset() + 32 <= end;
+          if (lookups.size() == 2 && whole) {  // head_dim 128: the chunk loop unrolled
+            QuadScoreGroups<2, true>(lookups.data(), 2, first, rows.stride, last, end, field_table, q, head_sums);
+          } else if (whole) {
+            QuadScoreGroups<0, true>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q,
+                                     head_sums);
           } else {
-            QuadScoreGroups<0>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q,
-                               head_sums);
+            QuadScoreGroups<0, false>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q,
+                                      head_sums);
           }
           const __mmask16 live = static_cast<__mmask16>((1u << std::min<size_t>(16, count - first_row)) - 1);
           const __m512 row_factors = _mm512_load_ps(row_factor + first_row);
