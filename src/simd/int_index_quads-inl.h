@@ -119,17 +119,19 @@ HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, si
       for (int m = 0; m < 4; ++m) acc[h][m] = _mm512_dpbusd_epi32(acc[h][m], v[m], w);
     }
   };
-  size_t q = 0;
-  for (; q + 4 <= count; q += 4) {
+  // One loop body for the whole quads and the last: two copies of it kept GCC from giving the
+  // accumulators fixed registers (it moved each one out and back around every multiply-add).
+  for (size_t q = 0; q < count; q += 4) {
     __m512i v[4];
     const uint8_t* row = first + q * stride;
-    lookup(row, row + stride, row + 2 * stride, row + 3 * stride, end, v);
-    add(v, q);
-  }
-  if (q < count) {  // rows past count repeat the last (their weights are zero)
-    const auto at = [&](size_t t) { return first + std::min(q + t, count - 1) * stride; };
-    __m512i v[4];
-    lookup(at(0), at(1), at(2), at(3), end, v);
+    const uint8_t *r1 = row + stride, *r2 = row + 2 * stride, *r3 = row + 3 * stride;
+    if (HWY_UNLIKELY(q + 4 > count)) {  // rows past count repeat the last (their weights are zero)
+      const uint8_t* last = first + (count - 1) * stride;
+      r1 = std::min(r1, last);
+      r2 = std::min(r2, last);
+      r3 = std::min(r3, last);
+    }
+    lookup(row, r1, r2, r3, end, v);
     add(v, q);
   }
   for (int h = 0; h < kHeads; ++h)
