@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "codec/accumulator_slices.hpp"
@@ -173,11 +174,11 @@ void ChannelSplit::accumulate_rows(const float* weights, const uint8_t* codes, s
 
 void ChannelSplit::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                     float* out, size_t stride, Arithmetic arithmetic) const {
-  std::vector<float> part_scores(heads * n);
+  const auto part_scores = std::make_unique_for_overwrite<float[]>(heads * n);  // every score is written
   parts_[0]->score_rows_multi(part_queries(queries, heads, 0).data(), heads, codes, n, out, stride, arithmetic);
   for (size_t p = 1; p < parts_.size(); ++p) {
     parts_[p]->score_rows_multi(part_queries(queries, heads, p).data(), heads, codes + code_offsets_[p], n,
-                                part_scores.data(), n, arithmetic);
+                                part_scores.get(), n, arithmetic);
     for (size_t h = 0; h < heads; ++h)
       for (size_t i = 0; i < n; ++i) out[h * stride + i] += part_scores[h * n + i];
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <memory>
 #include <mutex>
 #include <numeric>
 
@@ -166,7 +167,7 @@ void Qjl::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, flo
 // The GQA group's heads in one pass over each part's signs (SignCodeStage::multi_scores).
 void Qjl::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                            float* out, size_t stride, Arithmetic arithmetic) const {
-  std::vector<float> part_scores(outlier_signs_ ? heads * n : 0);
+  const auto part_scores = std::make_unique_for_overwrite<float[]>(outlier_signs_ ? heads * n : 0);
   for (size_t which = 0; which < parts_(); ++which) {
     const SignCodeStage& signs = stage(which);
     const size_t m = signs.rows();
@@ -174,7 +175,7 @@ void Qjl::score_rows_multi(const PreparedQuery* const* queries, size_t heads, co
     for (size_t h = 0; h < heads; ++h)
       std::copy_n(static_cast<const QjlQuery&>(*queries[h]).projected[which].data(), m, projected.data() + h * m);
     const float scale = which ? outlier_scale_ : inlier_scale_;
-    float* target = which ? part_scores.data() : out;
+    float* target = which ? part_scores.get() : out;
     signs.multi_scores(part_rows(codes, which), n, projected.data(), heads, scale, target, which ? n : stride,
                        arithmetic);
   }
@@ -185,14 +186,15 @@ void Qjl::score_rows_multi(const PreparedQuery* const* queries, size_t heads, co
 void Qjl::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                                 float* accumulators, Arithmetic arithmetic) const {
   const size_t width = accumulator_size();
-  std::vector<float> norms(n), scaled(heads * n);
+  const auto norms = std::make_unique_for_overwrite<float[]>(n);
+  const auto scaled = std::make_unique_for_overwrite<float[]>(heads * n);
   for (size_t which = 0; which < parts_(); ++which) {
     const SignCodeStage::Rows rows = part_rows(codes, which);
     const float scale = which ? outlier_scale_ : inlier_scale_;
-    load_norms(options_.norm, rows.codes + rows.norm_offset, code_bytes_, n, norms.data());
+    load_norms(options_.norm, rows.codes + rows.norm_offset, code_bytes_, n, norms.get());
     for (size_t h = 0; h < heads; ++h)
       for (size_t i = 0; i < n; ++i) scaled[h * n + i] = weights[h * stride + i] * scale * norms[i];
-    stage(which).multi_weighted_sum(rows, n, scaled.data(), heads, n, accumulators + (which ? options_.rows : 0),
+    stage(which).multi_weighted_sum(rows, n, scaled.get(), heads, n, accumulators + (which ? options_.rows : 0),
                                     width, arithmetic);
   }
 }

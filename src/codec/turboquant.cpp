@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <fmt/format.h>
 
@@ -165,15 +166,18 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
   } else {
     for (size_t h = 0; h < heads; ++h) std::fill(out + h * stride, out + h * stride + n, 0.0f);
   }
-  std::vector<float> norms(n), sign_sums(signs_ ? heads * n : 0);
-  load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.data());
+  // Scratch written in full before it is read: not zeroed (a pass over heads x n floats per call).
+  const auto norms = std::make_unique_for_overwrite<float[]>(n);
+  const auto sign_sums = std::make_unique_for_overwrite<float[]>(signs_ ? heads * n : 0);
+  load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.get());
   if (signs_)
-    signs_->multi_scores(sign_part(codes), n, projected.data(), heads, sign_scale_, sign_sums.data(), n, arithmetic);
+    signs_->multi_scores(sign_part(codes), n, projected.data(), heads, sign_scale_, sign_sums.get(), n, arithmetic);
   for (size_t h = 0; h < heads; ++h) {
     float* row = out + h * stride;
     if (signs_)
-      for (size_t i = 0; i < n; ++i) row[i] += sign_sums[h * n + i];
-    for (size_t i = 0; i < n; ++i) row[i] *= norms[i];
+      for (size_t i = 0; i < n; ++i) row[i] = (row[i] + sign_sums[h * n + i]) * norms[i];
+    else
+      for (size_t i = 0; i < n; ++i) row[i] *= norms[i];
   }
 }
 
@@ -187,9 +191,12 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
     simd::int_index_weighted_sum(rows, n, weights, heads, stride, accumulators, width, &norms);
     return;
   }
-  std::vector<float> norms(n), gammas(signs_ ? n : 0), scaled(heads * n), sign_scaled(signs_ ? heads * n : 0);
-  load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.data());
-  if (signs_) load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), row_stride_, n, gammas.data());
+  const auto norms = std::make_unique_for_overwrite<float[]>(n);
+  const auto gammas = std::make_unique_for_overwrite<float[]>(signs_ ? n : 0);
+  const auto scaled = std::make_unique_for_overwrite<float[]>(heads * n);
+  const auto sign_scaled = std::make_unique_for_overwrite<float[]>(signs_ ? heads * n : 0);
+  load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.get());
+  if (signs_) load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), row_stride_, n, gammas.get());
   for (size_t h = 0; h < heads; ++h) {
     const float* w = weights + h * stride;
     for (size_t i = 0; i < n; ++i) scaled[h * n + i] = w[i] * norms[i];
@@ -197,11 +204,11 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
       for (size_t i = 0; i < n; ++i) sign_scaled[h * n + i] = scaled[h * n + i] * (sign_scale_ * gammas[i]);
   }
   if (integer)
-    simd::int_index_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
+    simd::int_index_weighted_sum(rows, n, scaled.get(), heads, n, accumulators, width);
   else if (scalar_.bits() > 0)
-    simd::row_weighted_sum(rows, n, scaled.data(), heads, n, accumulators, width);
+    simd::row_weighted_sum(rows, n, scaled.get(), heads, n, accumulators, width);
   if (signs_)
-    signs_->multi_weighted_sum(sign_part(codes), n, sign_scaled.data(), heads, n, accumulators + dim(), width,
+    signs_->multi_weighted_sum(sign_part(codes), n, sign_scaled.get(), heads, n, accumulators + dim(), width,
                                arithmetic);
 }
 
