@@ -1,5 +1,6 @@
 // Every dispatched kernel against its scalar reference, on every instruction set compiled in and
 // supported here. Encode-path kernels must agree bit for bit (same codes on every machine).
+#include <cmath>
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
@@ -61,6 +62,10 @@ TEST(Simd, ElementwiseAndReductionsBitExact) {
       EXPECT_EQ(simd::sum_of_squares(x.data(), n), simd::reference::sum_of_squares(x.data(), n)) << n;
       EXPECT_EQ(simd::fixed_order_dot(x.data(), f.data(), n), simd::reference::fixed_order_dot(x.data(), f.data(), n))
           << n;
+      EXPECT_EQ(simd::fixed_order_sum(x.data(), n), simd::reference::fixed_order_sum(x.data(), n)) << n;
+      double sum = 0.0, magnitude = 0.0;
+      for (float v : x) sum += v, magnitude += std::fabs(v);
+      EXPECT_NEAR(simd::reference::fixed_order_sum(x.data(), n), sum, 1e-6 * magnitude + 1e-30) << n;
     }
   });
 }

@@ -84,9 +84,7 @@ void CenteredCodec::score_rows(const PreparedQuery& q, const uint8_t* codes, siz
 
 void CenteredCodec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
   inner_->accumulate_rows(weights, codes, n, accumulator);
-  float total = 0.0f;
-  for (size_t i = 0; i < n; ++i) total += weights[i];
-  accumulator[inner_->accumulator_size()] += total;
+  accumulator[inner_->accumulator_size()] += simd::fixed_order_sum(weights, n);
 }
 
 void CenteredCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
@@ -106,11 +104,9 @@ void CenteredCodec::accumulate_rows_multi(const float* weights, size_t heads, si
   with_accumulator_slices(accumulators, heads, width + 1, 0, width, [&](float* slices) {
     inner_->accumulate_rows_multi(weights, heads, stride, codes, n, slices, arithmetic);
   });
-  for (size_t h = 0; h < heads; ++h) {
-    float total = 0.0f;
-    for (size_t i = 0; i < n; ++i) total += weights[h * stride + i];
-    accumulators[h * (width + 1) + width] += total;
-  }
+  // The weights' sum by SIMD partial sums: one running float sum took 4 cycles a row and head.
+  for (size_t h = 0; h < heads; ++h)
+    accumulators[h * (width + 1) + width] += simd::fixed_order_sum(weights + h * stride, n);
 }
 
 void CenteredCodec::finish_accumulator(const float* accumulator, float* out) const {

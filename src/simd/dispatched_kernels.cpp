@@ -164,28 +164,39 @@ HWY_INLINE float ReduceAccumulators(D d, hn::Vec<D> (&acc)[kVectors]) {
 
 // kFixedOrderPartials partial sums regardless of vector width, reduced in the same fixed tree as
 // the reference: several independent accumulators, so the adds do not wait on one another.
-float FixedOrderDotImpl(const float* x, const float* y, size_t n) {
+// Sum of x[i] * y[i] (y null: of x[i]) in reference::fixed_order_dot's order: the same bits.
+template <bool kProducts>
+HWY_INLINE float FixedOrderTerms(const float* x, const float* y, size_t n) {
   constexpr size_t kPartials = reference::kFixedOrderPartials;
   const hn::ScalableTag<float> d;
   constexpr size_t kLanes = hn::MaxLanes(d);
+  const auto reference_sum = [&] {
+    return kProducts ? reference::fixed_order_dot(x, y, n) : reference::fixed_order_sum(x, n);
+  };
   if constexpr (kLanes < 4 || kLanes > kPartials || kPartials % kLanes != 0) {
-    return reference::fixed_order_dot(x, y, n);
+    return reference_sum();
   } else {
-    if (hn::Lanes(d) != kLanes) return reference::fixed_order_dot(x, y, n);
+    if (hn::Lanes(d) != kLanes) return reference_sum();
     constexpr size_t kVectors = kPartials / kLanes;
+    const auto term = [&](size_t at) {
+      if constexpr (kProducts) return hn::Mul(hn::LoadU(d, x + at), hn::LoadU(d, y + at));
+      else return hn::LoadU(d, x + at);
+    };
     HWY_ALIGN float partial[kPartials];
     hn::Vec<decltype(d)> acc[kVectors];
     for (size_t k = 0; k < kVectors; ++k) acc[k] = hn::Zero(d);
     size_t i = 0;
     for (; i + kPartials <= n; i += kPartials)
-      for (size_t k = 0; k < kVectors; ++k)
-        acc[k] = hn::Add(acc[k], hn::Mul(hn::LoadU(d, x + i + k * kLanes), hn::LoadU(d, y + i + k * kLanes)));
+      for (size_t k = 0; k < kVectors; ++k) acc[k] = hn::Add(acc[k], term(i + k * kLanes));
     if (i == n) return ReduceAccumulators(d, acc);
     for (size_t k = 0; k < kVectors; ++k) hn::Store(acc[k], d, partial + k * kLanes);
-    for (; i < n; ++i) partial[i % kPartials] += x[i] * y[i];
+    for (; i < n; ++i) partial[i % kPartials] += kProducts ? x[i] * y[i] : x[i];
     return reference::reduce_partials(partial);
   }
 }
+
+float FixedOrderDotImpl(const float* x, const float* y, size_t n) { return FixedOrderTerms<true>(x, y, n); }
+float FixedOrderSumImpl(const float* x, size_t n) { return FixedOrderTerms<false>(x, nullptr, n); }
 
 float SumOfSquaresImpl(const float* x, size_t n) { return FixedOrderDotImpl(x, x, n); }
 
@@ -646,6 +657,7 @@ HWY_EXPORT(MultiplyImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(SumOfSquaresImpl);
 HWY_EXPORT(FixedOrderDotImpl);
+HWY_EXPORT(FixedOrderSumImpl);
 HWY_EXPORT(QuantizeImpl);
 HWY_EXPORT(MatvecColumnsImpl);
 HWY_EXPORT(SignBitsImpl);
@@ -671,6 +683,7 @@ float sum_of_squares(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(Sum
 float fixed_order_dot(const float* x, const float* y, size_t n) {
   return HWY_DYNAMIC_DISPATCH(FixedOrderDotImpl)(x, y, n);
 }
+float fixed_order_sum(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(FixedOrderSumImpl)(x, n); }
 void quantize(const float* values, size_t n, const float* boundaries, int bits, uint8_t* indices,
               const QuantizerGrid* grid) {
   HWY_DYNAMIC_DISPATCH(QuantizeImpl)(values, n, boundaries, bits, indices, grid);

@@ -22,6 +22,8 @@ void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
 // Sum of x[i] * y[i] in the same fixed order (bit-exact across instruction sets).
 float fixed_order_dot(const float* x, const float* y, size_t n);
+// Sum of x[i] in the same fixed order.
+float fixed_order_sum(const float* x, size_t n);
 // out[i] = in[i] - centre[i] (centre null: out[i] = in[i]; out may be in), returning
 // sum_of_squares(out, n) from the same pass: the same bits.
 float subtract_sum_of_squares(const float* in, const float* centre, float* out, size_t n);
@@ -73,6 +75,7 @@ void multiply(float* data, const float* factors, size_t n);
 void scale(float* data, float factor, size_t n);
 float sum_of_squares(const float* x, size_t n);
 float fixed_order_dot(const float* x, const float* y, size_t n);
+float fixed_order_sum(const float* x, size_t n);
 // The fixed order: x[i] * y[i] added to partial i % kFixedOrderPartials, then the pairwise tree
 // (partial[i] += partial[i + width] for width = 32, 16, ..., 1) of reduce_partials.
 constexpr size_t kFixedOrderPartials = 64;

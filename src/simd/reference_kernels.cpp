@@ -46,6 +46,12 @@ float fixed_order_dot(const float* x, const float* y, size_t n) {
   return reduce_partials(partial);
 }
 
+float fixed_order_sum(const float* x, size_t n) {
+  float partial[kFixedOrderPartials] = {};
+  for (size_t i = 0; i < n; ++i) partial[i % kFixedOrderPartials] += x[i];
+  return reduce_partials(partial);
+}
+
 float reduce_partials(float* partial) {
   for (size_t width = kFixedOrderPartials / 2; width >= 1; width /= 2)
     for (size_t i = 0; i < width; ++i) partial[i] += partial[i + width];
