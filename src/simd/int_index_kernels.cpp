@@ -238,6 +238,7 @@ class Unpacker {
 
   // The bytes of chunk k within a row (a load mask of at most 32 bytes).
   __mmask64 chunk_mask(size_t k) const { return load_[k]; }
+  size_t dim() const { return rows_.dim; }
 
   // Rows [0, count) from `first` (row r at first + r * stride), every chunk looked up in `table`:
   // row r's chunk k at out + r * out_stride + 64 k. Each row also asks for the row `ahead` rows
@@ -629,7 +630,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
           const size_t first_row = g * per_vector, last = count - 1 - first_row;
           HWY_ALIGN int32_t head_sums[4 * 16];
           const bool whole = last >= 15 && first + 15 * rows.stride + lookups.back().offset() + 32 <= end;
-          if (lookups.size() == 2 && whole) {  // head_dim 128: the chunk loop unrolled
+          if (rows.dim == 128 && whole) {  // the chunk loop unrolled
             QuadScoreGroups<2, true>(lookups.data(), 2, first, rows.stride, last, end, field_table, q, head_sums);
           } else if (whole) {
             QuadScoreGroups<0, true>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q,

@@ -205,6 +205,7 @@ class GroupedLookup {
     const int bits = unpacker.bits();
     offset_ = k * 8 * static_cast<size_t>(bits);
     chunk_ = unpacker.chunk_mask(k);
+    blocks_ = std::min<size_t>(4, (unpacker.dim() - 64 * k + 15) / 16);
     for (int kb = 0; kb < 4; ++kb)
       for (int r = 0; r < 4; ++r)
         for (int s = 0; s < 2; ++s)
@@ -220,11 +221,13 @@ class GroupedLookup {
   __m512i Shifts() const { return _mm512_loadu_si512(shifts_); }
   __mmask64 chunk() const { return chunk_; }
   size_t offset() const { return offset_; }
+  // Blocks of 16 coordinates that reach below dim (the rest meet zero query bytes only).
+  size_t blocks() const { return blocks_; }
 
  private:
   uint8_t gather_[4][64], shifts_[64];
   __mmask64 chunk_;
-  size_t offset_;
+  size_t offset_, blocks_;
 };
 
 // Sixteen rows' scores from `first`, row r at first + min(r, last) * stride (rows past `last`
@@ -262,6 +265,9 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
     const int8_t* q = queries + 4 * k * lanes;
 #pragma GCC unroll 4
     for (int kb = 0; kb < 4; ++kb) {
+      // The last chunk of a head_dim that is not a multiple of 64 (the outlier split's parts, d =
+      // 32 and 96 for example) skips the blocks past dim: their sums are zero.
+      if (kChunks == 0 && kb >= static_cast<int>(lookup.blocks())) break;
       const __m512i gather = lookup.Gather(kb);
       __m512i query[4];
       for (int h = 0; h < 4; ++h) query[h] = _mm512_loadu_si512(q + (h * blocks + kb) * lanes);
