@@ -191,7 +191,7 @@ void Qjl::accumulate_rows_multi(const float* weights, size_t heads, size_t strid
   for (size_t which = 0; which < parts_(); ++which) {
     const SignCodeStage::Rows rows = part_rows(codes, which);
     const float scale = which ? outlier_scale_ : inlier_scale_;
-    load_norms(options_.norm, rows.codes + rows.norm_offset, code_bytes_, n, norms.get());
+    load_norms(rows.norm, rows.codes + rows.norm_offset, rows.stride, n, norms.get());
     for (size_t h = 0; h < heads; ++h)
       for (size_t i = 0; i < n; ++i) scaled[h * n + i] = weights[h * stride + i] * scale * norms[i];
     stage(which).multi_weighted_sum(rows, n, scaled.get(), heads, n, accumulators + (which ? options_.rows : 0),

@@ -86,7 +86,7 @@ void TurboQuant::encode_rows_given(const float* x, const float* squared_norms, s
     // The residual lives in the rotated domain, where the sketch acts.
     const float gamma = std::sqrt(simd::sum_of_squares(residual.data(), d));
     signs_->encode(residual.data(), code + sign_offset_, projection.data());
-    store_norm(options_.norm, gamma, code + norm_offset_ + norm_bytes(options_.norm));
+    store_norm(options_.norm, gamma, code + gamma_offset());
   }
 }
 
@@ -139,8 +139,7 @@ simd::RowSource TurboQuant::index_rows(const uint8_t* codes) const {
 }
 
 SignCodeStage::Rows TurboQuant::sign_part(const uint8_t* codes) const {
-  const size_t gamma_offset = norm_offset_ + norm_bytes(options_.norm);
-  return {codes + sign_offset_, row_stride_, code_bytes_ - sign_offset_, gamma_offset - sign_offset_, options_.norm};
+  return {codes + sign_offset_, row_stride_, code_bytes_ - sign_offset_, gamma_offset() - sign_offset_, options_.norm};
 }
 
 void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
@@ -196,7 +195,7 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
   const auto scaled = std::make_unique_for_overwrite<float[]>(heads * n);
   const auto sign_scaled = std::make_unique_for_overwrite<float[]>(signs_ ? heads * n : 0);
   load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.get());
-  if (signs_) load_norms(options_.norm, codes + norm_offset_ + norm_bytes(options_.norm), row_stride_, n, gammas.get());
+  if (signs_) load_norms(options_.norm, codes + gamma_offset(), row_stride_, n, gammas.get());
   for (size_t h = 0; h < heads; ++h) {
     const float* w = weights + h * stride;
     for (size_t i = 0; i < n; ++i) scaled[h * n + i] = w[i] * norms[i];

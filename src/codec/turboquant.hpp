@@ -80,7 +80,9 @@ class TurboQuant final : public VectorCodec {
   // The QJL signs of rows of codes, with the residual norm gamma as their norm.
   SignCodeStage::Rows sign_part(const uint8_t* codes) const;
   float norm_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_); }
-  float gamma_of(const uint8_t* code) const { return load_norm(options_.norm, code + norm_offset_ + norm_bytes(options_.norm)); }
+  // Where the residual norm gamma lies in a code row: right after the norm.
+  size_t gamma_offset() const { return norm_offset_ + norm_bytes(options_.norm); }
+  float gamma_of(const uint8_t* code) const { return load_norm(options_.norm, code + gamma_offset()); }
 
   TurboQuantOptions options_;
   std::unique_ptr<Rotation> rotation_;
