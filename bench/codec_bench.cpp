@@ -115,11 +115,11 @@ void BM_Rotate(benchmark::State& state) {
   state.SetLabel(std::string(kvsketch::simd::active_target()));
 }
 
-// The integer attention kernels over n cache-resident rows of 3-bit indices (d = 128, fp16 norm
-// per row) for one GQA group of 4 heads: scores, or the weighted sum. Items = rows. n = 512 stays
-// in L1 (the instructions' own cost), 16,384 in L2.
-void BM_IntIndexKernel(benchmark::State& state, int bits, bool weighted_sum) {
-  const size_t n = static_cast<size_t>(state.range(0)), dim = 128, heads = 4;
+// The integer attention kernels over n cache-resident rows of b-bit indices (fp16 norm per row) for
+// one GQA group of 4 heads: scores, or the weighted sum. Items = rows. n = 512 stays in L1 (the
+// instructions' own cost), 16,384 in L2.
+void BM_IntIndexKernel(benchmark::State& state, int bits, size_t dim, bool weighted_sum) {
+  const size_t n = static_cast<size_t>(state.range(0)), heads = 4;
   const auto& table = kvsketch::lloyd_max_codebook(kvsketch::CoordinateLaw::kBeta, dim, bits).centroids;
   const size_t stride = kvsketch::packed_bytes(dim, bits) + 2;
   std::vector<uint8_t> codes(n * stride);
@@ -197,15 +197,22 @@ void register_all() {
   benchmark::RegisterBenchmark("quantize/search/b=4/d=1536", BM_Quantize, false)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize/grid/b=4/d=1536", BM_Quantize, true)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize_pack_dot/b=4/d=1536", BM_QuantizePackDot)->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("int_index/scores/b=3/d=128/heads=4", BM_IntIndexKernel, 3, false)
+  benchmark::RegisterBenchmark("int_index/scores/b=3/d=128/heads=4", BM_IntIndexKernel, 3, 128, false)
       ->ArgName("n")->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("int_index/weighted_sum/b=3/d=128/heads=4", BM_IntIndexKernel, 3, true)
+  benchmark::RegisterBenchmark("int_index/weighted_sum/b=3/d=128/heads=4", BM_IntIndexKernel, 3, 128, true)
       ->ArgName("n")->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
   // b = 2 and 1: the two parts of tq_prod:b=3 keys (the scalar stage and the QJL signs).
   for (int bits : {2, 1})
     benchmark::RegisterBenchmark(fmt::format("int_index/scores/b={}/d=128/heads=4", bits).c_str(), BM_IntIndexKernel,
-                                 bits, false)
+                                 bits, 128, false)
         ->ArgName("n")->Arg(16384)->Unit(benchmark::kMicrosecond);
+  // The two parts of tq_mse:b=2.5 (the outlier split at d = 128): 32 channels at 3 bits, 96 at 2.
+  for (const auto& [bits, dim] : {std::pair{3, size_t{32}}, std::pair{2, size_t{96}}})
+    for (const bool weighted : {false, true})
+      benchmark::RegisterBenchmark(
+          fmt::format("int_index/{}/b={}/d={}/heads=4", weighted ? "weighted_sum" : "scores", bits, dim).c_str(),
+          BM_IntIndexKernel, bits, dim, weighted)
+          ->ArgName("n")->Arg(16384)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("half_rows/scores/d=128/heads=4", BM_HalfRowKernel, false)
       ->ArgName("n")->Arg(512)->Arg(2048)->Arg(262144)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("half_rows/weighted_sum/d=128/heads=4", BM_HalfRowKernel, true)

@@ -14,14 +14,11 @@
 // (as hi/lo bytes) the weighted sum gained nothing from these lookups (9 multiplies a row quad
 // against vpdpwssd's 8); with byte weights it takes 4.
 
-// Where the weighted sums' accumulator lanes go when QuadLookup makes the values: lane
-// 64k + 16m + c of a head holds coordinate 64k + 16(c / 4) + 4m + c % 4.
+// Where the weighted sums' accumulator lanes go when QuadLookup makes the values: lane l of a head
+// holds coordinate l (out[m] of chunk k covers coordinates 64k + 16m .. 64k + 16m + 15).
 std::vector<uint32_t> QuadLaneCoordinates(size_t padded) {
   std::vector<uint32_t> coordinate(padded);
-  for (size_t lane = 0; lane < padded; ++lane) {
-    const size_t k = lane / 64, m = lane % 64 / 16, c = lane % 16;
-    coordinate[lane] = static_cast<uint32_t>(64 * k + 16 * (c / 4) + 4 * m + c % 4);
-  }
+  std::iota(coordinate.begin(), coordinate.end(), 0u);
   return coordinate;
 }
 
@@ -59,8 +56,10 @@ struct RowPairs {
 };
 
 // Chunk k of four rows looked up and interleaved for the weighted sums: out[m] dword lane c holds
-// the four rows' bytes at coordinate 64k + 16(c / 4) + 4m + c % 4. Each qword of out[m] covers two
-// coordinates of the four rows, at most two bytes of each row's codes (2 b <= 8 bits).
+// the four rows' bytes at coordinate 64k + 16m + c. Each qword of out[m] covers two coordinates of
+// the four rows, at most two bytes of each row's codes (2 b <= 8 bits). Vectors wholly past dim
+// (the last chunk of a head_dim that is not a multiple of 64: the outlier split's parts) need not
+// be made: vectors() says how many reach below dim.
 class QuadLookup {
  public:
   // (The table comes as bytes: a vector argument would cross std::vector's construction, which
@@ -70,32 +69,41 @@ class QuadLookup {
     const int bits = unpacker.bits();
     offset_ = k * 8 * static_cast<size_t>(bits);
     chunk_ = unpacker.chunk_mask(k);
+    vectors_ = std::min<size_t>(4, (unpacker.dim() - 64 * k + 15) / 16);
     for (int m = 0; m < 4; ++m)
-      for (int c = 0; c < 16; c += 2) {              // the qword of dword lanes c, c + 1
-        const int x = 16 * (c / 4) + 4 * m + c % 4;  // its first coordinate within the chunk
+      for (int c = 0; c < 16; c += 2) {  // the qword of dword lanes c, c + 1
+        const int x = 16 * m + c;        // its first coordinate within the chunk
         const int first_byte = bits * x / 8;
         for (int t = 0; t < 4; ++t) {
           for (int j = 0; j < 2; ++j) gather_[m][4 * c + 2 * t + j] = static_cast<uint8_t>(32 * t + first_byte + j);
-          // Coordinates 8 apart start on the same bit of a byte: m and m + 2 shift alike.
-          shifts_[m % 2][4 * c + t] = static_cast<uint8_t>(16 * t + bits * x - 8 * first_byte);
-          shifts_[m % 2][4 * c + 4 + t] = static_cast<uint8_t>(16 * t + bits * (x + 1) - 8 * first_byte);
+          // 16 coordinates start 16 b bits (whole bytes) further on: every m shifts alike.
+          shifts_[4 * c + t] = static_cast<uint8_t>(16 * t + bits * x - 8 * first_byte);
+          shifts_[4 * c + 4 + t] = static_cast<uint8_t>(16 * t + bits * (x + 1) - 8 * first_byte);
         }
       }
   }
 
+  size_t vectors() const { return vectors_; }
+
+  // out[m] for m < kVectors.
+  template <int kVectors = 4>
+  HWY_INLINE void Make(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3,
+                       const uint8_t* end, __m512i* out) const {
+    const RowPairs pairs(chunk_, offset_, r0, r1, r2, r3, end);
+    const __m512i table = _mm512_loadu_si512(table_), shifts = _mm512_loadu_si512(shifts_);
+    for (int m = 0; m < kVectors; ++m) out[m] = pairs.Lookup(_mm512_loadu_si512(gather_[m]), shifts, table);
+  }
+
   HWY_INLINE void operator()(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3,
                              const uint8_t* end, __m512i* out) const {
-    const RowPairs pairs(chunk_, offset_, r0, r1, r2, r3, end);
-    const __m512i table = _mm512_loadu_si512(table_);
-    for (int m = 0; m < 4; ++m)
-      out[m] = pairs.Lookup(_mm512_loadu_si512(gather_[m]), _mm512_loadu_si512(shifts_[m % 2]), table);
+    Make<4>(r0, r1, r2, r3, end, out);
   }
 
  private:
   // Byte arrays rather than vectors, so that the lookups (one per chunk) can live in a std::vector.
-  uint8_t gather_[4][64], shifts_[2][64], table_[64];
+  uint8_t gather_[4][64], shifts_[64], table_[64];
   __mmask64 chunk_;
-  size_t offset_;
+  size_t offset_, vectors_;
 };
 
 // The weighted sums without AMX: a block's weights (within +-kWeightLargest, BlockWeights) as
@@ -104,25 +112,25 @@ class QuadLookup {
 // vpdpwssd on words took 32. sum(w v) = sum(w (v + 128)) - 128 sum(w), exactly the reference's
 // sums. Zen 4, 16,384 cache-resident rows, 4 heads, d = 128, b = 3 (kvsketch_bench_codecs
 // --benchmark_filter='int_index/weighted'): see docs/RESULTS.md.
-template <int kHeads>
+template <int kHeads, int kVectors>
 HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
                               const uint8_t* end, const int8_t* weight_bytes, __m512i (*sums)[4]) {
   // Accumulators in locals, written out once: through `sums` they would be stored every quad.
-  __m512i acc[kHeads][4];
+  __m512i acc[kHeads][kVectors];
   for (int h = 0; h < kHeads; ++h)
-    for (int m = 0; m < 4; ++m) acc[h][m] = _mm512_setzero_si512();
+    for (int m = 0; m < kVectors; ++m) acc[h][m] = _mm512_setzero_si512();
   const auto add = [&](const __m512i* v, size_t q) {
     for (int h = 0; h < kHeads; ++h) {
       int32_t quad;  // the weights of rows q..q+3, row q in the low byte
       std::memcpy(&quad, weight_bytes + h * kIntBlockRows + q, sizeof(quad));
       const __m512i w = _mm512_set1_epi32(quad);
-      for (int m = 0; m < 4; ++m) acc[h][m] = _mm512_dpbusd_epi32(acc[h][m], v[m], w);
+      for (int m = 0; m < kVectors; ++m) acc[h][m] = _mm512_dpbusd_epi32(acc[h][m], v[m], w);
     }
   };
   // One loop body for the whole quads and the last: two copies of it kept GCC from giving the
   // accumulators fixed registers (it moved each one out and back around every multiply-add).
   for (size_t q = 0; q < count; q += 4) {
-    __m512i v[4];
+    __m512i v[kVectors];
     const uint8_t* row = first + q * stride;
     const uint8_t *r1 = row + stride, *r2 = row + 2 * stride, *r3 = row + 3 * stride;
     if (HWY_UNLIKELY(q + 4 > count)) {  // rows past count repeat the last (their weights are zero)
@@ -131,11 +139,23 @@ HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, si
       r2 = std::min(r2, last);
       r3 = std::min(r3, last);
     }
-    lookup(row, r1, r2, r3, end, v);
+    lookup.Make<kVectors>(row, r1, r2, r3, end, v);
     add(v, q);
   }
   for (int h = 0; h < kHeads; ++h)
-    for (int m = 0; m < 4; ++m) sums[h][m] = acc[h][m];
+    for (int m = 0; m < kVectors; ++m) sums[h][m] = acc[h][m];
+}
+
+// QuadChunkSums with the chunk's number of vectors as a constant.
+template <int kHeads>
+HWY_INLINE void QuadChunkSumsOf(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count, const uint8_t* end,
+                     const int8_t* weight_bytes, __m512i (*sums)[4]) {
+  switch (lookup.vectors()) {
+    case 1: return QuadChunkSums<kHeads, 1>(lookup, first, stride, count, end, weight_bytes, sums);
+    case 2: return QuadChunkSums<kHeads, 2>(lookup, first, stride, count, end, weight_bytes, sums);
+    case 3: return QuadChunkSums<kHeads, 3>(lookup, first, stride, count, end, weight_bytes, sums);
+    default: return QuadChunkSums<kHeads, 4>(lookup, first, stride, count, end, weight_bytes, sums);
+  }
 }
 
 void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512i field_table,
@@ -175,7 +195,7 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
           if (!block.live[head]) continue;
           const __m512 scale = _mm512_set1_ps(block.scale[head]);
           const __m512i correction = _mm512_set1_epi32(offset[head]);
-          for (size_t m = 0; m < 4; ++m) {
+          for (size_t m = 0; m < lookups[k].vectors(); ++m) {
             float* target = lane_acc.Head(head) + 64 * k + 16 * m;
             const __m512 exact = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[g][m], correction));
             _mm512_storeu_ps(target, _mm512_add_ps(_mm512_loadu_ps(target), _mm512_mul_ps(exact, scale)));
@@ -184,11 +204,11 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
       };
       size_t h = 0;
       for (; h + 4 <= heads; h += 4) {
-        QuadChunkSums<4>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
+        QuadChunkSumsOf<4>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
         flush(h, 4);
       }
       for (; h < heads; ++h) {
-        QuadChunkSums<1>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
+        QuadChunkSumsOf<1>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
         flush(h, 1);
       }
     }
