@@ -602,6 +602,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   std::vector<GroupedLookup> lookups;
   if (fused)
     for (size_t k = 0; k < padded / 64; ++k) lookups.emplace_back(unpacker, k);
+  const ScoreGroupsFn whole_groups = fused ? WholeScoreGroups(lookups) : nullptr;
   const uint8_t* end = CodesEnd(rows, n);
 #endif
   // Groups of rows per pass: their 4 x kGroups accumulators, the values and the constants stay in
@@ -631,14 +632,11 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
           const size_t first_row = g * per_vector, last = count - 1 - first_row;
           HWY_ALIGN int32_t head_sums[4 * 16];
           const bool whole = last >= 15 && first + 15 * rows.stride + lookups.back().offset() + 32 <= end;
-          if (rows.dim == 128 && whole) {  // the chunk loop unrolled
-            QuadScoreGroups<2, true>(lookups.data(), 2, first, rows.stride, last, end, field_table, q, head_sums);
-          } else if (whole) {
-            QuadScoreGroups<0, true>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q,
-                                     head_sums);
+          if (whole) {
+            whole_groups(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q, head_sums);
           } else {
-            QuadScoreGroups<0, false>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q,
-                                      head_sums);
+            QuadScoreGroups<0, 0, false>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table,
+                                         q, head_sums);
           }
           const __mmask16 live = static_cast<__mmask16>((1u << std::min<size_t>(16, count - first_row)) - 1);
           const __m512 row_factors = _mm512_load_ps(row_factor + first_row);

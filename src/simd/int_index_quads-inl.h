@@ -258,7 +258,9 @@ class GroupedLookup {
 // and loaded without checks. Not inlined: inside IntScoresImpl, with its pointers and loop state
 // live, GCC spilled more of the sixteen accumulators (the scores took 94-95 us for 16,384 rows,
 // against 88 us with both changes; kvsketch_bench_codecs --benchmark_filter='int_index/scores.*16384').
-template <size_t kChunks, bool kWhole>
+// kChunks, kLastBlocks: the chunks and the last chunk's blocks as constants (the loops unrolled,
+// no block count read); 0: from the lookups.
+template <size_t kChunks, size_t kLastBlocks, bool kWhole>
 HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, const uint8_t* first, size_t stride,
                                 size_t last, const uint8_t* end, __m512i table, const int8_t* queries,
                                 int32_t* head_sums) {
@@ -272,6 +274,7 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
   __m512i acc[4][4];
   for (int g = 0; g < 4; ++g)
     for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_setzero_si512();
+#pragma GCC unroll 4
   for (size_t k = 0; k < chunks; ++k) {
     const GroupedLookup& lookup = lookups[k];
     const auto group = [&](size_t g) {
@@ -283,11 +286,12 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
     };
     const RowPairs pairs[4] = {group(0), group(1), group(2), group(3)};
     const int8_t* q = queries + 4 * k * lanes;
+    // The last chunk of a head_dim that is not a multiple of 64 (the outlier split's parts, d = 32
+    // and 96 for example) skips the blocks past dim: their sums are zero.
+    const size_t live_blocks = kChunks == 0 ? lookup.blocks() : k + 1 == kChunks ? kLastBlocks : 4;
 #pragma GCC unroll 4
     for (int kb = 0; kb < 4; ++kb) {
-      // The last chunk of a head_dim that is not a multiple of 64 (the outlier split's parts, d =
-      // 32 and 96 for example) skips the blocks past dim: their sums are zero.
-      if (kChunks == 0 && kb >= static_cast<int>(lookup.blocks())) break;
+      if (kb >= static_cast<int>(live_blocks)) break;
       const __m512i gather = lookup.Gather(kb);
       __m512i query[4];
       for (int h = 0; h < 4; ++h) query[h] = _mm512_loadu_si512(q + (h * blocks + kb) * lanes);
@@ -312,4 +316,19 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
                                           _mm512_unpackhi_epi64(pair_sums[0][h], pair_sums[1][h]));
     _mm512_store_si512(head_sums + 16 * h, _mm512_permutexvar_epi32(rows_in_order, sums));
   }
+}
+
+using ScoreGroupsFn = void (*)(const GroupedLookup*, size_t, const uint8_t*, size_t, size_t, const uint8_t*, __m512i,
+                               const int8_t*, int32_t*);
+
+// QuadScoreGroups for whole groups of sixteen rows, unrolled for rows of one or two chunks (d <= 128;
+// the outlier split's parts among them).
+ScoreGroupsFn WholeScoreGroups(const std::vector<GroupedLookup>& lookups) {
+  static constexpr ScoreGroupsFn kUnrolled[2][4] = {
+      {QuadScoreGroups<1, 1, true>, QuadScoreGroups<1, 2, true>, QuadScoreGroups<1, 3, true>,
+       QuadScoreGroups<1, 4, true>},
+      {QuadScoreGroups<2, 1, true>, QuadScoreGroups<2, 2, true>, QuadScoreGroups<2, 3, true>,
+       QuadScoreGroups<2, 4, true>}};
+  if (lookups.size() > 2) return QuadScoreGroups<0, 0, true>;
+  return kUnrolled[lookups.size() - 1][lookups.back().blocks() - 1];
 }
