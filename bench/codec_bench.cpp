@@ -206,8 +206,9 @@ void register_all() {
     benchmark::RegisterBenchmark(fmt::format("int_index/scores/b={}/d=128/heads=4", bits).c_str(), BM_IntIndexKernel,
                                  bits, 128, false)
         ->ArgName("n")->Arg(16384)->Unit(benchmark::kMicrosecond);
-  // The two parts of tq_mse:b=2.5 (the outlier split at d = 128): 32 channels at 3 bits, 96 at 2.
-  for (const auto& [bits, dim] : {std::pair{3, size_t{32}}, std::pair{2, size_t{96}}})
+  // The two parts of tq_mse:b=2.5 (the outlier split at d = 128): 32 channels at 3 bits, 96 at 2;
+  // and head_dim 256.
+  for (const auto& [bits, dim] : {std::pair{3, size_t{32}}, std::pair{2, size_t{96}}, std::pair{3, size_t{256}}})
     for (const bool weighted : {false, true})
       benchmark::RegisterBenchmark(
           fmt::format("int_index/{}/b={}/d={}/heads=4", weighted ? "weighted_sum" : "scores", bits, dim).c_str(),

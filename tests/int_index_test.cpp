@@ -57,10 +57,11 @@ void same_bits_as_reference() {
   for (int bits = 1; bits <= 4; ++bits) {
     const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, 128, bits).centroids;
     // 192: three 64-coordinate chunks (AVX3_DL's loop that is not unrolled); 1088: past the 1024
-    // coordinates that AVX3_DL unpacks in registers (its fallback path); 32, 80, 96 and 100: a last
-    // chunk of 2, 1, 2 and 3 blocks of 16 coordinates (the scores skip the blocks past dim).
-    for (const size_t dim :
-         {size_t{32}, size_t{64}, size_t{80}, size_t{96}, size_t{100}, size_t{128}, size_t{192}, size_t{256}, size_t{1088}}) {
+    // coordinates that AVX3_DL unpacks in registers (its fallback path); 16, 32, 48, 80, 96 and 100: a
+    // last chunk of 1, 2, 3, 1, 2 and 3 blocks of 16 coordinates (the scores skip the blocks past
+    // dim, the weighted sums the vectors; with 64, 128 and 256, every unrolled form of the scores).
+    for (const size_t dim : {size_t{16}, size_t{32}, size_t{48}, size_t{64}, size_t{80}, size_t{96}, size_t{100},
+                             size_t{128}, size_t{192}, size_t{256}, size_t{1088}}) {
       for (const size_t n : {size_t{1}, size_t{5}, size_t{131}, size_t{200}}) {
         for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{8}, size_t{17}}) {
           SCOPED_TRACE(testing::Message() << "bits " << bits << " dim " << dim << " n " << n << " heads " << heads);

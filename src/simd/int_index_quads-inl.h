@@ -322,13 +322,14 @@ using ScoreGroupsFn = void (*)(const GroupedLookup*, size_t, const uint8_t*, siz
                                const int8_t*, int32_t*);
 
 // QuadScoreGroups for whole groups of sixteen rows, unrolled for rows of one or two chunks (d <= 128;
-// the outlier split's parts among them).
+// the outlier split's parts among them) and for d = 256.
 ScoreGroupsFn WholeScoreGroups(const std::vector<GroupedLookup>& lookups) {
   static constexpr ScoreGroupsFn kUnrolled[2][4] = {
       {QuadScoreGroups<1, 1, true>, QuadScoreGroups<1, 2, true>, QuadScoreGroups<1, 3, true>,
        QuadScoreGroups<1, 4, true>},
       {QuadScoreGroups<2, 1, true>, QuadScoreGroups<2, 2, true>, QuadScoreGroups<2, 3, true>,
        QuadScoreGroups<2, 4, true>}};
+  if (lookups.size() == 4 && lookups.back().blocks() == 4) return QuadScoreGroups<4, 4, true>;
   if (lookups.size() > 2) return QuadScoreGroups<0, 0, true>;
   return kUnrolled[lookups.size() - 1][lookups.back().blocks() - 1];
 }
