@@ -25,13 +25,13 @@ struct AttentionEvalRow {
   double top8_overlap = 0;    // mean |top8 exact ∩ top8 approximate| / 8
   double score_bias = 0;      // mean of (approximate - exact) logits over the compressed body
   double score_bias_stderr = 0;
-  double ns_per_query = 0;    // decode_attention time for one query head, median of repetitions
+  double ns_per_query = 0;    // decode_attention time per query, the median of the repetitions
 };
 
 // The policies of the standard comparison (fp16, int8, KIVI-style, TurboQuant, QJL).
 std::vector<std::string> standard_policies();
 
 AttentionEvalRow evaluate_policy(const std::string& policy, const AttentionCase& data, uint64_t seed,
-                                 int timing_repetitions = 3);
+                                 int timing_repetitions = 21);
 
 }  // namespace kvsketch
