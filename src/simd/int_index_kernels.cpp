@@ -68,8 +68,11 @@ class ShuffleUnpacker {
 
   ShuffleUnpacker(const RowSource& rows, size_t padded) : bits_(rows.bits) {
     const size_t lanes = hn::Lanes(DC()), row_bytes = packed_bytes(rows.dim, rows.bits);
-    usable_ = rows.bits >= 1 && rows.bits <= 4 && row_bytes >= 16 && padded % lanes == 0;
+    usable_ = rows.bits >= 1 && rows.bits <= 4 && padded % lanes == 0;
     if (!usable_) return;
+    // Rows of fewer than 16 bytes (the outlier split's 32 channels at 3 bits, for example) are
+    // copied into a zeroed 16-byte block first: the load must not read past the row.
+    short_bytes_ = row_bytes < 16 ? row_bytes : 0;
     chunks_ = padded / lanes;
     shuffles_.assign(chunks_ * 2 * lanes, 0x80);
     load_at_.resize(chunks_);
@@ -84,7 +87,7 @@ class ShuffleUnpacker {
     for (size_t k = 0; k < chunks_; ++k) {
       // The 16 bytes loaded end inside the row: the last chunks load from row_bytes - 16.
       const size_t start = k * lanes * b / 8;
-      load_at_[k] = std::min(start, row_bytes - 16);
+      load_at_[k] = short_bytes_ ? 0 : std::min(start, row_bytes - 16);
       const size_t shift = start - load_at_[k];
       for (size_t i = 0; i < lanes && k * lanes + i < rows.dim; ++i) {
         const size_t bit = b * i, byte = shift + bit / 8;
@@ -104,7 +107,7 @@ class ShuffleUnpacker {
     const DC dc;
     const D16 d16;
     const size_t lanes = hn::Lanes(dc);
-    const auto source = hn::LoadDup128(dc, packed + load_at_[k]);
+    const auto source = HWY_UNLIKELY(short_bytes_) ? ShortRow(packed) : hn::LoadDup128(dc, packed + load_at_[k]);
     const uint8_t* shuffle = shuffles_.data() + k * 2 * lanes;
     auto first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
     auto second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + lanes)));
@@ -129,9 +132,36 @@ class ShuffleUnpacker {
 #endif
   }
 
+  // A row of short_bytes_ < 16 bytes, zero after them, in every 128-bit block: two overlapping
+  // loads of 8 (or 4) bytes, the second shifted past the overlap.
+  HWY_INLINE hn::Vec<DC> ShortRow(const uint8_t* packed) const {
+    const size_t n = short_bytes_;
+    uint64_t low = 0, high = 0;
+    if (n >= 8) {
+      std::memcpy(&low, packed, 8);
+      std::memcpy(&high, packed + n - 8, 8);
+      high = n == 8 ? 0 : high >> (8 * (16 - n));
+    } else if (n >= 4) {
+      uint32_t first, last;
+      std::memcpy(&first, packed, 4);
+      std::memcpy(&last, packed + n - 4, 4);
+      low = first | (n == 4 ? 0 : uint64_t{last >> (8 * (8 - n))} << 32);
+    } else {
+      for (size_t j = 0; j < n; ++j) low |= uint64_t{packed[j]} << (8 * j);
+    }
+    // Built in registers: through memory, the two 8-byte stores and the 16-byte load stall on
+    // store forwarding.
+    const __m128i block = _mm_set_epi64x(static_cast<long long>(high), static_cast<long long>(low));
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+    return hn::Vec<DC>{block};
+#else
+    return hn::Vec<DC>{_mm256_broadcastsi128_si256(block)};
+#endif
+  }
+
   int bits_;
   bool usable_ = false;
-  size_t chunks_ = 0;
+  size_t chunks_ = 0, short_bytes_ = 0;
   std::vector<uint8_t> shuffles_;   // per chunk: the byte pairs of the L indices' 16-bit lanes
   std::vector<uint32_t> load_at_;   // per chunk: where its 16-byte load starts in the row
   std::vector<uint16_t> multipliers_;  // per 16-bit lane: 2^(16 - bit offset - b)
