@@ -85,13 +85,14 @@ class QuadLookup {
 
   size_t vectors() const { return vectors_; }
 
-  // out[m] for m < kVectors.
-  template <int kVectors = 4>
+  // out[m - kFirst] for kFirst <= m < kFirst + kVectors.
+  template <int kVectors = 4, int kFirst = 0>
   HWY_INLINE void Make(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3,
                        const uint8_t* end, __m512i* out) const {
     const RowPairs pairs(chunk_, offset_, r0, r1, r2, r3, end);
     const __m512i table = _mm512_loadu_si512(table_), shifts = _mm512_loadu_si512(shifts_);
-    for (int m = 0; m < kVectors; ++m) out[m] = pairs.Lookup(_mm512_loadu_si512(gather_[m]), shifts, table);
+    for (int m = 0; m < kVectors; ++m)
+      out[m] = pairs.Lookup(_mm512_loadu_si512(gather_[kFirst + m]), shifts, table);
   }
 
   HWY_INLINE void operator()(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3,
@@ -111,8 +112,9 @@ class QuadLookup {
 // the same four rows plus 128 (unsigned bytes), so that one vpdpbusd takes 64 products where
 // vpdpwssd on words took 32. sum(w v) = sum(w (v + 128)) - 128 sum(w), exactly the reference's
 // sums. Zen 4, 16,384 cache-resident rows, 4 heads, d = 128, b = 3 (kvsketch_bench_codecs
-// --benchmark_filter='int_index/weighted'): see docs/RESULTS.md.
-template <int kHeads, int kVectors>
+// --benchmark_filter='int_index/weighted'): see docs/RESULTS.md. Vectors [kFirst, kFirst +
+// kVectors) of the chunk: sums[h][m] for those m.
+template <int kHeads, int kVectors, int kFirst = 0>
 HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
                               const uint8_t* end, const int8_t* weight_bytes, __m512i (*sums)[4]) {
   // Accumulators in locals, written out once: through `sums` they would be stored every quad.
@@ -139,17 +141,27 @@ HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, si
       r2 = std::min(r2, last);
       r3 = std::min(r3, last);
     }
-    lookup.Make<kVectors>(row, r1, r2, r3, end, v);
+    lookup.Make<kVectors, kFirst>(row, r1, r2, r3, end, v);
     add(v, q);
   }
   for (int h = 0; h < kHeads; ++h)
-    for (int m = 0; m < kVectors; ++m) sums[h][m] = acc[h][m];
+    for (int m = 0; m < kVectors; ++m) sums[h][kFirst + m] = acc[h][m];
 }
 
-// QuadChunkSums with the chunk's number of vectors as a constant.
+// QuadChunkSums with the chunk's number of vectors as a constant. Eight heads take the chunk by
+// halves (8 x 2 accumulators, as many as 4 x 4), so that each quad's look-ups serve eight heads
+// where two groups of four made them twice.
 template <int kHeads>
 HWY_INLINE void QuadChunkSumsOf(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count, const uint8_t* end,
                      const int8_t* weight_bytes, __m512i (*sums)[4]) {
+  if constexpr (kHeads == 8) {
+    const size_t vectors = lookup.vectors();
+    if (vectors == 1) return QuadChunkSums<8, 1>(lookup, first, stride, count, end, weight_bytes, sums);
+    QuadChunkSums<8, 2>(lookup, first, stride, count, end, weight_bytes, sums);
+    if (vectors == 3) QuadChunkSums<8, 1, 2>(lookup, first, stride, count, end, weight_bytes, sums);
+    if (vectors == 4) QuadChunkSums<8, 2, 2>(lookup, first, stride, count, end, weight_bytes, sums);
+    return;
+  }
   switch (lookup.vectors()) {
     case 1: return QuadChunkSums<kHeads, 1>(lookup, first, stride, count, end, weight_bytes, sums);
     case 2: return QuadChunkSums<kHeads, 2>(lookup, first, stride, count, end, weight_bytes, sums);
@@ -188,7 +200,7 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
     const uint8_t* first = rows.data + start * rows.stride;
     for (size_t k = 0; k < chunks; ++k) {
       FetchRows(rows, start + kIntBlockRows + k * part, part, n);
-      __m512i sums[4][4];
+      __m512i sums[8][4];
       const auto flush = [&](size_t first_head, size_t group) {
         for (size_t g = 0; g < group; ++g) {
           const size_t head = first_head + g;
@@ -203,6 +215,10 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
         }
       };
       size_t h = 0;
+      for (; h + 8 <= heads; h += 8) {
+        QuadChunkSumsOf<8>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
+        flush(h, 8);
+      }
       for (; h + 4 <= heads; h += 4) {
         QuadChunkSumsOf<4>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
         flush(h, 4);
