@@ -70,8 +70,8 @@ class ShuffleUnpacker {
     const size_t lanes = hn::Lanes(DC()), row_bytes = packed_bytes(rows.dim, rows.bits);
     usable_ = rows.bits >= 1 && rows.bits <= 4 && padded % lanes == 0;
     if (!usable_) return;
-    // Rows of fewer than 16 bytes (the outlier split's 32 channels at 3 bits, for example) are
-    // copied into a zeroed 16-byte block first: the load must not read past the row.
+    // Rows of fewer than 16 bytes (the outlier split's 32 channels at 3 bits, its 1-bit signs) are
+    // read by ShortRow: a 16-byte load would read past the row.
     short_bytes_ = row_bytes < 16 ? row_bytes : 0;
     chunks_ = padded / lanes;
     shuffles_.assign(chunks_ * 2 * lanes, 0x80);

@@ -152,8 +152,8 @@ HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, si
 // halves (8 x 2 accumulators, as many as 4 x 4), so that each quad's look-ups serve eight heads
 // where two groups of four made them twice.
 template <int kHeads>
-HWY_INLINE void QuadChunkSumsOf(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count, const uint8_t* end,
-                     const int8_t* weight_bytes, __m512i (*sums)[4]) {
+HWY_INLINE void QuadChunkSumsOf(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
+                                const uint8_t* end, const int8_t* weight_bytes, __m512i (*sums)[4]) {
   if constexpr (kHeads == 8) {
     const size_t vectors = lookup.vectors();
     if (vectors == 1) return QuadChunkSums<8, 1>(lookup, first, stride, count, end, weight_bytes, sums);
