@@ -322,6 +322,22 @@ TEST(Simd, FastScanSumsExactOnEveryTarget) {
   });
 }
 
+// The softmax's maximum: every length up to past four chains of vectors and a tail, with the
+// largest value at every position (each chain, the single vectors after them, the scalar tail).
+TEST(Simd, MaxValueFindsTheLargestAnywhereOnEveryTarget) {
+  for_each_target([&] {
+    for (size_t n = 1; n <= 150; n += 7) {
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = -1000.0f + static_cast<float>((i * 37) % 101);
+      for (size_t at = 0; at < n; ++at) {
+        std::vector<float> y = x;
+        y[at] = 5.0f + static_cast<float>(at);
+        ASSERT_EQ(simd::max_value(y.data(), n), y[at]) << "n " << n << " largest at " << at;
+      }
+    }
+  });
+}
+
 // Softmax weights: within 2 float ulps of exp (the Taylor polynomial's bound is 1.3e-7), exactly
 // 1 at the maximum, 0 below e^-86, and the same bits on every target with FMA (the tail included).
 TEST(Simd, ExpShiftedSumAccurateAndSameOnEveryTarget) {

@@ -100,9 +100,17 @@ float ExpShiftedSumImpl(float* x, size_t n, float shift) {
 float MaxValueImpl(const float* x, size_t n) {
   const FloatTag df;
   const size_t lanes = hn::Lanes(df);
-  auto best = hn::Set(df, -std::numeric_limits<float>::infinity());
+  // Four chains: one waited a max's latency per vector. (The maximum is the same in any order.)
+  auto best0 = hn::Set(df, -std::numeric_limits<float>::infinity()), best1 = best0, best2 = best0, best3 = best0;
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) best = hn::Max(best, hn::LoadU(df, x + i));
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+    best0 = hn::Max(best0, hn::LoadU(df, x + i));
+    best1 = hn::Max(best1, hn::LoadU(df, x + i + lanes));
+    best2 = hn::Max(best2, hn::LoadU(df, x + i + 2 * lanes));
+    best3 = hn::Max(best3, hn::LoadU(df, x + i + 3 * lanes));
+  }
+  for (; i + lanes <= n; i += lanes) best0 = hn::Max(best0, hn::LoadU(df, x + i));
+  const auto best = hn::Max(hn::Max(best0, best1), hn::Max(best2, best3));
   float result = hn::GetLane(hn::MaxOfLanes(df, best));
   for (; i < n; ++i) result = std::max(result, x[i]);
   return result;
