@@ -579,3 +579,43 @@ TEST(ChannelSplit, CalibrationGivesTheLoudChannelsTheMoreBits) {
   EXPECT_THROW(uncalibrated->set_calibration(duplicated), Error);
   EXPECT_THROW(make_codec("tq_mse:b=3", d)->set_calibration(state), Error);
 }
+
+// The per-call checks format the codec's spec only when they fail (SpecOf): the messages still
+// name it in full.
+TEST(Codec, CheckMessagesNameTheCodecSpec) {
+  const size_t dim = 64;
+  auto codec = make_codec("tq_mse:b=3", dim, 1);
+  auto other = make_codec("tq_mse:b=3", dim, 2);
+  auto x = testutil::gaussian_matrix(4, dim, 3);
+  auto codes = codec->make_buffer();
+  codec->encode(x.data(), 4, codes);
+  const auto foreign = other->prepare(x.data());
+  const PreparedQuery* heads[] = {foreign.get()};
+  std::vector<float> out(4);
+  const auto message_of = [](const auto& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string spec = codec->spec();
+  EXPECT_NE(spec.find("seed=1"), std::string::npos) << spec;
+  const std::string prepared = message_of([&] { codec->scores_multi(heads, 1, codes, 0, 4, out.data(), 4); });
+  EXPECT_NE(prepared.find("prepared by a different codec than " + spec), std::string::npos) << prepared;
+  const std::string range = message_of([&] {
+    const auto own = codec->prepare(x.data());
+    const PreparedQuery* mine[] = {own.get()};
+    codec->scores_multi(mine, 1, codes, 2, 4, out.data(), 4);
+  });
+  EXPECT_NE(range.find("rows [2, 6) out of range"), std::string::npos) << range;
+  CodeBuffer wrong(codec->code_bytes() + 1);
+  wrong.resize(4);
+  const std::string buffer = message_of([&] {
+    const auto own = codec->prepare(x.data());
+    const PreparedQuery* mine[] = {own.get()};
+    codec->scores_multi(mine, 1, wrong, 0, 4, out.data(), 4);
+  });
+  EXPECT_NE(buffer.find("but codec " + spec + " writes"), std::string::npos) << buffer;
+}

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kvsketch/codec.hpp"
+#include "codec/spec_of.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/attention_kernels.hpp"
 
@@ -25,7 +26,7 @@ void VectorCodec::scores_multi(const PreparedQuery* const* queries, size_t heads
                                size_t first, size_t n, float* out, size_t stride, Arithmetic arithmetic) const {
   for (size_t h = 0; h < heads; ++h)
     require(queries[h] != nullptr && queries[h]->owner == this,
-            "scores: query {} was prepared by a different codec than {}", h, spec());
+            "scores: query {} was prepared by a different codec than {}", h, SpecOf{*this});
   require(stride >= n, "scores: output stride {} is less than the {} rows", stride, n);
   check_range(codes, first, n, "scores");
   if (n) score_rows_multi(queries, heads, codes.row(first), n, out, stride, arithmetic);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kvsketch/codec.hpp"
+#include "codec/spec_of.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/kernels.hpp"
 
@@ -44,12 +45,12 @@ float VectorCodec::finite_norm(const float* row, size_t row_index, const float* 
 void VectorCodec::calibrate(const float*, size_t) {}
 
 void VectorCodec::set_calibration(const std::vector<uint8_t>& state) {
-  require(state.empty(), "codec {}: has no calibration, got a state of {} bytes", spec(), state.size());
+  require(state.empty(), "codec {}: has no calibration, got a state of {} bytes", SpecOf{*this}, state.size());
 }
 
 void VectorCodec::check_buffer(const CodeBuffer& codes, const char* operation) const {
   require(codes.code_bytes() == code_bytes(), "{}: buffer holds codes of {} bytes but codec {} writes {} bytes",
-          operation, codes.code_bytes(), spec(), code_bytes());
+          operation, codes.code_bytes(), SpecOf{*this}, code_bytes());
 }
 
 void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const {
@@ -58,16 +59,16 @@ void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, c
           "{}: rows [{}, {}) out of range; the buffer holds {} rows", operation, first, first + n, codes.size());
   require(first % row_group() == 0 && n % row_group() == 0,
           "{}: rows [{}, {}) do not start and end on a group of {} rows, as codec {} needs", operation, first,
-          first + n, row_group(), spec());
+          first + n, row_group(), SpecOf{*this});
 }
 
 void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out, const float* squared_norms) const {
   require(out.code_bytes() == code_bytes(), "encode: buffer holds codes of {} bytes but codec {} writes {} bytes",
-          out.code_bytes(), spec(), code_bytes());
+          out.code_bytes(), SpecOf{*this}, code_bytes());
   if (n == 0) return;
   require(x != nullptr, "encode: input pointer is null for {} rows", n);
   require(n % row_group() == 0 && out.size() % row_group() == 0,
-          "encode: codec {} encodes whole groups of {} rows; got {} rows after {}", spec(), row_group(), n, out.size());
+          "encode: codec {} encodes whole groups of {} rows; got {} rows after {}", SpecOf{*this}, row_group(), n, out.size());
   const size_t start = out.size();
   out.resize(start + n);
   uint8_t* codes = out.row(start);
@@ -114,7 +115,7 @@ std::unique_ptr<PreparedQuery> VectorCodec::prepare(const float* q) const {
 }
 
 void VectorCodec::scores(const PreparedQuery& q, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
-  require(q.owner == this, "scores: the query was prepared by a different codec than {}", spec());
+  require(q.owner == this, "scores: the query was prepared by a different codec than {}", SpecOf{*this});
   check_range(codes, first, n, "scores");
   if (n) score_rows(q, codes.row(first), n, out);
 }
@@ -128,7 +129,7 @@ void VectorCodec::accumulate_partial(const float* weights, const CodeBuffer& cod
 void VectorCodec::check_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, const char* operation) const {
   check_buffer(codes, operation);
   require(row_group() == 1, "{}: codec {} encodes rows in groups of {}; scattered rows need rows that stand alone",
-          operation, spec(), row_group());
+          operation, SpecOf{*this}, row_group());
   for (size_t s = 0; s < n; ++s)
     require(rows[s] < codes.size(), "{}: row {} out of range; the buffer holds {} rows", operation, rows[s],
             codes.size());
@@ -144,7 +145,7 @@ void fetch_code_row(const CodeBuffer& codes, const uint32_t* rows, size_t s, siz
 
 void VectorCodec::scores_at(const PreparedQuery& q, const CodeBuffer& codes, const uint32_t* rows, size_t n,
                             float* out) const {
-  require(q.owner == this, "scores: the query was prepared by a different codec than {}", spec());
+  require(q.owner == this, "scores: the query was prepared by a different codec than {}", SpecOf{*this});
   check_rows(codes, rows, n, "scores");
   for (size_t s = 0; s < n; ++s) {
     fetch_code_row(codes, rows, s, n);

@@ -66,9 +66,10 @@ class ShuffleUnpacker {
   using DC = hn::CappedTag<uint8_t, 32>;
   using D16 = hn::Repartition<uint16_t, DC>;
 
-  ShuffleUnpacker(const RowSource& rows, size_t padded) : bits_(rows.bits) {
+  // wanted = false: never used (the caller unpacks in registers), so nothing is built.
+  ShuffleUnpacker(const RowSource& rows, size_t padded, bool wanted = true) : bits_(rows.bits) {
     const size_t lanes = hn::Lanes(DC()), row_bytes = packed_bytes(rows.dim, rows.bits);
-    usable_ = rows.bits >= 1 && rows.bits <= 4 && padded % lanes == 0;
+    usable_ = wanted && rows.bits >= 1 && rows.bits <= 4 && padded % lanes == 0;
     if (!usable_) return;
     // Rows of fewer than 16 bytes (the outlier split's 32 channels at 3 bits, its 1-bit signs) are
     // read by ShortRow: a 16-byte load would read past the row.
@@ -170,7 +171,8 @@ class ShuffleUnpacker {
 // Unpacks rows of b-bit indices into index bytes, zero past dim, in rows of `padded` bytes.
 class Unpacker {
  public:
-  Unpacker(const RowSource& rows, size_t padded) : rows_(rows), padded_(padded), shuffle_(rows, padded) {
+  Unpacker(const RowSource& rows, size_t padded)
+      : rows_(rows), padded_(padded), shuffle_(rows, padded, !FieldsCover(padded)) {
 #if HWY_TARGET == HWY_AVX3_DL
     // 64 indices take 8 * bits bytes: each qword gathers the `bits` bytes of its 8 indices
     // (vpermb), then vpmultishiftqb pulls every index's bits to the bottom of its byte.
@@ -242,15 +244,18 @@ class Unpacker {
 
   // Whether the bit-field lookups serve these rows (AVX3_DL only, up to 1024 coordinates): the
   // kernels then unpack in registers instead of through Rows or Grouped.
-  bool fields_usable() const {
+  bool fields_usable() const { return FieldsCover(padded_); }
+
+ private:
+  static bool FieldsCover(size_t padded) {
 #if HWY_TARGET == HWY_AVX3_DL
-    return chunks_ <= kMaxChunks;
+    return padded / 64 <= kMaxChunks;
 #else
+    (void)padded;
     return false;
 #endif
   }
 
- private:
   void Portable(size_t row, uint8_t* out) const {
     if (shuffle_.usable()) return shuffle_.Row(rows_.data + row * rows_.stride, out);
     unpack_bits(rows_.data + row * rows_.stride, rows_.dim, rows_.bits, out);
