@@ -5,6 +5,7 @@
 
 #include "codec/pca_turboquant.hpp"
 #include "core/huge_pages.hpp"
+#include "codec/spec_of.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/fast_scan_kernels.hpp"
 
@@ -20,7 +21,7 @@ const TurboQuant* scanned_turboquant(const VectorCodec& codec) {
 }
 
 const TurboQuant& as_turboquant(const VectorCodec& codec) {
-  require(FastScanStore::supports(codec), "fast scan: codec {} is not TurboQuant_mse at 1, 2 or 4 bits", codec.spec());
+  require(FastScanStore::supports(codec), "fast scan: codec {} is not TurboQuant_mse at 1, 2 or 4 bits", SpecOf{codec});
   return *scanned_turboquant(codec);
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "codec/accumulator_slices.hpp"
+#include "codec/spec_of.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/kernels.hpp"
@@ -51,13 +52,13 @@ std::vector<uint8_t> CenteredCodec::calibration() const {
 
 void CenteredCodec::set_calibration(const std::vector<uint8_t>& state) {
   require(state.size() >= 2 * dim(), "codec {}: calibration state of {} bytes is shorter than the mean ({} bytes)",
-          spec(), state.size(), 2 * dim());
+          SpecOf{*this}, state.size(), 2 * dim());
   std::vector<float> mean(dim());
   for (size_t j = 0; j < dim(); ++j) {
     uint16_t half;
     std::memcpy(&half, state.data() + 2 * j, 2);
     mean[j] = half_to_float(half);
-    require(std::isfinite(mean[j]), "codec {}: calibration state has a non-finite mean in channel {}", spec(), j);
+    require(std::isfinite(mean[j]), "codec {}: calibration state has a non-finite mean in channel {}", SpecOf{*this}, j);
   }
   inner_->set_calibration(std::vector<uint8_t>(state.begin() + static_cast<std::ptrdiff_t>(2 * dim()), state.end()));
   mean_ = mean;

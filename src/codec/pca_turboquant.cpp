@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kvsketch/bitpack.hpp"
+#include "codec/spec_of.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
@@ -206,30 +207,30 @@ std::vector<uint8_t> PcaTurboQuant::calibration() const {
 }
 
 void PcaTurboQuant::set_calibration(const std::vector<uint8_t>& state) {
-  require(!state.empty() && state[0] <= 1, "{}: calibration state is not a tq_pca state", spec());
+  require(!state.empty() && state[0] <= 1, "{}: calibration state is not a tq_pca state", SpecOf{*this});
   if (state[0] == 0) {
-    require(state.size() == 1, "{}: calibration state has {} bytes, expected 1", spec(), state.size());
+    require(state.size() == 1, "{}: calibration state has {} bytes, expected 1", SpecOf{*this}, state.size());
     use_basis({}, {});
     return;
   }
   const size_t d = dim();
-  require(state.size() >= 1 + 4 * d, "{}: calibration state has {} bytes, too few for {} eigenvalues", spec(),
+  require(state.size() >= 1 + 4 * d, "{}: calibration state has {} bytes, too few for {} eigenvalues", SpecOf{*this},
           state.size(), d);
   std::vector<float> eigenvalues(d);
   std::memcpy(eigenvalues.data(), state.data() + 1, 4 * d);
   for (size_t k = 0; k < d; ++k)
     require(std::isfinite(eigenvalues[k]) && eigenvalues[k] >= 0.0f && (k == 0 || eigenvalues[k] <= eigenvalues[k - 1]),
-            "{}: calibration eigenvalue {} is {} (must be finite, >= 0 and descending)", spec(), k, eigenvalues[k]);
+            "{}: calibration eigenvalue {} is {} (must be finite, >= 0 and descending)", SpecOf{*this}, k, eigenvalues[k]);
   // The allocation follows from the eigenvalues; the state holds the basis rows it codes.
   const std::vector<int> bits = allocate_bits(eigenvalues, factor_offset_ * 8);
   const size_t coded = static_cast<size_t>(std::find(bits.begin(), bits.end(), 0) - bits.begin());
-  require(coded > 0, "{}: calibration eigenvalues code no component", spec());
-  require(state.size() == 1 + 4 * (d + coded * d), "{}: calibration state has {} bytes, expected {}", spec(),
+  require(coded > 0, "{}: calibration eigenvalues code no component", SpecOf{*this});
+  require(state.size() == 1 + 4 * (d + coded * d), "{}: calibration state has {} bytes, expected {}", SpecOf{*this},
           state.size(), 1 + 4 * (d + coded * d));
   std::vector<float> basis(coded * d);
   std::memcpy(basis.data(), state.data() + 1 + 4 * d, 4 * coded * d);
   for (size_t i = 0; i < coded * d; ++i)
-    require(std::isfinite(basis[i]), "{}: calibration basis entry {} is not finite", spec(), i);
+    require(std::isfinite(basis[i]), "{}: calibration basis entry {} is not finite", SpecOf{*this}, i);
   use_basis(std::move(basis), std::move(eigenvalues));
 }
 
