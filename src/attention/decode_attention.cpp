@@ -15,60 +15,60 @@ namespace {
 
 constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
-// Softmax pieces of one head over some tokens: max logit, sum of exp(logit - max), and the
-// exp-weighted sum of values (in whatever domain `acc` lives), so that parts merge exactly.
-struct Partial {
-  float max = kMinusInfinity;
-  float sum = 0.0f;
-  std::vector<float> acc;
+// Softmax pieces of the query heads over some tokens: per head the max logit, the sum of
+// exp(logit - max), and the exp-weighted sum of values (width floats, in whatever domain the
+// values are accumulated), so that parts merge exactly. One allocation per field, not per head.
+struct Partials {
+  size_t width = 0;
+  std::vector<float> max, sum, acc;  // acc: head h at h * width
+  Partials() = default;
+  Partials(size_t heads, size_t width_) : width(width_), max(heads, kMinusInfinity), sum(heads), acc(heads * width_) {}
+  const float* head_acc(size_t h) const { return acc.data() + h * width; }
 };
 
-// Rescales `part` to the shared maximum `top` and adds it to (sum, acc).
-void add_scaled(const Partial& part, float top, float& sum, float* acc, size_t n) {
-  if (part.sum == 0.0f) return;
-  const float factor = std::exp(part.max - top);
-  sum += part.sum * factor;
-  for (size_t j = 0; j < n; ++j) acc[j] += factor * part.acc[j];
+// Rescales head h of `part` to the shared maximum `top` and adds it to (sum, acc).
+void add_scaled(const Partials& part, size_t h, float top, float& sum, float* acc) {
+  if (part.sum[h] == 0.0f) return;
+  const float factor = std::exp(part.max[h] - top);
+  sum += part.sum[h] * factor;
+  const float* from = part.head_acc(h);
+  for (size_t j = 0; j < part.width; ++j) acc[j] += factor * from[j];
 }
 
 // Turns logits (heads x n, row stride n) into weights in place and records max and sum per head.
-void softmax_pieces(float* logits, size_t heads, size_t n, std::vector<Partial>& parts) {
+void softmax_pieces(float* logits, size_t heads, size_t n, Partials& parts) {
   for (size_t h = 0; h < heads; ++h) {
-    parts[h].max = simd::max_value(logits + h * n, n);
-    parts[h].sum = simd::exp_shifted_sum(logits + h * n, n, parts[h].max);
+    parts.max[h] = simd::max_value(logits + h * n, n);
+    parts.sum[h] = simd::exp_shifted_sum(logits + h * n, n, parts.max[h]);
   }
 }
 
 // Exact attention pieces over fp16 rows.
-std::vector<Partial> half_rows_attention(const float* queries, size_t heads, const uint16_t* keys,
-                                         const uint16_t* values, size_t n, size_t dim, float scale) {
-  std::vector<Partial> parts(heads);
-  for (auto& part : parts) part.acc.assign(dim, 0.0f);
+Partials half_rows_attention(const float* queries, size_t heads, const uint16_t* keys, const uint16_t* values,
+                             size_t n, size_t dim, float scale) {
+  Partials parts(heads, dim);
   if (n == 0) return parts;
   std::vector<float> logits(heads * n);
   simd::half_row_scores(queries, heads, keys, n, dim, scale, logits.data(), n);
   softmax_pieces(logits.data(), heads, n, parts);
-  std::vector<float> acc(heads * dim, 0.0f);
-  simd::half_row_weighted_sum(logits.data(), heads, n, values, n, dim, acc.data());
-  for (size_t h = 0; h < heads; ++h) std::copy(acc.begin() + h * dim, acc.begin() + (h + 1) * dim, parts[h].acc.begin());
+  simd::half_row_weighted_sum(logits.data(), heads, n, values, n, dim, parts.acc.data());
   return parts;
 }
 
 // Attention pieces over body rows [first, first + n), values left in the codec's accumulator domain.
 // Every query head of the group reads each code row once (scores_multi, accumulate_partial_multi);
 // the prepared queries carry the logit scale.
-std::vector<Partial> body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
-                                    const std::vector<const PreparedQuery*>& prepared, const HeadCache& head,
-                                    size_t first, size_t n, Arithmetic arithmetic) {
-  const size_t heads = prepared.size(), width = value_codec.accumulator_size();
-  std::vector<Partial> parts(heads);
+Partials body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
+                        const std::vector<const PreparedQuery*>& prepared, const HeadCache& head, size_t first,
+                        size_t n, Arithmetic arithmetic) {
+  const size_t heads = prepared.size();
+  Partials parts(heads, value_codec.accumulator_size());
   // Every logit is written by scores_multi: no zeroing pass over the task's heads x n floats.
   const auto logits = std::make_unique_for_overwrite<float[]>(heads * n);
   key_codec.scores_multi(prepared.data(), heads, head.body_keys, first, n, logits.get(), n, arithmetic);
   softmax_pieces(logits.get(), heads, n, parts);
-  std::vector<float> acc(heads * width, 0.0f);
-  value_codec.accumulate_partial_multi(logits.get(), heads, n, head.body_values, first, n, acc.data(), arithmetic);
-  for (size_t h = 0; h < heads; ++h) parts[h].acc.assign(acc.begin() + h * width, acc.begin() + (h + 1) * width);
+  value_codec.accumulate_partial_multi(logits.get(), heads, n, head.body_values, first, n, parts.acc.data(),
+                                       arithmetic);
   return parts;
 }
 
@@ -143,7 +143,7 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   const size_t per_task = task_tokens(body, options.tokens_per_task,
                                       std::lcm(key_codec.row_group(), value_codec.row_group()));
   const size_t tasks = (body + per_task - 1) / per_task, items = exact.size() + tasks;
-  std::vector<std::vector<Partial>> exact_parts(exact.size()), task_parts(tasks);
+  std::vector<Partials> exact_parts(exact.size()), task_parts(tasks);
   std::unique_ptr<const PreparedQueries> prepared;
   if (tasks > 0) prepared = std::make_unique<const PreparedQueries>(key_codec, queries, heads, scale);
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
@@ -161,21 +161,21 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   }
 
   AttentionResult result{heads, dim, std::vector<float>(heads * dim, 0.0f), std::vector<float>(heads)};
-  const size_t accumulator = value_codec.accumulator_size();
+  std::vector<float> body_acc(value_codec.accumulator_size());
   for (size_t h = 0; h < heads; ++h) {
     float top = kMinusInfinity;
-    for (const auto& parts : exact_parts) top = std::max(top, parts[h].max);
-    for (const auto& parts : task_parts) top = std::max(top, parts[h].max);
+    for (const auto& parts : exact_parts) top = std::max(top, parts.max[h]);
+    for (const auto& parts : task_parts) top = std::max(top, parts.max[h]);
     if (top == kMinusInfinity) {
       result.lse[h] = kMinusInfinity;  // no tokens: output stays zero
       continue;
     }
     float sum = 0.0f;
-    std::vector<float> body_acc(accumulator, 0.0f);
-    for (const auto& parts : task_parts) add_scaled(parts[h], top, sum, body_acc.data(), accumulator);
+    std::fill(body_acc.begin(), body_acc.end(), 0.0f);
+    for (const auto& parts : task_parts) add_scaled(parts, h, top, sum, body_acc.data());
     float* out = result.output.data() + h * dim;
     if (tasks > 0) value_codec.finish_accumulator(body_acc.data(), out);  // un-rotate once per query head
-    for (const auto& parts : exact_parts) add_scaled(parts[h], top, sum, out, dim);
+    for (const auto& parts : exact_parts) add_scaled(parts, h, top, sum, out);
     for (size_t j = 0; j < dim; ++j) out[j] /= sum;
     result.lse[h] = top + std::log(sum);
   }
