@@ -116,11 +116,13 @@ class QuadLookup {
 // kVectors) of the chunk: sums[h][m] for those m.
 template <int kHeads, int kVectors, int kFirst = 0>
 HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
-                              const uint8_t* end, const int8_t* weight_bytes, __m512i (*sums)[4]) {
+                              const uint8_t* end, const int8_t* weight_bytes, const int32_t* start,
+                              __m512i (*sums)[4]) {
   // Accumulators in locals, written out once: through `sums` they would be stored every quad.
+  // They start at start[h] (minus the offset's 128 sum(w)), so that the sums come out exact.
   __m512i acc[kHeads][kVectors];
   for (int h = 0; h < kHeads; ++h)
-    for (int m = 0; m < kVectors; ++m) acc[h][m] = _mm512_setzero_si512();
+    for (int m = 0; m < kVectors; ++m) acc[h][m] = _mm512_set1_epi32(start[h]);
   const auto add = [&](const __m512i* v, size_t q) {
     for (int h = 0; h < kHeads; ++h) {
       int32_t quad;  // the weights of rows q..q+3, row q in the low byte
@@ -153,20 +155,21 @@ HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, si
 // where two groups of four made them twice.
 template <int kHeads>
 HWY_INLINE void QuadChunkSumsOf(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
-                                const uint8_t* end, const int8_t* weight_bytes, __m512i (*sums)[4]) {
+                                const uint8_t* end, const int8_t* weight_bytes, const int32_t* start,
+                                __m512i (*sums)[4]) {
   if constexpr (kHeads == 8) {
     const size_t vectors = lookup.vectors();
-    if (vectors == 1) return QuadChunkSums<8, 1>(lookup, first, stride, count, end, weight_bytes, sums);
-    QuadChunkSums<8, 2>(lookup, first, stride, count, end, weight_bytes, sums);
-    if (vectors == 3) QuadChunkSums<8, 1, 2>(lookup, first, stride, count, end, weight_bytes, sums);
-    if (vectors == 4) QuadChunkSums<8, 2, 2>(lookup, first, stride, count, end, weight_bytes, sums);
+    if (vectors == 1) return QuadChunkSums<8, 1>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    QuadChunkSums<8, 2>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    if (vectors == 3) QuadChunkSums<8, 1, 2>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    if (vectors == 4) QuadChunkSums<8, 2, 2>(lookup, first, stride, count, end, weight_bytes, start, sums);
     return;
   }
   switch (lookup.vectors()) {
-    case 1: return QuadChunkSums<kHeads, 1>(lookup, first, stride, count, end, weight_bytes, sums);
-    case 2: return QuadChunkSums<kHeads, 2>(lookup, first, stride, count, end, weight_bytes, sums);
-    case 3: return QuadChunkSums<kHeads, 3>(lookup, first, stride, count, end, weight_bytes, sums);
-    default: return QuadChunkSums<kHeads, 4>(lookup, first, stride, count, end, weight_bytes, sums);
+    case 1: return QuadChunkSums<kHeads, 1>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    case 2: return QuadChunkSums<kHeads, 2>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    case 3: return QuadChunkSums<kHeads, 3>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    default: return QuadChunkSums<kHeads, 4>(lookup, first, stride, count, end, weight_bytes, start, sums);
   }
 }
 
@@ -182,7 +185,7 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
   const uint8_t* end = CodesEnd(rows, n);
   const size_t part = (kIntBlockRows * 64 + padded - 1) / padded;  // rows of the next block to ask for, per chunk
   std::vector<int8_t> weight_bytes(heads * kIntBlockRows);
-  std::vector<int32_t> offset(heads);  // 128 sum(w) per head
+  std::vector<int32_t> start_at(heads);  // -128 sum(w) per head: where the sums start
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     HWY_ALIGN float row_factor[kIntBlockRows];
@@ -195,7 +198,7 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
                          _mm512_cvtepi32_epi8(rounded[v].raw));
       const __m512i total = _mm512_add_epi32(_mm512_add_epi32(rounded[0].raw, rounded[1].raw),
                                              _mm512_add_epi32(rounded[2].raw, rounded[3].raw));
-      offset[h] = 128 * _mm512_reduce_add_epi32(total);
+      start_at[h] = -128 * _mm512_reduce_add_epi32(total);
     });
     const uint8_t* first = rows.data + start * rows.stride;
     for (size_t k = 0; k < chunks; ++k) {
@@ -206,25 +209,27 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
           const size_t head = first_head + g;
           if (!block.live[head]) continue;
           const __m512 scale = _mm512_set1_ps(block.scale[head]);
-          const __m512i correction = _mm512_set1_epi32(offset[head]);
           for (size_t m = 0; m < lookups[k].vectors(); ++m) {
             float* target = lane_acc.Head(head) + 64 * k + 16 * m;
-            const __m512 exact = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[g][m], correction));
+            const __m512 exact = _mm512_cvtepi32_ps(sums[g][m]);
             _mm512_storeu_ps(target, _mm512_add_ps(_mm512_loadu_ps(target), _mm512_mul_ps(exact, scale)));
           }
         }
       };
       size_t h = 0;
       for (; h + 8 <= heads; h += 8) {
-        QuadChunkSumsOf<8>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
+        QuadChunkSumsOf<8>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
+                             start_at.data() + h, sums);
         flush(h, 8);
       }
       for (; h + 4 <= heads; h += 4) {
-        QuadChunkSumsOf<4>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
+        QuadChunkSumsOf<4>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
+                             start_at.data() + h, sums);
         flush(h, 4);
       }
       for (; h < heads; ++h) {
-        QuadChunkSumsOf<1>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows, sums);
+        QuadChunkSumsOf<1>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
+                             start_at.data() + h, sums);
         flush(h, 1);
       }
     }
