@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "codec/pca_turboquant.hpp"
-#include "core/huge_pages.hpp"
 #include "codec/spec_of.hpp"
+#include "core/huge_pages.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/fast_scan_kernels.hpp"
 

@@ -58,7 +58,8 @@ void CenteredCodec::set_calibration(const std::vector<uint8_t>& state) {
     uint16_t half;
     std::memcpy(&half, state.data() + 2 * j, 2);
     mean[j] = half_to_float(half);
-    require(std::isfinite(mean[j]), "codec {}: calibration state has a non-finite mean in channel {}", SpecOf{*this}, j);
+    require(std::isfinite(mean[j]), "codec {}: calibration state has a non-finite mean in channel {}", SpecOf{*this},
+            j);
   }
   inner_->set_calibration(std::vector<uint8_t>(state.begin() + static_cast<std::ptrdiff_t>(2 * dim()), state.end()));
   mean_ = mean;

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kvsketch/codec.hpp"
 #include "codec/spec_of.hpp"
+#include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/attention_kernels.hpp"
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "kvsketch/bitpack.hpp"
 #include "codec/spec_of.hpp"
+#include "kvsketch/bitpack.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
@@ -220,7 +220,8 @@ void PcaTurboQuant::set_calibration(const std::vector<uint8_t>& state) {
   std::memcpy(eigenvalues.data(), state.data() + 1, 4 * d);
   for (size_t k = 0; k < d; ++k)
     require(std::isfinite(eigenvalues[k]) && eigenvalues[k] >= 0.0f && (k == 0 || eigenvalues[k] <= eigenvalues[k - 1]),
-            "{}: calibration eigenvalue {} is {} (must be finite, >= 0 and descending)", SpecOf{*this}, k, eigenvalues[k]);
+            "{}: calibration eigenvalue {} is {} (must be finite, >= 0 and descending)", SpecOf{*this}, k,
+            eigenvalues[k]);
   // The allocation follows from the eigenvalues; the state holds the basis rows it codes.
   const std::vector<int> bits = allocate_bits(eigenvalues, factor_offset_ * 8);
   const size_t coded = static_cast<size_t>(std::find(bits.begin(), bits.end(), 0) - bits.begin());

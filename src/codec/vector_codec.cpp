@@ -5,8 +5,8 @@
 #include <limits>
 #include <vector>
 
-#include "kvsketch/codec.hpp"
 #include "codec/spec_of.hpp"
+#include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/kernels.hpp"
 
@@ -68,7 +68,8 @@ void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out, const float*
   if (n == 0) return;
   require(x != nullptr, "encode: input pointer is null for {} rows", n);
   require(n % row_group() == 0 && out.size() % row_group() == 0,
-          "encode: codec {} encodes whole groups of {} rows; got {} rows after {}", SpecOf{*this}, row_group(), n, out.size());
+          "encode: codec {} encodes whole groups of {} rows; got {} rows after {}", SpecOf{*this}, row_group(), n,
+          out.size());
   const size_t start = out.size();
   out.resize(start + n);
   uint8_t* codes = out.row(start);

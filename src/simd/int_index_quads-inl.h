@@ -219,17 +219,17 @@ void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, 
       size_t h = 0;
       for (; h + 8 <= heads; h += 8) {
         QuadChunkSumsOf<8>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
-                             start_at.data() + h, sums);
+                           start_at.data() + h, sums);
         flush(h, 8);
       }
       for (; h + 4 <= heads; h += 4) {
         QuadChunkSumsOf<4>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
-                             start_at.data() + h, sums);
+                           start_at.data() + h, sums);
         flush(h, 4);
       }
       for (; h < heads; ++h) {
         QuadChunkSumsOf<1>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
-                             start_at.data() + h, sums);
+                           start_at.data() + h, sums);
         flush(h, 1);
       }
     }
