@@ -121,6 +121,16 @@ class VectorCodec {
                                 size_t first, size_t n, float* accumulators,
                                 Arithmetic arithmetic = Arithmetic::kFloat) const;
 
+  // Decode attention over rows [first, first + n) in one pass, where this codec (keys) and
+  // value_codec (values) have a fused kernel for the arithmetic: per head max[h], sum[h] = the sum
+  // of exp(score - max[h]) over the rows, and their weighted sum of values in value_codec's
+  // accumulator domain at accumulators + h * value_codec.accumulator_size() (zero-initialized by
+  // the caller). The scores are those of scores_multi. Returns false, with nothing written, where
+  // there is no such kernel: scores_multi and accumulate_partial_multi then give the same pieces.
+  bool attend_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& keys,
+                    const VectorCodec& value_codec, const CodeBuffer& values, size_t first, size_t n, float* max,
+                    float* sum, float* accumulators, Arithmetic arithmetic) const;
+
  protected:
   explicit VectorCodec(size_t dim) : dim_(dim) {}
   // Encodes rows [0, n) of x into codes (n * code_bytes()); called on blocks, possibly in parallel.
@@ -148,6 +158,10 @@ class VectorCodec {
                                 float* out, size_t stride, Arithmetic arithmetic) const;
   virtual void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                      size_t n, float* accumulators, Arithmetic arithmetic) const;
+  // Optional: attend_multi's kernel over rows [0, n) of both buffers; by default none (false).
+  virtual bool attend_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* keys,
+                                 const VectorCodec& value_codec, const uint8_t* values, size_t n, float* max,
+                                 float* sum, float* accumulators, Arithmetic arithmetic) const;
   // Optional: rows [0, n) in the accumulator domain, row i standing for row_scale[i] * rows[i]
   // (rows: n x accumulator_size() floats), such that the score of q is row_scale[i] *
   // <domain_query(q), rows[i]>. Returns false where the codec has no such form.

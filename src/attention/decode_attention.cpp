@@ -56,13 +56,17 @@ Partials half_rows_attention(const float* queries, size_t heads, const uint16_t*
 }
 
 // Attention pieces over body rows [first, first + n), values left in the codec's accumulator domain.
-// Every query head of the group reads each code row once (scores_multi, accumulate_partial_multi);
-// the prepared queries carry the logit scale.
+// Every query head of the group reads each code row once: in one pass where the codecs have a fused
+// kernel (attend_multi), else scores_multi, the softmax, then accumulate_partial_multi. The
+// prepared queries carry the logit scale.
 Partials body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
                         const std::vector<const PreparedQuery*>& prepared, const HeadCache& head, size_t first,
                         size_t n, Arithmetic arithmetic) {
   const size_t heads = prepared.size();
   Partials parts(heads, value_codec.accumulator_size());
+  if (key_codec.attend_multi(prepared.data(), heads, head.body_keys, value_codec, head.body_values, first, n,
+                             parts.max.data(), parts.sum.data(), parts.acc.data(), arithmetic))
+    return parts;
   // Every logit is written by scores_multi: no zeroing pass over the task's heads x n floats.
   const auto logits = std::make_unique_for_overwrite<float[]>(heads * n);
   key_codec.scores_multi(prepared.data(), heads, head.body_keys, first, n, logits.get(), n, arithmetic);

@@ -39,6 +39,23 @@ void VectorCodec::accumulate_partial_multi(const float* weights, size_t heads, s
   if (n) accumulate_rows_multi(weights, heads, stride, codes.row(first), n, accumulators, arithmetic);
 }
 
+bool VectorCodec::attend_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& keys,
+                               const VectorCodec& value_codec, const CodeBuffer& values, size_t first, size_t n,
+                               float* max, float* sum, float* accumulators, Arithmetic arithmetic) const {
+  for (size_t h = 0; h < heads; ++h)
+    require(queries[h] != nullptr && queries[h]->owner == this,
+            "attention: query {} was prepared by a different codec than {}", h, SpecOf{*this});
+  check_range(keys, first, n, "attention (keys)");
+  value_codec.check_range(values, first, n, "attention (values)");
+  return n > 0 && attend_rows_multi(queries, heads, keys.row(first), value_codec, values.row(first), n, max, sum,
+                                    accumulators, arithmetic);
+}
+
+bool VectorCodec::attend_rows_multi(const PreparedQuery* const*, size_t, const uint8_t*, const VectorCodec&,
+                                    const uint8_t*, size_t, float*, float*, float*, Arithmetic) const {
+  return false;
+}
+
 void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                    float* out, size_t stride, Arithmetic) const {
   const size_t width = accumulator_size(), block = block_rows(*this);

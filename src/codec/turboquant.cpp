@@ -180,6 +180,22 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
   }
 }
 
+bool TurboQuant::attend_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* keys,
+                                   const VectorCodec& value_codec, const uint8_t* values, size_t n, float* max,
+                                   float* sum, float* accumulators, Arithmetic arithmetic) const {
+  const auto* value_tq = dynamic_cast<const TurboQuant*>(&value_codec);
+  if (arithmetic != Arithmetic::kInteger || signs_ || value_tq == nullptr || value_tq->signs_) return false;
+  const size_t d = dim();
+  std::vector<float> rotated(heads * d);
+  for (size_t h = 0; h < heads; ++h)
+    std::copy_n(static_cast<const TurboQuantQuery&>(*queries[h]).domain.data(), d, rotated.data() + h * d);
+  const simd::RowFactor key_norms = stored_norms(norm_offset_, options_.norm);
+  const simd::RowFactor value_norms = stored_norms(value_tq->norm_offset_, value_tq->options_.norm);
+  return simd::int_index_attention(index_rows(keys), &key_norms, value_tq->index_rows(values), &value_norms, n,
+                                   rotated.data(), heads, 1.0f, max, sum, accumulators,
+                                   value_tq->accumulator_size());
+}
+
 void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                        size_t n, float* accumulators, Arithmetic arithmetic) const {
   const size_t width = accumulator_size();

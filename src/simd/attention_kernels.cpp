@@ -11,6 +11,7 @@
 
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
+#include "simd/exp_non_positive-inl.h"
 #include "simd/row_kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -45,36 +46,6 @@ void FloatToHalfRowImpl(const float* in, size_t n, uint16_t* out) {
   for (; i < n; ++i) out[i] = float_to_half(in[i]);
 }
 
-// exp(x) for x <= 0, as softmax weights need it: x = q ln 2 + r with q = round(x / ln 2) (ln 2 in
-// two parts, so that r is exact to a float), e^r by its Taylor polynomial of degree 6 (|r| <=
-// ln(2) / 2: relative error below 1.3e-7), then 2^q put into the exponent. Below -86 the weight
-// is below 1e-37 of the largest and is 0, which also keeps every result a normal float (a
-// denormal would cost a microcode assist per lane).
-HWY_INLINE hn::Vec<FloatTag> ExpNonPositive(hn::Vec<FloatTag> x) {
-  const FloatTag df;
-  const hn::RebindToSigned<FloatTag> di;
-  const auto live = hn::Ge(x, hn::Set(df, -86.0f));
-  x = hn::Max(x, hn::Set(df, -86.0f));
-  const auto q = hn::Round(hn::Mul(x, hn::Set(df, 1.44269504088896341f)));
-  auto r = hn::MulAdd(q, hn::Set(df, -0.693145751953125f), x);
-  r = hn::MulAdd(q, hn::Set(df, -1.428606765330187045e-6f), r);
-  auto p = hn::Set(df, 1.0f / 720);
-  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 120));
-  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 24));
-  p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 6));
-  p = hn::MulAdd(p, r, hn::Set(df, 0.5f));
-  p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
-  p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
-#if HWY_TARGET <= HWY_AVX3
-  // p 2^q in one instruction (the same exact product; q >= -125, so no denormal).
-  (void)di;
-  return hn::IfThenElseZero(live, hn::Vec<FloatTag>{_mm512_scalef_ps(p.raw, q.raw)});
-#else
-  const auto power = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, q), hn::Set(di, 127))));
-  return hn::IfThenElseZero(live, hn::Mul(p, power));
-#endif
-}
-
 float ExpShiftedSumImpl(float* x, size_t n, float shift) {
   const FloatTag df;
   const size_t lanes = hn::Lanes(df);
@@ -82,14 +53,14 @@ float ExpShiftedSumImpl(float* x, size_t n, float shift) {
   auto total = hn::Zero(df);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const auto e = ExpNonPositive(hn::Sub(hn::LoadU(df, x + i), s));
+    const auto e = ExpNonPositive(df, hn::Sub(hn::LoadU(df, x + i), s));
     hn::StoreU(e, df, x + i);
     total = hn::Add(total, e);
   }
   if (i < n) {  // the tail through a padded vector, so that every element takes the same path
     HWY_ALIGN float tail[hn::MaxLanes(FloatTag())];
     std::fill(std::copy(x + i, x + n, tail), tail + lanes, shift);
-    const auto e = hn::IfThenElseZero(hn::FirstN(df, n - i), ExpNonPositive(hn::Sub(hn::Load(df, tail), s)));
+    const auto e = hn::IfThenElseZero(hn::FirstN(df, n - i), ExpNonPositive(df, hn::Sub(hn::Load(df, tail), s)));
     hn::Store(e, df, tail);
     std::copy_n(tail, n - i, x + i);
     total = hn::Add(total, e);

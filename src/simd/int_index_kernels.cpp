@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <type_traits>
 #include <utility>
@@ -19,6 +20,7 @@
 
 #include "kvsketch/bitpack.hpp"
 #include "simd/amx.hpp"
+#include "simd/exp_non_positive-inl.h"
 #include "simd/fetch.hpp"
 #include "simd/int_index_kernels.hpp"
 
@@ -588,9 +590,39 @@ const uint8_t* CodesEnd(const RowSource& rows, size_t n) {
 
 size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
 
+
+// The query heads as signed bytes for the scores kernels: per head its bytes (head_bytes, padded
+// with zeros), grouped by four heads with each 16-byte block repeated in every 128-bit block
+// (bytes; missing heads of the last group are zero), the factor back to floats and the offset's
+// share of the sums: (level + offset) * q sums to the wanted sum plus offset * sum q.
+struct ScoreQueries {
+  std::vector<int8_t> bytes, head_bytes;
+  std::vector<float> factors;
+  std::vector<int32_t> offsets;
+
+  // The factors are the bytes' scale times the table's, times the logits' (the reference's order).
+  ScoreQueries(const float* queries, size_t heads, size_t d, size_t padded, float table_scale, float scale) {
+    const size_t lanes = hn::Lanes(DU8()), blocks = padded / 16, per_vector = Unpacker::GroupRowsPerVector();
+    const size_t head_groups = (heads + 3) / 4;
+    bytes.assign(head_groups * 4 * blocks * lanes, 0);
+    head_bytes.assign(heads * padded, 0);
+    factors.assign(head_groups * 4, 0.0f);
+    offsets.assign(head_groups * 4, 0);
+    for (size_t h = 0; h < heads; ++h) {
+      int8_t* row = head_bytes.data() + h * padded;
+      factors[h] = round_to_bytes(queries + h * d, d, row) * table_scale * scale;
+      for (size_t j = 0; j < d; ++j) offsets[h] += kScoreTableOffset * row[j];
+      for (size_t k = 0; k < blocks; ++k)
+        for (size_t r = 0; r < per_vector; ++r)
+          std::memcpy(bytes.data() + (h * blocks + k) * lanes + 16 * r, row + 16 * k, 16);
+    }
+  }
+};
+
 #if HWY_TARGET == HWY_AVX3_DL
 #include "simd/int_index_quads-inl.h"
 #include "simd/int_index_amx-inl.h"
+#include "simd/int_index_attention-inl.h"
 #endif
 
 // out[h * stride + r] = scores[4 r + h] * factor[r] for r < rows, h < heads: four rows at a time
@@ -623,36 +655,21 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   const size_t per_vector = Unpacker::GroupRowsPerVector();
   const Unpacker unpacker(rows, padded);
   const ByteTable table = byte_table(rows.table, rows.bits, kScoreTableLargest);
-  const VU8 table_v = TableVector(table, kScoreTableOffset);
+  const ScoreQueries q(queries, heads, d, padded, table.scale, scale);
 #if HWY_TARGET == HWY_AVX3_DL
-  const __m512i field_table = FieldTable(table, rows.bits, kScoreTableOffset);
-#endif
-  const bool fused = unpacker.fields_usable();
-  std::vector<uint8_t> grouped(fused ? 0 : kIntBlockRows * padded);
-  // Queries in groups of four heads, each 16-byte block repeated in every 128-bit block;
-  // (level + offset) * q sums to the wanted sum plus offset * sum q.
-  const size_t head_groups = (heads + 3) / 4;
-  std::vector<int8_t> bytes(head_groups * 4 * blocks * lanes, 0), head_bytes(heads * padded, 0);
-  std::vector<float> head_factors(head_groups * 4, 0.0f);
-  std::vector<int32_t> offsets(head_groups * 4, 0);
-  for (size_t h = 0; h < heads; ++h) {
-    int8_t* row = head_bytes.data() + h * padded;
-    head_factors[h] = round_to_bytes(queries + h * d, d, row) * table.scale * scale;
-    for (size_t j = 0; j < d; ++j) offsets[h] += kScoreTableOffset * row[j];
-    for (size_t k = 0; k < blocks; ++k)
-      for (size_t r = 0; r < per_vector; ++r)
-        std::memcpy(bytes.data() + (h * blocks + k) * lanes + 16 * r, row + 16 * k, 16);
+  if (unpacker.fields_usable()) {
+    const __m512i field_table = FieldTable(table, rows.bits, kScoreTableOffset);
+    if (heads <= kTileRows && amx_usable())
+      return AmxScores(rows, n, unpacker, field_table, q.head_bytes.data(), heads, padded, q.factors.data(),
+                       q.offsets.data(), factors, out, out_stride);
+    const QuadScorer scorer(rows, n, unpacker, field_table, q, heads, factors);
+    for (size_t start = 0; start < n; start += kIntBlockRows) scorer.Block(start, out + start, out_stride);
+    return;
   }
-#if HWY_TARGET == HWY_AVX3_DL
-  if (fused && heads <= kTileRows && amx_usable())
-    return AmxScores(rows, n, unpacker, field_table, head_bytes.data(), heads, padded, head_factors.data(),
-                     offsets.data(), factors, out, out_stride);
-  std::vector<GroupedLookup> lookups;
-  if (fused)
-    for (size_t k = 0; k < padded / 64; ++k) lookups.emplace_back(unpacker, k);
-  const ScoreGroupsFn whole_groups = fused ? WholeScoreGroups(lookups) : nullptr;
-  const uint8_t* end = CodesEnd(rows, n);
 #endif
+  const VU8 table_v = TableVector(table, kScoreTableOffset);
+  std::vector<uint8_t> grouped(kIntBlockRows * padded);
+  const size_t head_groups = (heads + 3) / 4;
   // Groups of rows per pass: their 4 x kGroups accumulators, the values and the constants stay in
   // registers (32 with AVX-512, 16 below it).
   constexpr int kGroups = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
@@ -661,48 +678,23 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     const size_t groups = (count + per_vector - 1) / per_vector;
-    if (!fused) unpacker.Grouped(start, count, grouped.data());
+    unpacker.Grouped(start, count, grouped.data());
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows, factors, start, count, row_factor);
     for (size_t hg = 0; hg < head_groups; ++hg) {
       const size_t group_heads = std::min<size_t>(4, heads - 4 * hg);
-      const auto factor_v = hn::LoadDup128(df, head_factors.data() + 4 * hg);
-      const auto offset_v = hn::LoadDup128(di32, offsets.data() + 4 * hg);
-      const int8_t* q = bytes.data() + 4 * hg * blocks * lanes;
+      const auto factor_v = hn::LoadDup128(df, q.factors.data() + 4 * hg);
+      const auto offset_v = hn::LoadDup128(di32, q.offsets.data() + 4 * hg);
+      const int8_t* head_group_bytes = q.bytes.data() + 4 * hg * blocks * lanes;
       for (size_t g = 0; g < groups; g += kGroups) {
         const size_t live_groups = std::min<size_t>(kGroups, groups - g);
         if (hg == 0) FetchRows(rows, start + kIntBlockRows + g * per_vector, kGroups * per_vector, n);
-#if HWY_TARGET == HWY_AVX3_DL
-        if (fused) {
-          // Sixteen rows, each head's scores as one vector: (sum - offset) * head factor * row
-          // factor, the reference's operations in its order.
-          const uint8_t* first = rows.data + (start + g * per_vector) * rows.stride;
-          const size_t first_row = g * per_vector, last = count - 1 - first_row;
-          HWY_ALIGN int32_t head_sums[4 * 16];
-          const bool whole = last >= 15 && first + 15 * rows.stride + lookups.back().offset() + 32 <= end;
-          if (whole) {
-            whole_groups(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table, q, head_sums);
-          } else {
-            QuadScoreGroups<0, 0, false>(lookups.data(), lookups.size(), first, rows.stride, last, end, field_table,
-                                         q, head_sums);
-          }
-          const __mmask16 live = static_cast<__mmask16>((1u << std::min<size_t>(16, count - first_row)) - 1);
-          const __m512 row_factors = _mm512_load_ps(row_factor + first_row);
-          for (size_t h = 0; h < group_heads; ++h) {
-            const size_t head = 4 * hg + h;
-            const __m512i sum = _mm512_sub_epi32(_mm512_load_si512(head_sums + 16 * h), _mm512_set1_epi32(offsets[head]));
-            const __m512 score = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(head_factors[head]));
-            _mm512_mask_storeu_ps(out + head * out_stride + start + first_row, live, _mm512_mul_ps(score, row_factors));
-          }
-          continue;
-        }
-#endif
         const uint8_t* first = grouped.data() + g * blocks * lanes;
         if (live_groups == kGroups) {
-          ScoreGroups<kGroups>(first, blocks, table_v, q, sums);
+          ScoreGroups<kGroups>(first, blocks, table_v, head_group_bytes, sums);
         } else {
           for (size_t k = 0; k < live_groups; ++k)
-            ScoreGroups<1>(first + k * blocks * lanes, blocks, table_v, q, sums + k * hn::Lanes(di32));
+            ScoreGroups<1>(first + k * blocks * lanes, blocks, table_v, head_group_bytes, sums + k * hn::Lanes(di32));
         }
         for (size_t k = 0; k < live_groups; ++k) {
           const auto sum = hn::Sub(hn::LoadU(di32, sums + k * hn::Lanes(di32)), offset_v);
@@ -875,6 +867,18 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
 }
 #endif
 
+bool IntAttentionImpl(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
+                      const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
+                      float* max, float* sum, float* acc, size_t acc_stride) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return QuadAttention(keys, key_factors, values, value_factors, n, queries, heads, scale, max, sum, acc, acc_stride);
+#else
+  (void)keys, (void)key_factors, (void)values, (void)value_factors, (void)n, (void)queries, (void)heads, (void)scale;
+  (void)max, (void)sum, (void)acc, (void)acc_stride;
+  return false;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kvsketch::simd
 HWY_AFTER_NAMESPACE();
@@ -884,6 +888,15 @@ namespace kvsketch::simd {
 
 HWY_EXPORT(IntScoresImpl);
 HWY_EXPORT(IntWeightedSumImpl);
+HWY_EXPORT(IntAttentionImpl);
+
+bool int_index_attention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
+                         const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
+                         float* max, float* sum, float* acc, size_t acc_stride) {
+  if (n == 0 || heads == 0 || !int_index_usable(keys) || !int_index_usable(values)) return false;
+  return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, key_factors, values, value_factors, n, queries, heads, scale, max,
+                                                sum, acc, acc_stride);
+}
 
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
                       size_t out_stride, const RowFactor* factors) {

@@ -42,6 +42,19 @@ void int_index_scores(const RowSource& rows, size_t n, const float* queries, siz
 void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
                             size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors = nullptr);
 
+// Softmax pieces of attention over rows [0, n) of keys and values (both kIndex, the same dim) for
+// `heads` query heads, in one pass over blocks of kIntBlockRows rows: per block the scores as
+// int_index_scores gives them (times `scale` and the key factors), then per head the running
+// maximum max[h] raised to the block's largest score (sum[h] and the head's accumulator multiplied
+// by exp(old - new) when it rises, exp as exp_shifted_sum takes it), the weights exp(score -
+// max[h]) added to sum[h], and their weighted sum of the value rows added to acc[h * acc_stride +
+// j] as int_index_weighted_sum adds it. max and sum are set; acc comes in zero. False, with
+// nothing written, where no kernel applies (instruction sets without AVX-512 VBMI and VNNI, with
+// AMX, rows wider than 1024 coordinates): the caller then runs the two kernels.
+bool int_index_attention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
+                         const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
+                         float* max, float* sum, float* acc, size_t acc_stride);
+
 // Row factors of rows [first, first + count) (1 without row factors).
 void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out);
 

@@ -173,68 +173,92 @@ HWY_INLINE void QuadChunkSumsOf(const QuadLookup& lookup, const uint8_t* first, 
   }
 }
 
-void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512i field_table,
-                     const float* weights, size_t heads, size_t weight_stride, size_t padded, float* acc,
-                     size_t acc_stride, const RowFactor* factors, BlockWeights& block) {
-  const size_t chunks = padded / 64;
-  LaneAccumulators lane_acc(acc, heads, acc_stride, rows.dim, QuadLaneCoordinates(padded));
-  HWY_ALIGN uint8_t table_bytes[64];  // levels + 128 (xor of the sign bit), as unsigned bytes
-  _mm512_store_si512(table_bytes, _mm512_xor_si512(field_table, _mm512_set1_epi8(-128)));
-  std::vector<QuadLookup> lookups;
-  for (size_t k = 0; k < chunks; ++k) lookups.emplace_back(unpacker, k, table_bytes);
-  const uint8_t* end = CodesEnd(rows, n);
-  const size_t part = (kIntBlockRows * 64 + padded - 1) / padded;  // rows of the next block to ask for, per chunk
-  std::vector<int8_t> weight_bytes(heads * kIntBlockRows);
-  std::vector<int32_t> start_at(heads);  // -128 sum(w) per head: where the sums start
-  for (size_t start = 0; start < n; start += kIntBlockRows) {
-    const size_t count = std::min(kIntBlockRows, n - start);
+// The VNNI weighted sums of blocks of rows into lane accumulators (QuadLaneCoordinates' order).
+class QuadAccumulator {
+ public:
+  QuadAccumulator(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512i field_table, size_t heads,
+                  const RowFactor* factors, BlockWeights& block)
+      : rows_(rows), n_(n), heads_(heads), factors_(factors), block_(block), end_(CodesEnd(rows, n)),
+        weight_bytes_(heads * kIntBlockRows), start_at_(heads) {
+    HWY_ALIGN uint8_t table_bytes[64];  // levels + 128 (xor of the sign bit), as unsigned bytes
+    _mm512_store_si512(table_bytes, _mm512_xor_si512(field_table, _mm512_set1_epi8(-128)));
+    const size_t padded = PaddedDim(rows.dim);
+    for (size_t k = 0; k < padded / 64; ++k) lookups_.emplace_back(unpacker, k, table_bytes);
+    part_ = (kIntBlockRows * 64 + padded - 1) / padded;
+  }
+
+  // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
+  // for row start + i, added to head h's lanes at lanes.Head(h).
+  void Block(const float* weights, size_t weight_stride, size_t start, LaneAccumulators& lanes) {
+    const size_t count = std::min(kIntBlockRows, n_ - start);
     HWY_ALIGN float row_factor[kIntBlockRows];
-    LoadFactors(rows, factors, start, count, row_factor);
+    LoadFactors(rows_, factors_, start, count, row_factor);
     // The weights straight to signed bytes, and 128 sum(w) from the same integers.
-    block.Round(weights, heads, weight_stride, start, count, row_factor, [&](size_t h, const VI32* rounded) {
+    block_.Round(weights, heads_, weight_stride, 0, count, row_factor, [&](size_t h, const VI32* rounded) {
       static_assert(BlockWeights::kVectors == 4);
       for (size_t v = 0; v < 4; ++v)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(weight_bytes.data() + h * kIntBlockRows + 16 * v),
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(weight_bytes_.data() + h * kIntBlockRows + 16 * v),
                          _mm512_cvtepi32_epi8(rounded[v].raw));
       const __m512i total = _mm512_add_epi32(_mm512_add_epi32(rounded[0].raw, rounded[1].raw),
                                              _mm512_add_epi32(rounded[2].raw, rounded[3].raw));
-      start_at[h] = -128 * _mm512_reduce_add_epi32(total);
+      start_at_[h] = -128 * _mm512_reduce_add_epi32(total);
     });
-    const uint8_t* first = rows.data + start * rows.stride;
+    const size_t stride = rows_.stride, n = n_, heads = heads_, part = part_, chunks = lookups_.size();
+    const uint8_t* first = rows_.data + start * stride;
+    const uint8_t* end = end_;
+    const QuadLookup* lookups = lookups_.data();
+    const int8_t* weight_bytes = weight_bytes_.data();
+    const int32_t* start_at = start_at_.data();
+    const uint8_t* live = block_.live.data();
+    const float* scales = block_.scale.data();
+    float* const lane_base = lanes.Head(0);
+    const size_t lanes_per_head = heads > 1 ? static_cast<size_t>(lanes.Head(1) - lane_base) : 0;
     for (size_t k = 0; k < chunks; ++k) {
-      FetchRows(rows, start + kIntBlockRows + k * part, part, n);
+      FetchRows(rows_, start + kIntBlockRows + k * part, part, n);
+      const QuadLookup& lookup = lookups[k];
       __m512i sums[8][4];
       const auto flush = [&](size_t first_head, size_t group) {
         for (size_t g = 0; g < group; ++g) {
           const size_t head = first_head + g;
-          if (!block.live[head]) continue;
-          const __m512 scale = _mm512_set1_ps(block.scale[head]);
-          for (size_t m = 0; m < lookups[k].vectors(); ++m) {
-            float* target = lane_acc.Head(head) + 64 * k + 16 * m;
+          if (!live[head]) continue;
+          const __m512 scale = _mm512_set1_ps(scales[head]);
+          for (size_t m = 0; m < lookup.vectors(); ++m) {
+            float* target = lane_base + head * lanes_per_head + 64 * k + 16 * m;
             const __m512 exact = _mm512_cvtepi32_ps(sums[g][m]);
             _mm512_storeu_ps(target, _mm512_add_ps(_mm512_loadu_ps(target), _mm512_mul_ps(exact, scale)));
           }
         }
       };
+      const auto run = [&](size_t h, auto group) {
+        constexpr int kGroup = decltype(group)::value;
+        QuadChunkSumsOf<kGroup>(lookup, first, stride, count, end, weight_bytes + h * kIntBlockRows, start_at + h, sums);
+        flush(h, kGroup);
+      };
       size_t h = 0;
-      for (; h + 8 <= heads; h += 8) {
-        QuadChunkSumsOf<8>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
-                           start_at.data() + h, sums);
-        flush(h, 8);
-      }
-      for (; h + 4 <= heads; h += 4) {
-        QuadChunkSumsOf<4>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
-                           start_at.data() + h, sums);
-        flush(h, 4);
-      }
-      for (; h < heads; ++h) {
-        QuadChunkSumsOf<1>(lookups[k], first, rows.stride, count, end, weight_bytes.data() + h * kIntBlockRows,
-                           start_at.data() + h, sums);
-        flush(h, 1);
-      }
+      for (; h + 8 <= heads; h += 8) run(h, std::integral_constant<int, 8>());
+      for (; h + 4 <= heads; h += 4) run(h, std::integral_constant<int, 4>());
+      for (; h < heads; ++h) run(h, std::integral_constant<int, 1>());
     }
   }
-  lane_acc.WriteBack(acc);
+
+ private:
+  const RowSource& rows_;
+  size_t n_, heads_, part_;  // part_: rows of the next block to ask for, per chunk
+  const RowFactor* factors_;
+  BlockWeights& block_;
+  const uint8_t* end_;
+  std::vector<QuadLookup> lookups_;
+  std::vector<int8_t> weight_bytes_;
+  std::vector<int32_t> start_at_;  // -128 sum(w) per head: where the sums start
+};
+
+void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512i field_table,
+                     const float* weights, size_t heads, size_t weight_stride, size_t padded, float* acc,
+                     size_t acc_stride, const RowFactor* factors, BlockWeights& block) {
+  LaneAccumulators lanes(acc, heads, acc_stride, rows.dim, QuadLaneCoordinates(padded));
+  QuadAccumulator accumulator(rows, n, unpacker, field_table, heads, factors, block);
+  for (size_t start = 0; start < n; start += kIntBlockRows) accumulator.Block(weights + start, weight_stride, start, lanes);
+  lanes.WriteBack(acc);
 }
 
 // Chunk k of four rows looked up in the scores' grouped layout: out[kb] holds, in 128-bit block r,
@@ -354,3 +378,59 @@ ScoreGroupsFn WholeScoreGroups(const std::vector<GroupedLookup>& lookups) {
   if (lookups.size() > 2) return QuadScoreGroups<0, 0, true>;
   return kUnrolled[lookups.size() - 1][lookups.back().blocks() - 1];
 }
+
+// The VNNI scores of blocks of rows: per block, the rows' factors, then each group of four heads
+// over the block's groups of sixteen rows, as (sum - offset) * head factor * row factor, the
+// reference's operations in its order.
+class QuadScorer {
+ public:
+  QuadScorer(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512i table, const ScoreQueries& queries,
+             size_t heads, const RowFactor* factors)
+      : rows_(rows), n_(n), table_(table), queries_(queries), heads_(heads), factors_(factors),
+        end_(CodesEnd(rows, n)) {
+    for (size_t k = 0; k < PaddedDim(rows.dim) / 64; ++k) lookups_.emplace_back(unpacker, k);
+    whole_groups_ = WholeScoreGroups(lookups_);
+  }
+
+  // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.
+  void Block(size_t start, float* out, size_t out_stride) const {
+    const size_t count = std::min(kIntBlockRows, n_ - start), blocks = PaddedDim(rows_.dim) / 16;
+    HWY_ALIGN float row_factor[kIntBlockRows];
+    LoadFactors(rows_, factors_, start, count, row_factor);
+    for (size_t hg = 0; 4 * hg < heads_; ++hg) {
+      const int8_t* q = queries_.bytes.data() + 4 * hg * blocks * 64;
+      for (size_t first_row = 0; first_row < count; first_row += 16) {
+        if (hg == 0) FetchRows(rows_, start + kIntBlockRows + first_row, 16, n_);
+        const uint8_t* first = rows_.data + (start + first_row) * rows_.stride;
+        const size_t last = count - 1 - first_row;
+        HWY_ALIGN int32_t head_sums[4 * 16];
+        if (last >= 15 && first + 15 * rows_.stride + lookups_.back().offset() + 32 <= end_) {
+          whole_groups_(lookups_.data(), lookups_.size(), first, rows_.stride, last, end_, table_, q, head_sums);
+        } else {
+          QuadScoreGroups<0, 0, false>(lookups_.data(), lookups_.size(), first, rows_.stride, last, end_, table_, q,
+                                       head_sums);
+        }
+        const __mmask16 live = static_cast<__mmask16>((1u << std::min<size_t>(16, count - first_row)) - 1);
+        const __m512 row_factors = _mm512_load_ps(row_factor + first_row);
+        for (size_t h = 0; h < 4 && 4 * hg + h < heads_; ++h) {
+          const size_t head = 4 * hg + h;
+          const __m512i sum = _mm512_sub_epi32(_mm512_load_si512(head_sums + 16 * h),
+                                               _mm512_set1_epi32(queries_.offsets[head]));
+          const __m512 score = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(queries_.factors[head]));
+          _mm512_mask_storeu_ps(out + head * out_stride + first_row, live, _mm512_mul_ps(score, row_factors));
+        }
+      }
+    }
+  }
+
+ private:
+  const RowSource& rows_;
+  size_t n_;
+  __m512i table_;
+  const ScoreQueries& queries_;
+  size_t heads_;
+  const RowFactor* factors_;
+  const uint8_t* end_;
+  std::vector<GroupedLookup> lookups_;
+  ScoreGroupsFn whole_groups_;
+};
