@@ -1,6 +1,7 @@
 // The integer attention kernels: the same bits as their scalar definition on every instruction
 // set, and close to the float kernels they replace.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "kvsketch/half.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/amx.hpp"
+#include "simd/attention_kernels.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "test_util.hpp"
 
@@ -135,6 +137,68 @@ TEST(IntIndexKernels, CloseToTheFloatKernels) {
     EXPECT_LT(testutil::norm(difference.data(), difference.size()) / testutil::norm(acc_exact.data(), acc_exact.size()),
               0.01)
         << bits << " bits";
+  }
+}
+
+// The fused attention kernel against its definition (reference::int_index_attention): the same
+// maxima and accumulators bit for bit, the same sums of exponentials but for their order; and
+// against the separate passes (the scores, one softmax over all rows, the weighted sum), which it
+// equals up to float rounding. Keys whose norms grow along the rows make the running maximum rise
+// in most blocks, so that the rescaling runs.
+TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
+  int fused_runs = 0;
+  testutil::for_each_target([&] {
+    for (const int bits : {1, 3, 4})
+      for (const size_t dim : {size_t{64}, size_t{128}, size_t{192}, size_t{96}})
+        for (const size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{200}, size_t{1000}})
+          for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{9}}) {
+            SCOPED_TRACE(testing::Message() << "bits " << bits << " dim " << dim << " n " << n << " heads " << heads);
+            const auto& key_table = lloyd_max_codebook(CoordinateLaw::kBeta, dim, bits).centroids;
+            const auto& value_table = lloyd_max_codebook(CoordinateLaw::kBeta, dim, 5 - bits).centroids;
+            IndexRowsData keys(n, dim, bits, key_table.data(), 3 * n + dim);
+            const IndexRowsData values(n, dim, 5 - bits, value_table.data(), 5 * n + dim);
+            const size_t factor_at = packed_bytes(dim, bits);
+            for (size_t i = 0; i < n; ++i) {  // norms rising from 1 to 5 along the rows
+              const uint16_t norm = float_to_half(1.0f + 4.0f * static_cast<float>(i) / static_cast<float>(n));
+              std::memcpy(keys.codes.data() + i * keys.source.stride + factor_at, &norm, sizeof(norm));
+            }
+            const simd::RowFactor key_norms{factor_at, true}, value_norms{packed_bytes(dim, 5 - bits), true};
+            const auto queries = gaussians(heads * dim, 7 * heads + dim);
+            const float scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
+            std::vector<float> max(heads), sum(heads), acc(heads * dim, 0.0f);
+            if (!simd::int_index_attention(keys.source, &key_norms, values.source, &value_norms, n, queries.data(),
+                                           heads, scale, max.data(), sum.data(), acc.data(), dim))
+              continue;  // no kernel on this target
+            ++fused_runs;
+            std::vector<float> ref_max(heads), ref_sum(heads), ref_acc(heads * dim, 0.0f);
+            ASSERT_TRUE(simd::reference::int_index_attention(keys.source, &key_norms, values.source, &value_norms, n,
+                                                             queries.data(), heads, scale, ref_max.data(),
+                                                             ref_sum.data(), ref_acc.data(), dim));
+            EXPECT_EQ(max, ref_max);
+            EXPECT_EQ(acc, ref_acc);
+            for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(sum[h], ref_sum[h], 1e-6 * ref_sum[h]) << h;
+
+            // The separate passes over all rows.
+            std::vector<float> logits(heads * n), two_pass(heads * dim, 0.0f);
+            simd::int_index_scores(keys.source, n, queries.data(), heads, scale, logits.data(), n, &key_norms);
+            for (size_t h = 0; h < heads; ++h) {
+              float* row = logits.data() + h * n;
+              EXPECT_EQ(max[h], *std::max_element(row, row + n));
+              const float total = simd::exp_shifted_sum(row, n, max[h]);
+              EXPECT_NEAR(sum[h], total, 1e-5 * total) << h;
+            }
+            simd::int_index_weighted_sum(values.source, n, logits.data(), heads, n, two_pass.data(), dim, &value_norms);
+            std::vector<float> difference(acc.size());
+            for (size_t k = 0; k < acc.size(); ++k) difference[k] = acc[k] - two_pass[k];
+            EXPECT_LT(testutil::norm(difference.data(), difference.size()),
+                      1e-5 * testutil::norm(two_pass.data(), two_pass.size()));
+          }
+  });
+  // Where the CPU has AVX-512 VBMI and VNNI and no AMX, the kernel must have run.
+  const bool expected = (hwy::SupportedTargets() & HWY_AVX3_DL) != 0 && !simd::amx_usable();
+  std::printf("fused attention ran %d times\n", fused_runs);
+  if (expected) {
+    EXPECT_GT(fused_runs, 0);
   }
 }
 

@@ -84,6 +84,11 @@ void int_index_scores(const RowSource& rows, size_t n, const float* queries, siz
                       size_t out_stride, const RowFactor* factors = nullptr);
 void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
                             size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors = nullptr);
+// The definition block by block through the two references and exp_shifted_sum (hence the current
+// target's exponentials); the sums are added in another order than the kernel's lanes.
+bool int_index_attention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
+                         const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
+                         float* max, float* sum, float* acc, size_t acc_stride);
 }  // namespace reference
 
 }  // namespace kvsketch::simd

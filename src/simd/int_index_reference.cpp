@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/half.hpp"
+#include "simd/attention_kernels.hpp"
 #include "simd/int_index_kernels.hpp"
 
 namespace kvsketch::simd {
@@ -109,6 +111,41 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
       for (size_t j = 0; j < d; ++j) a[j] = a[j] + static_cast<float>(sums[j]) * block_scale;
     }
   }
+}
+
+bool int_index_attention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
+                         const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
+                         float* max, float* sum, float* acc, size_t acc_stride) {
+  if (!int_index_usable(keys) || !int_index_usable(values) || keys.dim != values.dim) return false;
+  std::fill(max, max + heads, -std::numeric_limits<float>::infinity());
+  std::fill(sum, sum + heads, 0.0f);
+  std::vector<float> logits(heads * kIntBlockRows);
+  for (size_t start = 0; start < n; start += kIntBlockRows) {
+    const size_t count = std::min(kIntBlockRows, n - start);
+    // The block's rows as sources of their own: every factor is per row, so that the block's
+    // scores and sums are the whole range's.
+    RowSource block_keys = keys, block_values = values;
+    block_keys.data += start * keys.stride;
+    block_values.data += start * values.stride;
+    reference::int_index_scores(block_keys, count, queries, heads, scale, logits.data(), kIntBlockRows, key_factors);
+    for (size_t h = 0; h < heads; ++h) {
+      float* weights = logits.data() + h * kIntBlockRows;
+      const float block_max = *std::max_element(weights, weights + count);
+      if (block_max > max[h]) {
+        if (max[h] != -std::numeric_limits<float>::infinity()) {
+          float factor = max[h];
+          exp_shifted_sum(&factor, 1, block_max);
+          sum[h] *= factor;
+          for (size_t j = 0; j < keys.dim; ++j) acc[h * acc_stride + j] *= factor;
+        }
+        max[h] = block_max;
+      }
+      sum[h] += exp_shifted_sum(weights, count, max[h]);
+    }
+    reference::int_index_weighted_sum(block_values, count, logits.data(), heads, kIntBlockRows, acc, acc_stride,
+                                      value_factors);
+  }
+  return true;
 }
 
 }  // namespace reference
