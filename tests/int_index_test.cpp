@@ -187,7 +187,8 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
               const float total = simd::exp_shifted_sum(row, n, max[h]);
               EXPECT_NEAR(sum[h], total, 1e-5 * total) << h;
             }
-            simd::int_index_weighted_sum(values.source, n, logits.data(), heads, n, two_pass.data(), dim, &value_norms);
+            simd::int_index_weighted_sum(values.source, n, logits.data(), heads, n, two_pass.data(), dim,
+                                         &value_norms);
             std::vector<float> difference(acc.size());
             for (size_t k = 0; k < acc.size(); ++k) difference[k] = acc[k] - two_pass[k];
             EXPECT_LT(testutil::norm(difference.data(), difference.size()),

@@ -569,6 +569,7 @@ class LaneAccumulators {
   }
 
   float* Head(size_t h) { return lanes_.data() + h * coordinate_.size(); }
+  size_t HeadStride() const { return coordinate_.size(); }  // Head(h + 1) - Head(h)
 
   void WriteBack(float* acc) const {
     for (size_t h = 0; h < heads_; ++h)
@@ -589,7 +590,6 @@ const uint8_t* CodesEnd(const RowSource& rows, size_t n) {
 }
 
 size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
-
 
 // The query heads as signed bytes for the scores kernels: per head its bytes (head_bytes, padded
 // with zeros), grouped by four heads with each 16-byte block repeated in every 128-bit block
