@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
@@ -142,64 +143,91 @@ TEST(IntIndexKernels, CloseToTheFloatKernels) {
 
 // The fused attention kernel against its definition (reference::int_index_attention): the same
 // maxima and accumulators bit for bit, the same sums of exponentials but for their order; and
-// against the separate passes (the scores, one softmax over all rows, the weighted sum), which it
-// equals up to float rounding. Keys whose norms grow along the rows make the running maximum rise
-// in most blocks, so that the rescaling runs.
+// against the separate passes (each key part's scores added up, one softmax over all rows, each
+// value part's weighted sum), which it equals up to float rounding. Keys whose norms grow along
+// the rows make the running maximum rise in most blocks, so that the rescaling runs. One part per
+// row (TurboQuant) or two (the outlier split: 32 channels at more bits, the rest at fewer).
 TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
+  struct Layout {
+    std::vector<size_t> dims;
+    std::vector<int> key_bits, value_bits;
+  };
+  const std::vector<Layout> layouts = {{{64}, {1}, {4}},         {{128}, {3}, {2}},          {{96}, {4}, {1}},
+                                       {{192}, {2}, {3}},        {{32, 96}, {3, 2}, {4, 3}}, {{32, 96}, {4, 3}, {3, 2}}};
   int fused_runs = 0;
   testutil::for_each_target([&] {
-    for (const int bits : {1, 3, 4})
-      for (const size_t dim : {size_t{64}, size_t{128}, size_t{192}, size_t{96}})
-        for (const size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{200}, size_t{1000}})
-          for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{9}}) {
-            SCOPED_TRACE(testing::Message() << "bits " << bits << " dim " << dim << " n " << n << " heads " << heads);
-            const auto& key_table = lloyd_max_codebook(CoordinateLaw::kBeta, dim, bits).centroids;
-            const auto& value_table = lloyd_max_codebook(CoordinateLaw::kBeta, dim, 5 - bits).centroids;
-            IndexRowsData keys(n, dim, bits, key_table.data(), 3 * n + dim);
-            const IndexRowsData values(n, dim, 5 - bits, value_table.data(), 5 * n + dim);
-            const size_t factor_at = packed_bytes(dim, bits);
+    for (const Layout& layout : layouts)
+      for (const size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{200}, size_t{1000}})
+        for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{9}}) {
+          SCOPED_TRACE(testing::Message() << "parts " << layout.dims.size() << " dim " << layout.dims.back() << " n "
+                                          << n << " heads " << heads);
+          const size_t parts = layout.dims.size();
+          size_t width = 0;
+          for (const size_t d : layout.dims) width += d;
+          std::vector<std::unique_ptr<IndexRowsData>> key_rows, value_rows;
+          std::vector<std::vector<float>> queries;
+          std::vector<simd::AttentionPart> keys(parts), values(parts);
+          std::vector<float> acc(heads * width, 0.0f), ref_acc(heads * width, 0.0f);
+          for (size_t p = 0, offset = 0; p < parts; offset += layout.dims[p], ++p) {
+            const size_t d = layout.dims[p];
+            const int kb = layout.key_bits[p], vb = layout.value_bits[p];
+            key_rows.push_back(std::make_unique<IndexRowsData>(
+                n, d, kb, lloyd_max_codebook(CoordinateLaw::kBeta, d, kb).centroids.data(), 3 * n + d + p));
+            value_rows.push_back(std::make_unique<IndexRowsData>(
+                n, d, vb, lloyd_max_codebook(CoordinateLaw::kBeta, d, vb).centroids.data(), 5 * n + d + p));
             for (size_t i = 0; i < n; ++i) {  // norms rising from 1 to 5 along the rows
               const uint16_t norm = float_to_half(1.0f + 4.0f * static_cast<float>(i) / static_cast<float>(n));
-              std::memcpy(keys.codes.data() + i * keys.source.stride + factor_at, &norm, sizeof(norm));
+              std::memcpy(key_rows[p]->codes.data() + i * key_rows[p]->source.stride + packed_bytes(d, kb), &norm,
+                          sizeof(norm));
             }
-            const simd::RowFactor key_norms{factor_at, true}, value_norms{packed_bytes(dim, 5 - bits), true};
-            const auto queries = gaussians(heads * dim, 7 * heads + dim);
-            const float scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
-            std::vector<float> max(heads), sum(heads), acc(heads * dim, 0.0f);
-            if (!simd::int_index_attention(keys.source, &key_norms, values.source, &value_norms, n, queries.data(),
-                                           heads, scale, max.data(), sum.data(), acc.data(), dim))
-              continue;  // no kernel on this target
-            ++fused_runs;
-            std::vector<float> ref_max(heads), ref_sum(heads), ref_acc(heads * dim, 0.0f);
-            ASSERT_TRUE(simd::reference::int_index_attention(keys.source, &key_norms, values.source, &value_norms, n,
-                                                             queries.data(), heads, scale, ref_max.data(),
-                                                             ref_sum.data(), ref_acc.data(), dim));
-            EXPECT_EQ(max, ref_max);
-            EXPECT_EQ(acc, ref_acc);
-            for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(sum[h], ref_sum[h], 1e-6 * ref_sum[h]) << h;
-
-            // The separate passes over all rows.
-            std::vector<float> logits(heads * n), two_pass(heads * dim, 0.0f);
-            simd::int_index_scores(keys.source, n, queries.data(), heads, scale, logits.data(), n, &key_norms);
-            for (size_t h = 0; h < heads; ++h) {
-              float* row = logits.data() + h * n;
-              EXPECT_EQ(max[h], *std::max_element(row, row + n));
-              const float total = simd::exp_shifted_sum(row, n, max[h]);
-              EXPECT_NEAR(sum[h], total, 1e-5 * total) << h;
-            }
-            simd::int_index_weighted_sum(values.source, n, logits.data(), heads, n, two_pass.data(), dim,
-                                         &value_norms);
-            std::vector<float> difference(acc.size());
-            for (size_t k = 0; k < acc.size(); ++k) difference[k] = acc[k] - two_pass[k];
-            EXPECT_LT(testutil::norm(difference.data(), difference.size()),
-                      1e-5 * testutil::norm(two_pass.data(), two_pass.size()));
+            queries.push_back(gaussians(heads * d, 7 * heads + d + p));
+            keys[p] = {key_rows[p]->source, simd::RowFactor{packed_bytes(d, kb), true}, queries[p].data()};
+            values[p] = {value_rows[p]->source, simd::RowFactor{packed_bytes(d, vb), true}, nullptr,
+                         acc.data() + offset, width};
           }
+          const float scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
+          std::vector<float> max(heads), sum(heads);
+          if (!simd::int_index_attention(keys.data(), parts, values.data(), parts, n, heads, scale, max.data(),
+                                         sum.data()))
+            continue;  // no kernel on this target
+          ++fused_runs;
+          std::vector<simd::AttentionPart> ref_values = values;
+          for (size_t p = 0, offset = 0; p < parts; offset += layout.dims[p], ++p) ref_values[p].acc = ref_acc.data() + offset;
+          std::vector<float> ref_max(heads), ref_sum(heads);
+          ASSERT_TRUE(simd::reference::int_index_attention(keys.data(), parts, ref_values.data(), parts, n, heads,
+                                                           scale, ref_max.data(), ref_sum.data()));
+          EXPECT_EQ(max, ref_max);
+          EXPECT_EQ(acc, ref_acc);
+          for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(sum[h], ref_sum[h], 1e-6 * ref_sum[h]) << h;
+
+          // The separate passes over all rows.
+          std::vector<float> logits(heads * n), part_logits(heads * n), two_pass(heads * width, 0.0f);
+          for (size_t p = 0; p < parts; ++p) {
+            simd::int_index_scores(keys[p].rows, n, keys[p].queries, heads, scale, p ? part_logits.data() : logits.data(),
+                                   n, &*keys[p].factor);
+            if (p)
+              for (size_t k = 0; k < logits.size(); ++k) logits[k] += part_logits[k];
+          }
+          for (size_t h = 0; h < heads; ++h) {
+            float* row = logits.data() + h * n;
+            EXPECT_EQ(max[h], *std::max_element(row, row + n));
+            const float total = simd::exp_shifted_sum(row, n, max[h]);
+            EXPECT_NEAR(sum[h], total, 1e-5 * total) << h;
+          }
+          for (size_t p = 0, offset = 0; p < parts; offset += layout.dims[p], ++p)
+            simd::int_index_weighted_sum(values[p].rows, n, logits.data(), heads, n, two_pass.data() + offset, width,
+                                         &*values[p].factor);
+          std::vector<float> difference(acc.size());
+          for (size_t k = 0; k < acc.size(); ++k) difference[k] = acc[k] - two_pass[k];
+          EXPECT_LT(testutil::norm(difference.data(), difference.size()),
+                    1e-5 * testutil::norm(two_pass.data(), two_pass.size()));
+        }
   });
   // Where the CPU has AVX-512 VBMI and VNNI and no AMX, the kernel must have run.
   const bool expected = (hwy::SupportedTargets() & HWY_AVX3_DL) != 0 && !simd::amx_usable();
   std::printf("fused attention ran %d times\n", fused_runs);
   if (expected) {
-    EXPECT_GT(fused_runs, 0);
+    EXPECT_EQ(fused_runs, static_cast<int>(layouts.size() * 5 * 4));
   }
 }
 

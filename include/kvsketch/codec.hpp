@@ -41,6 +41,7 @@ class CodeBuffer {
 };
 
 class VectorCodec;
+struct AttentionParts;  // codec/attention_parts.hpp (internal)
 
 // How the multi-query kernels multiply. kInteger: where a codec has integer kernels (TurboQuant's
 // scalar stage, b <= 4, and its QJL signs as 1-bit indices into {-1, +1}) the query heads and the
@@ -122,7 +123,8 @@ class VectorCodec {
                                 Arithmetic arithmetic = Arithmetic::kFloat) const;
 
   // Decode attention over rows [first, first + n) in one pass, where this codec (keys) and
-  // value_codec (values) have a fused kernel for the arithmetic: per head max[h], sum[h] = the sum
+  // value_codec (values) have a fused kernel for the arithmetic (integer; TurboQuant mse codes and
+  // their outlier split, simd::int_index_attention): per head max[h], sum[h] = the sum
   // of exp(score - max[h]) over the rows, and their weighted sum of values in value_codec's
   // accumulator domain at accumulators + h * value_codec.accumulator_size() (zero-initialized by
   // the caller). The scores are those of scores_multi. Returns false, with nothing written, where
@@ -158,10 +160,12 @@ class VectorCodec {
                                 float* out, size_t stride, Arithmetic arithmetic) const;
   virtual void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                      size_t n, float* accumulators, Arithmetic arithmetic) const;
-  // Optional: attend_multi's kernel over rows [0, n) of both buffers; by default none (false).
-  virtual bool attend_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* keys,
-                                 const VectorCodec& value_codec, const uint8_t* values, size_t n, float* max,
-                                 float* sum, float* accumulators, Arithmetic arithmetic) const;
+  // Optional, for attend_multi: rows of codes from `codes` on as parts of b-bit indices for the
+  // fused kernel, appended to `parts`: as keys with the query heads, as values with the
+  // accumulators (head h's at accumulators + h * stride). False where the codec has no such form.
+  virtual bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                         AttentionParts& parts) const;
+  virtual bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const;
   // Optional: rows [0, n) in the accumulator domain, row i standing for row_scale[i] * rows[i]
   // (rows: n x accumulator_size() floats), such that the score of q is row_scale[i] *
   // <domain_query(q), rows[i]>. Returns false where the codec has no such form.

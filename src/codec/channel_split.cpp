@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "codec/accumulator_slices.hpp"
+#include "codec/attention_parts.hpp"
 #include "codec/channel_list.hpp"
 #include "codec/spec_parser.hpp"
 #include "kvsketch/error.hpp"
@@ -192,6 +193,22 @@ void ChannelSplit::accumulate_rows_multi(const float* weights, size_t heads, siz
                               parts_[p]->accumulate_rows_multi(weights, heads, stride, codes + code_offsets_[p], n,
                                                                slices, arithmetic);
                             });
+}
+
+bool ChannelSplit::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                             AttentionParts& parts) const {
+  for (size_t p = 0; p < parts_.size(); ++p)
+    if (!parts_[p]->key_parts(codes + code_offsets_[p], part_queries(queries, heads, p).data(), heads, parts))
+      return false;
+  return true;
+}
+
+bool ChannelSplit::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
+                               AttentionParts& parts) const {
+  for (size_t p = 0; p < parts_.size(); ++p)
+    if (!parts_[p]->value_parts(codes + code_offsets_[p], accumulators + accumulator_offsets_[p], stride, parts))
+      return false;
+  return true;
 }
 
 void ChannelSplit::finish_accumulator(const float* accumulator, float* out) const {

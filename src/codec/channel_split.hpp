@@ -48,6 +48,10 @@ class ChannelSplit final : public VectorCodec {
                         size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
+  // Every part's, in order (the scores add up as score_rows_multi adds them).
+  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                 AttentionParts& parts) const override;
+  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
 
  private:
   // Takes a channel order (every channel once): the first dims go to part 0, and so on.

@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "codec/attention_parts.hpp"
 #include "codec/spec_of.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/attention_kernels.hpp"
+#include "simd/int_index_kernels.hpp"
 
 namespace kvsketch {
 namespace {
@@ -47,14 +49,20 @@ bool VectorCodec::attend_multi(const PreparedQuery* const* queries, size_t heads
             "attention: query {} was prepared by a different codec than {}", h, SpecOf{*this});
   check_range(keys, first, n, "attention (keys)");
   value_codec.check_range(values, first, n, "attention (values)");
-  return n > 0 && attend_rows_multi(queries, heads, keys.row(first), value_codec, values.row(first), n, max, sum,
-                                    accumulators, arithmetic);
+  if (n == 0 || arithmetic != Arithmetic::kInteger) return false;
+  AttentionParts key_view, value_view;
+  if (!key_parts(keys.row(first), queries, heads, key_view) ||
+      !value_codec.value_parts(values.row(first), accumulators, value_codec.accumulator_size(), value_view))
+    return false;
+  return simd::int_index_attention(key_view.parts.data(), key_view.parts.size(), value_view.parts.data(),
+                                   value_view.parts.size(), n, heads, 1.0f, max, sum);
 }
 
-bool VectorCodec::attend_rows_multi(const PreparedQuery* const*, size_t, const uint8_t*, const VectorCodec&,
-                                    const uint8_t*, size_t, float*, float*, float*, Arithmetic) const {
+bool VectorCodec::key_parts(const uint8_t*, const PreparedQuery* const*, size_t, AttentionParts&) const {
   return false;
 }
+
+bool VectorCodec::value_parts(const uint8_t*, float*, size_t, AttentionParts&) const { return false; }
 
 void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                    float* out, size_t stride, Arithmetic) const {

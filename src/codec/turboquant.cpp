@@ -7,6 +7,7 @@
 #include <mutex>
 #include <fmt/format.h>
 
+#include "codec/attention_parts.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/int_index_kernels.hpp"
@@ -180,20 +181,21 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
   }
 }
 
-bool TurboQuant::attend_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* keys,
-                                   const VectorCodec& value_codec, const uint8_t* values, size_t n, float* max,
-                                   float* sum, float* accumulators, Arithmetic arithmetic) const {
-  const auto* value_tq = dynamic_cast<const TurboQuant*>(&value_codec);
-  if (arithmetic != Arithmetic::kInteger || signs_ || value_tq == nullptr || value_tq->signs_) return false;
+bool TurboQuant::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                           AttentionParts& parts) const {
+  if (signs_) return false;
   const size_t d = dim();
-  std::vector<float> rotated(heads * d);
+  std::vector<float>& rotated = parts.queries.emplace_back(heads * d);
   for (size_t h = 0; h < heads; ++h)
     std::copy_n(static_cast<const TurboQuantQuery&>(*queries[h]).domain.data(), d, rotated.data() + h * d);
-  const simd::RowFactor key_norms = stored_norms(norm_offset_, options_.norm);
-  const simd::RowFactor value_norms = stored_norms(value_tq->norm_offset_, value_tq->options_.norm);
-  return simd::int_index_attention(index_rows(keys), &key_norms, value_tq->index_rows(values), &value_norms, n,
-                                   rotated.data(), heads, 1.0f, max, sum, accumulators,
-                                   value_tq->accumulator_size());
+  parts.parts.push_back({index_rows(codes), stored_norms(norm_offset_, options_.norm), rotated.data(), nullptr, 0});
+  return true;
+}
+
+bool TurboQuant::value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const {
+  if (signs_) return false;
+  parts.parts.push_back({index_rows(codes), stored_norms(norm_offset_, options_.norm), nullptr, accumulators, stride});
+  return true;
 }
 
 void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,

@@ -74,10 +74,10 @@ class TurboQuant final : public VectorCodec {
                         size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
-  // mse keys and values in integer arithmetic: simd::int_index_attention.
-  bool attend_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* keys,
-                         const VectorCodec& value_codec, const uint8_t* values, size_t n, float* max, float* sum,
-                         float* accumulators, Arithmetic arithmetic) const override;
+  // mse codes (their indices and norms) for the fused attention kernel; prod has none.
+  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                 AttentionParts& parts) const override;
+  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
 
  private:
   simd::RowSource index_rows(const uint8_t* codes) const;

@@ -8,12 +8,42 @@
 // cache-resident 16k-token step on the Emerald Rapids VM, and 257 -> 243 us from memory
 // (docs/RESULTS.md).
 
+// A key part's state: its lookups and byte queries (members in the order they are built).
+struct KeyPartState {
+  Unpacker unpacker;
+  ByteTable table;
+  ScoreQueries queries;
+  QuadScorer scorer;
+  KeyPartState(const AttentionPart& part, size_t n, size_t heads, float scale)
+      : unpacker(part.rows, PaddedDim(part.rows.dim)),
+        table(byte_table(part.rows.table, part.rows.bits, kScoreTableLargest)),
+        queries(part.queries, heads, part.rows.dim, PaddedDim(part.rows.dim), table.scale, scale),
+        scorer(part.rows, n, unpacker, FieldTable(table, part.rows.bits, kScoreTableOffset), queries, heads,
+               part.factor ? &*part.factor : nullptr) {}
+};
+
+// A value part's state: its lookups, the block's weights and its accumulators in lane order.
+struct ValuePartState {
+  Unpacker unpacker;
+  ByteTable table;
+  BlockWeights block;
+  QuadAccumulator accumulator;
+  LaneAccumulators lanes;
+  ValuePartState(const AttentionPart& part, size_t n, size_t heads)
+      : unpacker(part.rows, PaddedDim(part.rows.dim)),
+        table(byte_table(part.rows.table, part.rows.bits)),
+        block(heads, table.scale),
+        accumulator(part.rows, n, unpacker, FieldTable(table, part.rows.bits, 0), heads,
+                    part.factor ? &*part.factor : nullptr, block),
+        lanes(part.acc, heads, part.acc_stride, part.rows.dim, QuadLaneCoordinates(PaddedDim(part.rows.dim))) {}
+};
+
 // Turns the block's logits (head h at logits + h * kIntBlockRows, count of them) into weights
 // exp(logit - max) against each head's running maximum, raised to the block's own where it is
-// higher: the head's sum and accumulator lanes are then multiplied by exp(old - new) first.
-// sums: a vector of partial sums per head (head h at sums + h * Lanes(df)).
+// higher: the head's sum and every value part's accumulator lanes are then multiplied by
+// exp(old - new) first. sums: a vector of partial sums per head (head h at sums + h * Lanes(df)).
 HWY_INLINE void OnlineSoftmaxBlock(float* logits, size_t heads, size_t count, float* running, float* sums,
-                                   LaneAccumulators& lanes, size_t lane_count) {
+                                   const std::vector<std::unique_ptr<ValuePartState>>& values) {
   const DF df;
   constexpr size_t kLanes = hn::MaxLanes(DF()), kVectors = kIntBlockRows / kLanes;
   const auto minus_infinity = hn::Set(df, -std::numeric_limits<float>::infinity());
@@ -32,9 +62,11 @@ HWY_INLINE void OnlineSoftmaxBlock(float* logits, size_t heads, size_t count, fl
       if (running[h] != -std::numeric_limits<float>::infinity()) {  // else nothing was added yet
         const auto factor = ExpNonPositive(df, hn::Set(df, running[h] - block_max));
         sum = hn::Mul(sum, factor);
-        float* head_lanes = lanes.Head(h);
-        for (size_t j = 0; j < lane_count; j += kLanes)
-          hn::StoreU(hn::Mul(hn::LoadU(df, head_lanes + j), factor), df, head_lanes + j);
+        for (const auto& value : values) {
+          float* head_lanes = value->lanes.Head(h);
+          for (size_t j = 0; j < value->lanes.HeadStride(); j += kLanes)
+            hn::StoreU(hn::Mul(hn::LoadU(df, head_lanes + j), factor), df, head_lanes + j);
+        }
       }
       running[h] = block_max;
     }
@@ -48,24 +80,21 @@ HWY_INLINE void OnlineSoftmaxBlock(float* logits, size_t heads, size_t count, fl
   }
 }
 
-// int_index_attention for rows the in-register lookups cover, without AMX (whose kernels run the
+// int_index_attention for parts the in-register lookups cover, without AMX (whose kernels run the
 // separate passes). False, with nothing written, where it does not apply.
-bool QuadAttention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
-                   const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
-                   float* max, float* sum, float* acc, size_t acc_stride) {
-  const size_t d = keys.dim, padded = PaddedDim(d);
-  if (values.dim != d || amx_usable()) return false;
-  const Unpacker key_unpacker(keys, padded), value_unpacker(values, padded);
-  if (!key_unpacker.fields_usable() || !value_unpacker.fields_usable()) return false;
-  const ByteTable key_table = byte_table(keys.table, keys.bits, kScoreTableLargest);
-  const ScoreQueries score_queries(queries, heads, d, padded, key_table.scale, scale);
-  const QuadScorer scorer(keys, n, key_unpacker, FieldTable(key_table, keys.bits, kScoreTableOffset), score_queries,
-                          heads, key_factors);
-  const ByteTable value_table = byte_table(values.table, values.bits);
-  BlockWeights block(heads, value_table.scale);
-  QuadAccumulator accumulator(values, n, value_unpacker, FieldTable(value_table, values.bits, 0), heads,
-                              value_factors, block);
-  LaneAccumulators lanes(acc, heads, acc_stride, d, QuadLaneCoordinates(padded));
+bool QuadAttention(const AttentionPart* keys, size_t key_parts, const AttentionPart* values, size_t value_parts,
+                   size_t n, size_t heads, float scale, float* max, float* sum) {
+  if (amx_usable()) return false;
+  std::vector<std::unique_ptr<KeyPartState>> key_states;
+  std::vector<std::unique_ptr<ValuePartState>> value_states;
+  for (size_t p = 0; p < key_parts; ++p) {
+    if (!Unpacker::FieldsCover(PaddedDim(keys[p].rows.dim))) return false;
+    key_states.push_back(std::make_unique<KeyPartState>(keys[p], n, heads, scale));
+  }
+  for (size_t p = 0; p < value_parts; ++p) {
+    if (!Unpacker::FieldsCover(PaddedDim(values[p].rows.dim))) return false;
+    value_states.push_back(std::make_unique<ValuePartState>(values[p], n, heads));
+  }
 
   const DF df;
   std::vector<float> running(heads, -std::numeric_limits<float>::infinity());
@@ -73,13 +102,21 @@ bool QuadAttention(const RowSource& keys, const RowFactor* key_factors, const Ro
   const auto sums = hwy::AllocateAligned<float>(heads * lanes_per_vector);
   std::fill(sums.get(), sums.get() + heads * lanes_per_vector, 0.0f);
   const auto logits = hwy::AllocateAligned<float>(heads * kIntBlockRows);
+  // A later part's scores; rows past a short last block are never written (zeros, added and masked).
+  const auto part_scores = hwy::AllocateAligned<float>(key_parts > 1 ? heads * kIntBlockRows : 1);
+  if (key_parts > 1) std::fill(part_scores.get(), part_scores.get() + heads * kIntBlockRows, 0.0f);
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
-    scorer.Block(start, logits.get(), kIntBlockRows);
-    OnlineSoftmaxBlock(logits.get(), heads, count, running.data(), sums.get(), lanes, padded);
-    accumulator.Block(logits.get(), kIntBlockRows, start, lanes);
+    key_states[0]->scorer.Block(start, logits.get(), kIntBlockRows);
+    for (size_t p = 1; p < key_parts; ++p) {
+      key_states[p]->scorer.Block(start, part_scores.get(), kIntBlockRows);
+      for (size_t k = 0; k < heads * kIntBlockRows; k += lanes_per_vector)
+        hn::Store(hn::Add(hn::Load(df, logits.get() + k), hn::Load(df, part_scores.get() + k)), df, logits.get() + k);
+    }
+    OnlineSoftmaxBlock(logits.get(), heads, count, running.data(), sums.get(), value_states);
+    for (const auto& value : value_states) value->accumulator.Block(logits.get(), kIntBlockRows, start, value->lanes);
   }
-  lanes.WriteBack(acc);
+  for (size_t p = 0; p < value_parts; ++p) value_states[p]->lanes.WriteBack(values[p].acc);
   for (size_t h = 0; h < heads; ++h) {
     max[h] = running[h];
     sum[h] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, sums.get() + h * lanes_per_vector)));

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <type_traits>
 #include <utility>
@@ -248,7 +249,7 @@ class Unpacker {
   // kernels then unpack in registers instead of through Rows or Grouped.
   bool fields_usable() const { return FieldsCover(padded_); }
 
- private:
+  // The same for rows of `padded` index bytes, before an Unpacker is built.
   static bool FieldsCover(size_t padded) {
 #if HWY_TARGET == HWY_AVX3_DL
     return padded / 64 <= kMaxChunks;
@@ -258,6 +259,7 @@ class Unpacker {
 #endif
   }
 
+ private:
   void Portable(size_t row, uint8_t* out) const {
     if (shuffle_.usable()) return shuffle_.Row(rows_.data + row * rows_.stride, out);
     unpack_bits(rows_.data + row * rows_.stride, rows_.dim, rows_.bits, out);
@@ -867,14 +869,13 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
 }
 #endif
 
-bool IntAttentionImpl(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
-                      const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
-                      float* max, float* sum, float* acc, size_t acc_stride) {
+bool IntAttentionImpl(const AttentionPart* keys, size_t key_parts, const AttentionPart* values, size_t value_parts,
+                      size_t n, size_t heads, float scale, float* max, float* sum) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return QuadAttention(keys, key_factors, values, value_factors, n, queries, heads, scale, max, sum, acc, acc_stride);
+  return QuadAttention(keys, key_parts, values, value_parts, n, heads, scale, max, sum);
 #else
-  (void)keys, (void)key_factors, (void)values, (void)value_factors, (void)n, (void)queries, (void)heads, (void)scale;
-  (void)max, (void)sum, (void)acc, (void)acc_stride;
+  (void)keys, (void)key_parts, (void)values, (void)value_parts, (void)n, (void)heads, (void)scale, (void)max;
+  (void)sum;
   return false;
 #endif
 }
@@ -890,12 +891,14 @@ HWY_EXPORT(IntScoresImpl);
 HWY_EXPORT(IntWeightedSumImpl);
 HWY_EXPORT(IntAttentionImpl);
 
-bool int_index_attention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
-                         const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
-                         float* max, float* sum, float* acc, size_t acc_stride) {
-  if (n == 0 || heads == 0 || !int_index_usable(keys) || !int_index_usable(values)) return false;
-  return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, key_factors, values, value_factors, n, queries, heads, scale, max,
-                                                sum, acc, acc_stride);
+bool int_index_attention(const AttentionPart* keys, size_t key_parts, const AttentionPart* values, size_t value_parts,
+                         size_t n, size_t heads, float scale, float* max, float* sum) {
+  if (n == 0 || heads == 0 || key_parts == 0 || value_parts == 0) return false;
+  for (size_t p = 0; p < key_parts; ++p)
+    if (!int_index_usable(keys[p].rows)) return false;
+  for (size_t p = 0; p < value_parts; ++p)
+    if (!int_index_usable(values[p].rows)) return false;
+  return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, key_parts, values, value_parts, n, heads, scale, max, sum);
 }
 
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,

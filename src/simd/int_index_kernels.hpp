@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "simd/row_kernels.hpp"
 
@@ -42,18 +43,30 @@ void int_index_scores(const RowSource& rows, size_t n, const float* queries, siz
 void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
                             size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors = nullptr);
 
-// Softmax pieces of attention over rows [0, n) of keys and values (both kIndex, the same dim) for
-// `heads` query heads, in one pass over blocks of kIntBlockRows rows: per block the scores as
-// int_index_scores gives them (times `scale` and the key factors), then per head the running
-// maximum max[h] raised to the block's largest score (sum[h] and the head's accumulator multiplied
-// by exp(old - new) when it rises, exp as exp_shifted_sum takes it), the weights exp(score -
-// max[h]) added to sum[h], and their weighted sum of the value rows added to acc[h * acc_stride +
-// j] as int_index_weighted_sum adds it. max and sum are set; acc comes in zero. False, with
-// nothing written, where no kernel applies (instruction sets without AVX-512 VBMI and VNNI, with
-// AMX, rows wider than 1024 coordinates): the caller then runs the two kernels.
-bool int_index_attention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
-                         const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
-                         float* max, float* sum, float* acc, size_t acc_stride);
+// One stored part of every row for int_index_attention: b-bit indices (kIndex) with an optional
+// factor per row (a norm). As keys it comes with its query heads (heads x rows.dim floats); as
+// values, with the accumulators its weighted sums go to (head h's rows.dim floats at acc + h *
+// acc_stride). A codec's row is one part (TurboQuant) or several (the outlier split's channels).
+struct AttentionPart {
+  RowSource rows;
+  std::optional<RowFactor> factor;
+  const float* queries = nullptr;
+  float* acc = nullptr;
+  size_t acc_stride = 0;
+};
+
+// Softmax pieces of attention over rows [0, n) for `heads` query heads, in one pass over blocks of
+// kIntBlockRows rows. Per block, a row's score is the sum over the key parts, in their order, of
+// int_index_scores of the part (times `scale` and the part's factor; the first part's score, then
+// each next one added). Per head, the running maximum max[h] rises to the block's largest score
+// (sum[h] and the head's accumulators are first multiplied by exp(old - new), exp as
+// exp_shifted_sum takes it); the weights exp(score - max[h]) are added to sum[h] and their weighted
+// sum of each value part to its accumulators, as int_index_weighted_sum adds it. max and sum are
+// set; the accumulators come in zero. False, with nothing written, where no kernel applies
+// (instruction sets without AVX-512 VBMI and VNNI, with AMX, parts wider than 1024 coordinates):
+// the caller then runs the separate kernels.
+bool int_index_attention(const AttentionPart* keys, size_t key_parts, const AttentionPart* values, size_t value_parts,
+                         size_t n, size_t heads, float scale, float* max, float* sum);
 
 // Row factors of rows [first, first + count) (1 without row factors).
 void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out);
@@ -86,9 +99,8 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
                             size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors = nullptr);
 // The definition block by block through the two references and exp_shifted_sum (hence the current
 // target's exponentials); the sums are added in another order than the kernel's lanes.
-bool int_index_attention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
-                         const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
-                         float* max, float* sum, float* acc, size_t acc_stride);
+bool int_index_attention(const AttentionPart* keys, size_t key_parts, const AttentionPart* values, size_t value_parts,
+                         size_t n, size_t heads, float scale, float* max, float* sum);
 }  // namespace reference
 
 }  // namespace kvsketch::simd

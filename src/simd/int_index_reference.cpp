@@ -113,37 +113,52 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
   }
 }
 
-bool int_index_attention(const RowSource& keys, const RowFactor* key_factors, const RowSource& values,
-                         const RowFactor* value_factors, size_t n, const float* queries, size_t heads, float scale,
-                         float* max, float* sum, float* acc, size_t acc_stride) {
-  if (!int_index_usable(keys) || !int_index_usable(values) || keys.dim != values.dim) return false;
+bool int_index_attention(const AttentionPart* keys, size_t key_parts, const AttentionPart* values, size_t value_parts,
+                         size_t n, size_t heads, float scale, float* max, float* sum) {
+  const auto usable = [](const AttentionPart* parts, size_t count) {
+    for (size_t p = 0; p < count; ++p)
+      if (!int_index_usable(parts[p].rows)) return false;
+    return count > 0;
+  };
+  if (!usable(keys, key_parts) || !usable(values, value_parts)) return false;
+  // A part's rows from row `start` on: every factor is per row, so that a block's scores and sums
+  // are the whole range's.
+  const auto from = [](const AttentionPart& part, size_t start) {
+    RowSource rows = part.rows;
+    rows.data += start * rows.stride;
+    return rows;
+  };
+  const auto factor = [](const AttentionPart& part) { return part.factor ? &*part.factor : nullptr; };
   std::fill(max, max + heads, -std::numeric_limits<float>::infinity());
   std::fill(sum, sum + heads, 0.0f);
-  std::vector<float> logits(heads * kIntBlockRows);
+  std::vector<float> logits(heads * kIntBlockRows), part_scores(heads * kIntBlockRows);
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
-    // The block's rows as sources of their own: every factor is per row, so that the block's
-    // scores and sums are the whole range's.
-    RowSource block_keys = keys, block_values = values;
-    block_keys.data += start * keys.stride;
-    block_values.data += start * values.stride;
-    reference::int_index_scores(block_keys, count, queries, heads, scale, logits.data(), kIntBlockRows, key_factors);
+    for (size_t p = 0; p < key_parts; ++p) {
+      float* out = p == 0 ? logits.data() : part_scores.data();
+      reference::int_index_scores(from(keys[p], start), count, keys[p].queries, heads, scale, out, kIntBlockRows,
+                                  factor(keys[p]));
+      if (p > 0)
+        for (size_t k = 0; k < logits.size(); ++k) logits[k] += part_scores[k];
+    }
     for (size_t h = 0; h < heads; ++h) {
       float* weights = logits.data() + h * kIntBlockRows;
       const float block_max = *std::max_element(weights, weights + count);
       if (block_max > max[h]) {
         if (max[h] != -std::numeric_limits<float>::infinity()) {
-          float factor = max[h];
-          exp_shifted_sum(&factor, 1, block_max);
-          sum[h] *= factor;
-          for (size_t j = 0; j < keys.dim; ++j) acc[h * acc_stride + j] *= factor;
+          float rescale = max[h];
+          exp_shifted_sum(&rescale, 1, block_max);
+          sum[h] *= rescale;
+          for (size_t p = 0; p < value_parts; ++p)
+            for (size_t j = 0; j < values[p].rows.dim; ++j) values[p].acc[h * values[p].acc_stride + j] *= rescale;
         }
         max[h] = block_max;
       }
       sum[h] += exp_shifted_sum(weights, count, max[h]);
     }
-    reference::int_index_weighted_sum(block_values, count, logits.data(), heads, kIntBlockRows, acc, acc_stride,
-                                      value_factors);
+    for (size_t p = 0; p < value_parts; ++p)
+      reference::int_index_weighted_sum(from(values[p], start), count, logits.data(), heads, kIntBlockRows,
+                                        values[p].acc, values[p].acc_stride, factor(values[p]));
   }
   return true;
 }
