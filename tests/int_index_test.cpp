@@ -146,67 +146,95 @@ TEST(IntIndexKernels, CloseToTheFloatKernels) {
 // against the separate passes (each key part's scores added up, one softmax over all rows, each
 // value part's weighted sum), which it equals up to float rounding. Keys whose norms grow along
 // the rows make the running maximum rise in most blocks, so that the rescaling runs. One part per
-// row (TurboQuant) or two (the outlier split: 32 channels at more bits, the rest at fewer).
+// row (TurboQuant mse), two (the outlier split: 32 channels at more bits, the rest at fewer), or
+// TurboQuant prod's form: scalar indices without a factor and 1-bit signs with theirs and a scale,
+// the sum times the norm.
 TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
   struct Layout {
-    std::vector<size_t> dims;
-    std::vector<int> key_bits, value_bits;
+    std::vector<size_t> key_dims;
+    std::vector<int> key_bits;
+    std::vector<size_t> value_dims;
+    std::vector<int> value_bits;
+    bool product = false;
   };
-  const std::vector<Layout> layouts = {{{64}, {1}, {4}},         {{128}, {3}, {2}},          {{96}, {4}, {1}},
-                                       {{192}, {2}, {3}},        {{32, 96}, {3, 2}, {4, 3}}, {{32, 96}, {4, 3}, {3, 2}}};
+  const std::vector<Layout> layouts = {
+      {{64}, {1}, {64}, {4}},           {{128}, {3}, {128}, {2}},         {{96}, {4}, {96}, {1}},
+      {{192}, {2}, {192}, {3}},         {{32, 96}, {3, 2}, {32, 96}, {4, 3}},
+      {{32, 96}, {4, 3}, {128}, {3}},   {{128, 128}, {2, 1}, {128}, {3}, true},
+      {{64, 64}, {3, 1}, {32, 32}, {2, 4}, true}};
+  constexpr size_t kCounts = 5, kHeadCounts = 4;
   int fused_runs = 0;
   testutil::for_each_target([&] {
     for (const Layout& layout : layouts)
       for (const size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{200}, size_t{1000}})
         for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{9}}) {
-          SCOPED_TRACE(testing::Message() << "parts " << layout.dims.size() << " dim " << layout.dims.back() << " n "
-                                          << n << " heads " << heads);
-          const size_t parts = layout.dims.size();
+          SCOPED_TRACE(testing::Message() << "key parts " << layout.key_dims.size() << " dim "
+                                          << layout.key_dims.back() << " product " << layout.product << " n " << n
+                                          << " heads " << heads);
+          const size_t key_parts = layout.key_dims.size(), value_parts = layout.value_dims.size();
           size_t width = 0;
-          for (const size_t d : layout.dims) width += d;
-          std::vector<std::unique_ptr<IndexRowsData>> key_rows, value_rows;
+          for (const size_t d : layout.value_dims) width += d;
+          std::vector<std::unique_ptr<IndexRowsData>> rows;
           std::vector<std::vector<float>> queries;
-          std::vector<simd::AttentionPart> keys(parts), values(parts);
+          std::vector<simd::AttentionPart> keys(key_parts), values(value_parts);
           std::vector<float> acc(heads * width, 0.0f), ref_acc(heads * width, 0.0f);
-          for (size_t p = 0, offset = 0; p < parts; offset += layout.dims[p], ++p) {
-            const size_t d = layout.dims[p];
-            const int kb = layout.key_bits[p], vb = layout.value_bits[p];
-            key_rows.push_back(std::make_unique<IndexRowsData>(
-                n, d, kb, lloyd_max_codebook(CoordinateLaw::kBeta, d, kb).centroids.data(), 3 * n + d + p));
-            value_rows.push_back(std::make_unique<IndexRowsData>(
-                n, d, vb, lloyd_max_codebook(CoordinateLaw::kBeta, d, vb).centroids.data(), 5 * n + d + p));
-            for (size_t i = 0; i < n; ++i) {  // norms rising from 1 to 5 along the rows
-              const uint16_t norm = float_to_half(1.0f + 4.0f * static_cast<float>(i) / static_cast<float>(n));
-              std::memcpy(key_rows[p]->codes.data() + i * key_rows[p]->source.stride + packed_bytes(d, kb), &norm,
-                          sizeof(norm));
-            }
+          const auto make_rows = [&](size_t d, int bits, uint64_t seed) -> IndexRowsData& {
+            const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, d, bits).centroids;
+            return *rows.emplace_back(std::make_unique<IndexRowsData>(n, d, bits, table.data(), seed));
+          };
+          for (size_t p = 0; p < key_parts; ++p) {
+            const size_t d = layout.key_dims[p];
+            const int bits = layout.key_bits[p];
+            IndexRowsData& part = make_rows(d, bits, 3 * n + d + p);
+            if (p == 0)
+              for (size_t i = 0; i < n; ++i) {  // norms rising from 1 to 5 along the rows
+                const uint16_t norm = float_to_half(1.0f + 4.0f * static_cast<float>(i) / static_cast<float>(n));
+                std::memcpy(part.codes.data() + i * part.source.stride + packed_bytes(d, bits), &norm, sizeof(norm));
+              }
             queries.push_back(gaussians(heads * d, 7 * heads + d + p));
-            keys[p] = {key_rows[p]->source, simd::RowFactor{packed_bytes(d, kb), true}, queries[p].data()};
-            values[p] = {value_rows[p]->source, simd::RowFactor{packed_bytes(d, vb), true}, nullptr,
-                         acc.data() + offset, width};
+            keys[p] = {part.source, simd::RowFactor{packed_bytes(d, bits), true}, queries.back().data()};
+            keys[p].scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
+            if (layout.product && p == 0) keys[p].factor.reset();  // the norm comes after the sum
+            if (layout.product && p == 1) keys[p].scale = 0.7f;
           }
-          const float scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
+          const simd::RowFactor norm_factor{packed_bytes(layout.key_dims[0], layout.key_bits[0]), true};
+          const simd::RowFactor* score_factor = layout.product ? &norm_factor : nullptr;
+          for (size_t p = 0, offset = 0; p < value_parts; offset += layout.value_dims[p], ++p) {
+            const size_t d = layout.value_dims[p];
+            const int bits = layout.value_bits[p];
+            IndexRowsData& part = make_rows(d, bits, 5 * n + d + p);
+            values[p] = {part.source, simd::RowFactor{packed_bytes(d, bits), true}, nullptr, acc.data() + offset,
+                         width};
+          }
           std::vector<float> max(heads), sum(heads);
-          if (!simd::int_index_attention(keys.data(), parts, values.data(), parts, n, heads, scale, max.data(),
-                                         sum.data()))
+          if (!simd::int_index_attention(keys.data(), key_parts, score_factor, values.data(), value_parts, n, heads,
+                                         max.data(), sum.data()))
             continue;  // no kernel on this target
           ++fused_runs;
           std::vector<simd::AttentionPart> ref_values = values;
-          for (size_t p = 0, offset = 0; p < parts; offset += layout.dims[p], ++p) ref_values[p].acc = ref_acc.data() + offset;
+          for (size_t p = 0, offset = 0; p < value_parts; offset += layout.value_dims[p], ++p)
+            ref_values[p].acc = ref_acc.data() + offset;
           std::vector<float> ref_max(heads), ref_sum(heads);
-          ASSERT_TRUE(simd::reference::int_index_attention(keys.data(), parts, ref_values.data(), parts, n, heads,
-                                                           scale, ref_max.data(), ref_sum.data()));
+          ASSERT_TRUE(simd::reference::int_index_attention(keys.data(), key_parts, score_factor, ref_values.data(),
+                                                           value_parts, n, heads, ref_max.data(), ref_sum.data()));
           EXPECT_EQ(max, ref_max);
           EXPECT_EQ(acc, ref_acc);
           for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(sum[h], ref_sum[h], 1e-6 * ref_sum[h]) << h;
 
           // The separate passes over all rows.
           std::vector<float> logits(heads * n), part_logits(heads * n), two_pass(heads * width, 0.0f);
-          for (size_t p = 0; p < parts; ++p) {
-            simd::int_index_scores(keys[p].rows, n, keys[p].queries, heads, scale, p ? part_logits.data() : logits.data(),
-                                   n, &*keys[p].factor);
+          for (size_t p = 0; p < key_parts; ++p) {
+            simd::int_index_scores(keys[p].rows, n, keys[p].queries, heads, keys[p].scale,
+                                   p ? part_logits.data() : logits.data(), n,
+                                   keys[p].factor ? &*keys[p].factor : nullptr);
             if (p)
               for (size_t k = 0; k < logits.size(); ++k) logits[k] += part_logits[k];
+          }
+          if (score_factor) {
+            std::vector<float> norms(n);
+            simd::load_row_factors(keys[0].rows, score_factor, 0, n, norms.data());
+            for (size_t h = 0; h < heads; ++h)
+              for (size_t i = 0; i < n; ++i) logits[h * n + i] *= norms[i];
           }
           for (size_t h = 0; h < heads; ++h) {
             float* row = logits.data() + h * n;
@@ -214,7 +242,7 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
             const float total = simd::exp_shifted_sum(row, n, max[h]);
             EXPECT_NEAR(sum[h], total, 1e-5 * total) << h;
           }
-          for (size_t p = 0, offset = 0; p < parts; offset += layout.dims[p], ++p)
+          for (size_t p = 0, offset = 0; p < value_parts; offset += layout.value_dims[p], ++p)
             simd::int_index_weighted_sum(values[p].rows, n, logits.data(), heads, n, two_pass.data() + offset, width,
                                          &*values[p].factor);
           std::vector<float> difference(acc.size());
@@ -223,11 +251,11 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
                     1e-5 * testutil::norm(two_pass.data(), two_pass.size()));
         }
   });
-  // Where the CPU has AVX-512 VBMI and VNNI and no AMX, the kernel must have run.
+  // Where the CPU has AVX-512 VBMI and VNNI and no AMX, the kernel must have run every case.
   const bool expected = (hwy::SupportedTargets() & HWY_AVX3_DL) != 0 && !simd::amx_usable();
   std::printf("fused attention ran %d times\n", fused_runs);
   if (expected) {
-    EXPECT_EQ(fused_runs, static_cast<int>(layouts.size() * 5 * 4));
+    EXPECT_EQ(fused_runs, static_cast<int>(layouts.size() * kCounts * kHeadCounts));
   }
 }
 

@@ -197,8 +197,10 @@ void ChannelSplit::accumulate_rows_multi(const float* weights, size_t heads, siz
 
 bool ChannelSplit::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                              AttentionParts& parts) const {
+  // A part's own factor over its summed parts (prod's norm) has no place among the split's parts.
   for (size_t p = 0; p < parts_.size(); ++p)
-    if (!parts_[p]->key_parts(codes + code_offsets_[p], part_queries(queries, heads, p).data(), heads, parts))
+    if (!parts_[p]->key_parts(codes + code_offsets_[p], part_queries(queries, heads, p).data(), heads, parts) ||
+        parts.score_factor)
       return false;
   return true;
 }

@@ -54,8 +54,9 @@ bool VectorCodec::attend_multi(const PreparedQuery* const* queries, size_t heads
   if (!key_parts(keys.row(first), queries, heads, key_view) ||
       !value_codec.value_parts(values.row(first), accumulators, value_codec.accumulator_size(), value_view))
     return false;
-  return simd::int_index_attention(key_view.parts.data(), key_view.parts.size(), value_view.parts.data(),
-                                   value_view.parts.size(), n, heads, 1.0f, max, sum);
+  return simd::int_index_attention(key_view.parts.data(), key_view.parts.size(),
+                                   key_view.score_factor ? &*key_view.score_factor : nullptr, value_view.parts.data(),
+                                   value_view.parts.size(), n, heads, max, sum);
 }
 
 bool VectorCodec::key_parts(const uint8_t*, const PreparedQuery* const*, size_t, AttentionParts&) const {

@@ -183,12 +183,28 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
 
 bool TurboQuant::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                            AttentionParts& parts) const {
-  if (signs_) return false;
-  const size_t d = dim();
-  std::vector<float>& rotated = parts.queries.emplace_back(heads * d);
-  for (size_t h = 0; h < heads; ++h)
-    std::copy_n(static_cast<const TurboQuantQuery&>(*queries[h]).domain.data(), d, rotated.data() + h * d);
-  parts.parts.push_back({index_rows(codes), stored_norms(norm_offset_, options_.norm), rotated.data(), nullptr, 0});
+  const size_t d = dim(), m = signs_ ? signs_->rows() : 0;
+  // The query heads' floats [first, first + count) of their domain (rotated q, then S rotated q).
+  const auto domain = [&](size_t first, size_t count) {
+    std::vector<float>& out = parts.queries.emplace_back(heads * count);
+    for (size_t h = 0; h < heads; ++h)
+      std::copy_n(static_cast<const TurboQuantQuery&>(*queries[h]).domain.data() + first, count,
+                  out.data() + h * count);
+    return out.data();
+  };
+  const simd::RowFactor norms = stored_norms(norm_offset_, options_.norm);
+  if (!signs_) {
+    parts.parts.push_back({index_rows(codes), norms, domain(0, d), nullptr, 0, 1.0f});
+    return true;
+  }
+  // prod: (scalar score + sign score) * norm, as score_rows_multi forms it.
+  const size_t first_offset = scalar_.bits() > 0 ? 0 : sign_offset_;
+  if (scalar_.bits() > 0) parts.parts.push_back({index_rows(codes), std::nullopt, domain(0, d), nullptr, 0, 1.0f});
+  const SignCodeStage::Rows signs = sign_part(codes);
+  parts.parts.push_back({signs_->index_rows(signs.codes, signs.stride, signs.readable),
+                         simd::RowFactor{signs.norm_offset, signs.norm == NormPrecision::kFp16}, domain(d, m), nullptr,
+                         0, sign_scale_});
+  parts.score_factor = stored_norms(norm_offset_ - first_offset, options_.norm);
   return true;
 }
 

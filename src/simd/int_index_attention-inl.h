@@ -14,10 +14,10 @@ struct KeyPartState {
   ByteTable table;
   ScoreQueries queries;
   QuadScorer scorer;
-  KeyPartState(const AttentionPart& part, size_t n, size_t heads, float scale)
+  KeyPartState(const AttentionPart& part, size_t n, size_t heads)
       : unpacker(part.rows, PaddedDim(part.rows.dim)),
         table(byte_table(part.rows.table, part.rows.bits, kScoreTableLargest)),
-        queries(part.queries, heads, part.rows.dim, PaddedDim(part.rows.dim), table.scale, scale),
+        queries(part.queries, heads, part.rows.dim, PaddedDim(part.rows.dim), table.scale, part.scale),
         scorer(part.rows, n, unpacker, FieldTable(table, part.rows.bits, kScoreTableOffset), queries, heads,
                part.factor ? &*part.factor : nullptr) {}
 };
@@ -82,14 +82,14 @@ HWY_INLINE void OnlineSoftmaxBlock(float* logits, size_t heads, size_t count, fl
 
 // int_index_attention for parts the in-register lookups cover, without AMX (whose kernels run the
 // separate passes). False, with nothing written, where it does not apply.
-bool QuadAttention(const AttentionPart* keys, size_t key_parts, const AttentionPart* values, size_t value_parts,
-                   size_t n, size_t heads, float scale, float* max, float* sum) {
+bool QuadAttention(const AttentionPart* keys, size_t key_parts, const RowFactor* score_factor,
+                   const AttentionPart* values, size_t value_parts, size_t n, size_t heads, float* max, float* sum) {
   if (amx_usable()) return false;
   std::vector<std::unique_ptr<KeyPartState>> key_states;
   std::vector<std::unique_ptr<ValuePartState>> value_states;
   for (size_t p = 0; p < key_parts; ++p) {
     if (!Unpacker::FieldsCover(PaddedDim(keys[p].rows.dim))) return false;
-    key_states.push_back(std::make_unique<KeyPartState>(keys[p], n, heads, scale));
+    key_states.push_back(std::make_unique<KeyPartState>(keys[p], n, heads));
   }
   for (size_t p = 0; p < value_parts; ++p) {
     if (!Unpacker::FieldsCover(PaddedDim(values[p].rows.dim))) return false;
@@ -112,6 +112,15 @@ bool QuadAttention(const AttentionPart* keys, size_t key_parts, const AttentionP
       key_states[p]->scorer.Block(start, part_scores.get(), kIntBlockRows);
       for (size_t k = 0; k < heads * kIntBlockRows; k += lanes_per_vector)
         hn::Store(hn::Add(hn::Load(df, logits.get() + k), hn::Load(df, part_scores.get() + k)), df, logits.get() + k);
+    }
+    if (score_factor != nullptr) {
+      HWY_ALIGN float row_factor[kIntBlockRows] = {};
+      LoadFactors(keys[0].rows, score_factor, start, count, row_factor);
+      for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < kIntBlockRows; i += lanes_per_vector) {
+          float* at = logits.get() + h * kIntBlockRows + i;
+          hn::Store(hn::Mul(hn::Load(df, at), hn::Load(df, row_factor + i)), df, at);
+        }
     }
     OnlineSoftmaxBlock(logits.get(), heads, count, running.data(), sums.get(), value_states);
     for (const auto& value : value_states) value->accumulator.Block(logits.get(), kIntBlockRows, start, value->lanes);

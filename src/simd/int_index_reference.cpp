@@ -113,8 +113,9 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
   }
 }
 
-bool int_index_attention(const AttentionPart* keys, size_t key_parts, const AttentionPart* values, size_t value_parts,
-                         size_t n, size_t heads, float scale, float* max, float* sum) {
+bool int_index_attention(const AttentionPart* keys, size_t key_parts, const RowFactor* score_factor,
+                         const AttentionPart* values, size_t value_parts, size_t n, size_t heads, float* max,
+                         float* sum) {
   const auto usable = [](const AttentionPart* parts, size_t count) {
     for (size_t p = 0; p < count; ++p)
       if (!int_index_usable(parts[p].rows)) return false;
@@ -131,15 +132,20 @@ bool int_index_attention(const AttentionPart* keys, size_t key_parts, const Atte
   const auto factor = [](const AttentionPart& part) { return part.factor ? &*part.factor : nullptr; };
   std::fill(max, max + heads, -std::numeric_limits<float>::infinity());
   std::fill(sum, sum + heads, 0.0f);
-  std::vector<float> logits(heads * kIntBlockRows), part_scores(heads * kIntBlockRows);
+  std::vector<float> logits(heads * kIntBlockRows), part_scores(heads * kIntBlockRows), row_factor(kIntBlockRows);
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     for (size_t p = 0; p < key_parts; ++p) {
       float* out = p == 0 ? logits.data() : part_scores.data();
-      reference::int_index_scores(from(keys[p], start), count, keys[p].queries, heads, scale, out, kIntBlockRows,
-                                  factor(keys[p]));
+      reference::int_index_scores(from(keys[p], start), count, keys[p].queries, heads, keys[p].scale, out,
+                                  kIntBlockRows, factor(keys[p]));
       if (p > 0)
         for (size_t k = 0; k < logits.size(); ++k) logits[k] += part_scores[k];
+    }
+    if (score_factor != nullptr) {
+      load_row_factors(keys[0].rows, score_factor, start, count, row_factor.data());
+      for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < count; ++i) logits[h * kIntBlockRows + i] *= row_factor[i];
     }
     for (size_t h = 0; h < heads; ++h) {
       float* weights = logits.data() + h * kIntBlockRows;
