@@ -148,7 +148,7 @@ TEST(IntIndexKernels, CloseToTheFloatKernels) {
 // the rows make the running maximum rise in most blocks, so that the rescaling runs. One part per
 // row (TurboQuant mse), two (the outlier split: 32 channels at more bits, the rest at fewer), or
 // TurboQuant prod's form: scalar indices without a factor and 1-bit signs with theirs and a scale,
-// the sum times the norm.
+// the sum times the norm; the last two with a shift per head (centred keys).
 TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
   struct Layout {
     std::vector<size_t> key_dims;
@@ -199,6 +199,11 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
           }
           const simd::RowFactor norm_factor{packed_bytes(layout.key_dims[0], layout.key_bits[0]), true};
           const simd::RowFactor* score_factor = layout.product ? &norm_factor : nullptr;
+          // Centred keys' shift per head on the product layouts and the two-part ones.
+          std::vector<float> shift(heads);
+          for (size_t h = 0; h < heads; ++h) shift[h] = 0.5f * static_cast<float>(h) - 1.0f;
+          const bool shifted = layout.product || key_parts == 2;
+          const simd::AttentionKeys key_side{keys.data(), key_parts, score_factor, shifted ? shift.data() : nullptr};
           for (size_t p = 0, offset = 0; p < value_parts; offset += layout.value_dims[p], ++p) {
             const size_t d = layout.value_dims[p];
             const int bits = layout.value_bits[p];
@@ -207,16 +212,15 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
                          width};
           }
           std::vector<float> max(heads), sum(heads);
-          if (!simd::int_index_attention(keys.data(), key_parts, score_factor, values.data(), value_parts, n, heads,
-                                         max.data(), sum.data()))
+          if (!simd::int_index_attention(key_side, values.data(), value_parts, n, heads, max.data(), sum.data()))
             continue;  // no kernel on this target
           ++fused_runs;
           std::vector<simd::AttentionPart> ref_values = values;
           for (size_t p = 0, offset = 0; p < value_parts; offset += layout.value_dims[p], ++p)
             ref_values[p].acc = ref_acc.data() + offset;
           std::vector<float> ref_max(heads), ref_sum(heads);
-          ASSERT_TRUE(simd::reference::int_index_attention(keys.data(), key_parts, score_factor, ref_values.data(),
-                                                           value_parts, n, heads, ref_max.data(), ref_sum.data()));
+          ASSERT_TRUE(simd::reference::int_index_attention(key_side, ref_values.data(), value_parts, n, heads,
+                                                           ref_max.data(), ref_sum.data()));
           EXPECT_EQ(max, ref_max);
           EXPECT_EQ(acc, ref_acc);
           for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(sum[h], ref_sum[h], 1e-6 * ref_sum[h]) << h;
@@ -236,6 +240,9 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
             for (size_t h = 0; h < heads; ++h)
               for (size_t i = 0; i < n; ++i) logits[h * n + i] *= norms[i];
           }
+          if (shifted)
+            for (size_t h = 0; h < heads; ++h)
+              for (size_t i = 0; i < n; ++i) logits[h * n + i] += shift[h];
           for (size_t h = 0; h < heads; ++h) {
             float* row = logits.data() + h * n;
             EXPECT_EQ(max[h], *std::max_element(row, row + n));

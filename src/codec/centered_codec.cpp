@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "codec/accumulator_slices.hpp"
+#include "codec/attention_parts.hpp"
 #include "codec/spec_of.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
@@ -109,6 +110,24 @@ void CenteredCodec::accumulate_rows_multi(const float* weights, size_t heads, si
   // The weights' sum by SIMD partial sums: one running float sum took 4 cycles a row and head.
   for (size_t h = 0; h < heads; ++h)
     accumulators[h * (width + 1) + width] += simd::fixed_order_sum(weights + h * stride, n);
+}
+
+bool CenteredCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                              AttentionParts& parts) const {
+  std::vector<const PreparedQuery*> inner(heads);
+  for (size_t h = 0; h < heads; ++h) inner[h] = static_cast<const CenteredQuery&>(*queries[h]).inner.get();
+  if (!parts.score_shift.empty() || !inner_->key_parts(codes, inner.data(), heads, parts)) return false;
+  for (size_t h = 0; h < heads; ++h) parts.score_shift.push_back(static_cast<const CenteredQuery&>(*queries[h]).shift);
+  return true;
+}
+
+bool CenteredCodec::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
+                                AttentionParts& parts) const {
+  if (!parts.weight_sums.empty() && parts.weight_sum_stride != stride) return false;
+  if (!inner_->value_parts(codes, accumulators, stride, parts)) return false;
+  parts.weight_sums.push_back(accumulators + inner_->accumulator_size());
+  parts.weight_sum_stride = stride;
+  return true;
 }
 
 void CenteredCodec::finish_accumulator(const float* accumulator, float* out) const {

@@ -38,6 +38,10 @@ class CenteredCodec final : public VectorCodec {
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
                         size_t stride, Arithmetic arithmetic) const override;
+  // The inner codec's parts, the keys' shift <q, mu> per head, and the values' weight sum.
+  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                 AttentionParts& parts) const override;
+  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
 

@@ -200,7 +200,7 @@ bool ChannelSplit::key_parts(const uint8_t* codes, const PreparedQuery* const* q
   // A part's own factor over its summed parts (prod's norm) has no place among the split's parts.
   for (size_t p = 0; p < parts_.size(); ++p)
     if (!parts_[p]->key_parts(codes + code_offsets_[p], part_queries(queries, heads, p).data(), heads, parts) ||
-        parts.score_factor)
+        parts.score_factor || !parts.score_shift.empty())
       return false;
   return true;
 }

@@ -82,8 +82,10 @@ HWY_INLINE void OnlineSoftmaxBlock(float* logits, size_t heads, size_t count, fl
 
 // int_index_attention for parts the in-register lookups cover, without AMX (whose kernels run the
 // separate passes). False, with nothing written, where it does not apply.
-bool QuadAttention(const AttentionPart* keys, size_t key_parts, const RowFactor* score_factor,
-                   const AttentionPart* values, size_t value_parts, size_t n, size_t heads, float* max, float* sum) {
+bool QuadAttention(const AttentionKeys& key_side, const AttentionPart* values, size_t value_parts, size_t n,
+                   size_t heads, float* max, float* sum) {
+  const AttentionPart* keys = key_side.parts;
+  const size_t key_parts = key_side.count;
   if (amx_usable()) return false;
   std::vector<std::unique_ptr<KeyPartState>> key_states;
   std::vector<std::unique_ptr<ValuePartState>> value_states;
@@ -113,15 +115,21 @@ bool QuadAttention(const AttentionPart* keys, size_t key_parts, const RowFactor*
       for (size_t k = 0; k < heads * kIntBlockRows; k += lanes_per_vector)
         hn::Store(hn::Add(hn::Load(df, logits.get() + k), hn::Load(df, part_scores.get() + k)), df, logits.get() + k);
     }
-    if (score_factor != nullptr) {
+    if (key_side.factor != nullptr) {
       HWY_ALIGN float row_factor[kIntBlockRows] = {};
-      LoadFactors(keys[0].rows, score_factor, start, count, row_factor);
+      LoadFactors(keys[0].rows, key_side.factor, start, count, row_factor);
       for (size_t h = 0; h < heads; ++h)
         for (size_t i = 0; i < kIntBlockRows; i += lanes_per_vector) {
           float* at = logits.get() + h * kIntBlockRows + i;
           hn::Store(hn::Mul(hn::Load(df, at), hn::Load(df, row_factor + i)), df, at);
         }
     }
+    if (key_side.shift != nullptr)
+      for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < kIntBlockRows; i += lanes_per_vector) {
+          float* at = logits.get() + h * kIntBlockRows + i;
+          hn::Store(hn::Add(hn::Load(df, at), hn::Set(df, key_side.shift[h])), df, at);
+        }
     OnlineSoftmaxBlock(logits.get(), heads, count, running.data(), sums.get(), value_states);
     for (const auto& value : value_states) value->accumulator.Block(logits.get(), kIntBlockRows, start, value->lanes);
   }

@@ -869,14 +869,12 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
 }
 #endif
 
-bool IntAttentionImpl(const AttentionPart* keys, size_t key_parts, const RowFactor* score_factor,
-                      const AttentionPart* values, size_t value_parts, size_t n, size_t heads, float* max,
-                      float* sum) {
+bool IntAttentionImpl(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
+                      size_t heads, float* max, float* sum) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return QuadAttention(keys, key_parts, score_factor, values, value_parts, n, heads, max, sum);
+  return QuadAttention(keys, values, value_parts, n, heads, max, sum);
 #else
-  (void)keys, (void)key_parts, (void)score_factor, (void)values, (void)value_parts, (void)n, (void)heads, (void)max;
-  (void)sum;
+  (void)keys, (void)values, (void)value_parts, (void)n, (void)heads, (void)max, (void)sum;
   return false;
 #endif
 }
@@ -892,16 +890,14 @@ HWY_EXPORT(IntScoresImpl);
 HWY_EXPORT(IntWeightedSumImpl);
 HWY_EXPORT(IntAttentionImpl);
 
-bool int_index_attention(const AttentionPart* keys, size_t key_parts, const RowFactor* score_factor,
-                         const AttentionPart* values, size_t value_parts, size_t n, size_t heads, float* max,
-                         float* sum) {
-  if (n == 0 || heads == 0 || key_parts == 0 || value_parts == 0) return false;
-  for (size_t p = 0; p < key_parts; ++p)
-    if (!int_index_usable(keys[p].rows)) return false;
+bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
+                         size_t heads, float* max, float* sum) {
+  if (n == 0 || heads == 0 || keys.count == 0 || value_parts == 0) return false;
+  for (size_t p = 0; p < keys.count; ++p)
+    if (!int_index_usable(keys.parts[p].rows)) return false;
   for (size_t p = 0; p < value_parts; ++p)
     if (!int_index_usable(values[p].rows)) return false;
-  return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, key_parts, score_factor, values, value_parts, n, heads, max,
-                                                sum);
+  return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, values, value_parts, n, heads, max, sum);
 }
 
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,

@@ -56,20 +56,28 @@ struct AttentionPart {
   float scale = 1.0f;  // keys: the scores' scale (int_index_scores' `scale`)
 };
 
+// The key side of int_index_attention: a row's score is the sum over the parts, in their order,
+// of int_index_scores of the part (times its scale and factor; the first part's score, then each
+// next one added), times `factor` of parts[0].rows where there is one (TurboQuant prod: the norm
+// over its scalar and sign parts), plus shift[h] for head h where there is one (centred keys:
+// <q, mu>).
+struct AttentionKeys {
+  const AttentionPart* parts = nullptr;
+  size_t count = 0;
+  const RowFactor* factor = nullptr;
+  const float* shift = nullptr;
+};
+
 // Softmax pieces of attention over rows [0, n) for `heads` query heads, in one pass over blocks of
-// kIntBlockRows rows. Per block, a row's score is the sum over the key parts, in their order, of
-// int_index_scores of the part (times the part's scale and factor; the first part's score, then
-// each next one added), times score_factor of keys[0].rows where there is one (TurboQuant prod: the
-// norm of the scalar and sign parts' sum). Per head, the running maximum max[h] rises to the block's largest score
-// (sum[h] and the head's accumulators are first multiplied by exp(old - new), exp as
-// exp_shifted_sum takes it); the weights exp(score - max[h]) are added to sum[h] and their weighted
-// sum of each value part to its accumulators, as int_index_weighted_sum adds it. max and sum are
-// set; the accumulators come in zero. False, with nothing written, where no kernel applies
-// (instruction sets without AVX-512 VBMI and VNNI, with AMX, parts wider than 1024 coordinates):
-// the caller then runs the separate kernels.
-bool int_index_attention(const AttentionPart* keys, size_t key_parts, const RowFactor* score_factor,
-                         const AttentionPart* values, size_t value_parts, size_t n, size_t heads, float* max,
-                         float* sum);
+// kIntBlockRows rows: per block the scores (AttentionKeys); per head, the running maximum max[h]
+// rises to the block's largest score (sum[h] and the head's accumulators are first multiplied by
+// exp(old - new), exp as exp_shifted_sum takes it); the weights exp(score - max[h]) are added to
+// sum[h] and their weighted sum of each value part to its accumulators, as int_index_weighted_sum
+// adds it. max and sum are set; the accumulators come in zero. False, with nothing written, where
+// no kernel applies (instruction sets without AVX-512 VBMI and VNNI, with AMX, parts wider than
+// 1024 coordinates): the caller then runs the separate kernels.
+bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
+                         size_t heads, float* max, float* sum);
 
 // Row factors of rows [first, first + count) (1 without row factors).
 void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out);
@@ -102,9 +110,8 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
                             size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors = nullptr);
 // The definition block by block through the two references and exp_shifted_sum (hence the current
 // target's exponentials); the sums are added in another order than the kernel's lanes.
-bool int_index_attention(const AttentionPart* keys, size_t key_parts, const RowFactor* score_factor,
-                         const AttentionPart* values, size_t value_parts, size_t n, size_t heads, float* max,
-                         float* sum);
+bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
+                         size_t heads, float* max, float* sum);
 }  // namespace reference
 
 }  // namespace kvsketch::simd

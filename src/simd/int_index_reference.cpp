@@ -113,9 +113,10 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
   }
 }
 
-bool int_index_attention(const AttentionPart* keys, size_t key_parts, const RowFactor* score_factor,
-                         const AttentionPart* values, size_t value_parts, size_t n, size_t heads, float* max,
-                         float* sum) {
+bool int_index_attention(const AttentionKeys& key_side, const AttentionPart* values, size_t value_parts, size_t n,
+                         size_t heads, float* max, float* sum) {
+  const AttentionPart* keys = key_side.parts;
+  const size_t key_parts = key_side.count;
   const auto usable = [](const AttentionPart* parts, size_t count) {
     for (size_t p = 0; p < count; ++p)
       if (!int_index_usable(parts[p].rows)) return false;
@@ -142,11 +143,14 @@ bool int_index_attention(const AttentionPart* keys, size_t key_parts, const RowF
       if (p > 0)
         for (size_t k = 0; k < logits.size(); ++k) logits[k] += part_scores[k];
     }
-    if (score_factor != nullptr) {
-      load_row_factors(keys[0].rows, score_factor, start, count, row_factor.data());
+    if (key_side.factor != nullptr) {
+      load_row_factors(keys[0].rows, key_side.factor, start, count, row_factor.data());
       for (size_t h = 0; h < heads; ++h)
         for (size_t i = 0; i < count; ++i) logits[h * kIntBlockRows + i] *= row_factor[i];
     }
+    if (key_side.shift != nullptr)
+      for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < count; ++i) logits[h * kIntBlockRows + i] += key_side.shift[h];
     for (size_t h = 0; h < heads; ++h) {
       float* weights = logits.data() + h * kIntBlockRows;
       const float block_max = *std::max_element(weights, weights + count);
