@@ -143,102 +143,115 @@ TEST(IntIndexKernels, CloseToTheFloatKernels) {
 
 // The fused attention kernel against its definition (reference::int_index_attention): the same
 // maxima and accumulators bit for bit, the same sums of exponentials but for their order; and
-// against the separate passes (each key part's scores added up, one softmax over all rows, each
-// value part's weighted sum), which it equals up to float rounding. Keys whose norms grow along
-// the rows make the running maximum rise in most blocks, so that the rescaling runs. One part per
-// row (TurboQuant mse), two (the outlier split: 32 channels at more bits, the rest at fewer), or
-// TurboQuant prod's form: scalar indices without a factor and 1-bit signs with theirs and a scale,
-// the sum times the norm; the last two with a shift per head (centred keys).
+// against the separate passes (the key parts' scores combined as AttentionKeys says, one softmax
+// over all rows, each value part's weighted sum), which it equals up to float rounding. Keys whose
+// norms grow along the rows make the running maximum rise in most blocks, so that the rescaling
+// runs. The key layouts: TurboQuant mse (one part with its norm), the outlier split (two groups of
+// one part), TurboQuant prod (scalar indices without a factor and 1-bit signs with theirs and a
+// scale, the sum times the norm) and the split of prods (two such groups); the last three with a
+// shift per head (centred keys).
 TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
+  struct Part {
+    size_t dim;
+    int bits;
+  };
   struct Layout {
-    std::vector<size_t> key_dims;
-    std::vector<int> key_bits;
-    std::vector<size_t> value_dims;
-    std::vector<int> value_bits;
-    bool product = false;
+    std::vector<std::vector<Part>> groups;  // a group of two parts is prod's: the norm over their sum
+    std::vector<Part> values;
   };
   const std::vector<Layout> layouts = {
-      {{64}, {1}, {64}, {4}},           {{128}, {3}, {128}, {2}},         {{96}, {4}, {96}, {1}},
-      {{192}, {2}, {192}, {3}},         {{32, 96}, {3, 2}, {32, 96}, {4, 3}},
-      {{32, 96}, {4, 3}, {128}, {3}},   {{128, 128}, {2, 1}, {128}, {3}, true},
-      {{64, 64}, {3, 1}, {32, 32}, {2, 4}, true}};
+      {{{{64, 1}}}, {{64, 4}}},
+      {{{{128, 3}}}, {{128, 2}}},
+      {{{{96, 4}}}, {{96, 1}}},
+      {{{{192, 2}}}, {{192, 3}}},
+      {{{{32, 3}}, {{96, 2}}}, {{32, 4}, {96, 3}}},
+      {{{{32, 4}}, {{96, 3}}}, {{128, 3}}},
+      {{{{128, 2}, {128, 1}}}, {{128, 3}}},
+      {{{{64, 3}, {64, 1}}}, {{32, 2}, {32, 4}}},
+      {{{{32, 3}, {32, 1}}, {{96, 2}, {96, 1}}}, {{32, 3}, {96, 2}}}};
   constexpr size_t kCounts = 5, kHeadCounts = 4;
   int fused_runs = 0;
   testutil::for_each_target([&] {
-    for (const Layout& layout : layouts)
+    for (size_t l = 0; l < layouts.size(); ++l)
       for (const size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{200}, size_t{1000}})
         for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{9}}) {
-          SCOPED_TRACE(testing::Message() << "key parts " << layout.key_dims.size() << " dim "
-                                          << layout.key_dims.back() << " product " << layout.product << " n " << n
-                                          << " heads " << heads);
-          const size_t key_parts = layout.key_dims.size(), value_parts = layout.value_dims.size();
-          size_t width = 0;
-          for (const size_t d : layout.value_dims) width += d;
+          const Layout& layout = layouts[l];
+          SCOPED_TRACE(testing::Message() << "layout " << l << " n " << n << " heads " << heads);
           std::vector<std::unique_ptr<IndexRowsData>> rows;
-          std::vector<std::vector<float>> queries;
-          std::vector<simd::AttentionPart> keys(key_parts), values(value_parts);
-          std::vector<float> acc(heads * width, 0.0f), ref_acc(heads * width, 0.0f);
-          const auto make_rows = [&](size_t d, int bits, uint64_t seed) -> IndexRowsData& {
-            const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, d, bits).centroids;
-            return *rows.emplace_back(std::make_unique<IndexRowsData>(n, d, bits, table.data(), seed));
+          const auto make_rows = [&](const Part& part, uint64_t seed) -> IndexRowsData& {
+            const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, part.dim, part.bits).centroids;
+            return *rows.emplace_back(std::make_unique<IndexRowsData>(n, part.dim, part.bits, table.data(), seed));
           };
-          for (size_t p = 0; p < key_parts; ++p) {
-            const size_t d = layout.key_dims[p];
-            const int bits = layout.key_bits[p];
-            IndexRowsData& part = make_rows(d, bits, 3 * n + d + p);
-            if (p == 0)
-              for (size_t i = 0; i < n; ++i) {  // norms rising from 1 to 5 along the rows
-                const uint16_t norm = float_to_half(1.0f + 4.0f * static_cast<float>(i) / static_cast<float>(n));
-                std::memcpy(part.codes.data() + i * part.source.stride + packed_bytes(d, bits), &norm, sizeof(norm));
-              }
-            queries.push_back(gaussians(heads * d, 7 * heads + d + p));
-            keys[p] = {part.source, simd::RowFactor{packed_bytes(d, bits), true}, queries.back().data()};
-            keys[p].scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
-            if (layout.product && p == 0) keys[p].factor.reset();  // the norm comes after the sum
-            if (layout.product && p == 1) keys[p].scale = 0.7f;
+          std::vector<std::vector<float>> queries;
+          std::vector<std::vector<simd::AttentionPart>> key_parts(layout.groups.size());
+          std::vector<simd::RowFactor> group_factors(layout.groups.size());
+          std::vector<simd::AttentionKeyGroup> groups;
+          for (size_t g = 0; g < layout.groups.size(); ++g) {
+            const bool product = layout.groups[g].size() == 2;
+            for (size_t p = 0; p < layout.groups[g].size(); ++p) {
+              const Part& shape = layout.groups[g][p];
+              IndexRowsData& part = make_rows(shape, 3 * n + 7 * g + p);
+              const size_t factor_at = packed_bytes(shape.dim, shape.bits);
+              if (p == 0)
+                for (size_t i = 0; i < n; ++i) {  // norms rising from 1 to 5 along the rows
+                  const uint16_t norm = float_to_half(1.0f + 4.0f * static_cast<float>(i) / static_cast<float>(n));
+                  std::memcpy(part.codes.data() + i * part.source.stride + factor_at, &norm, sizeof(norm));
+                }
+              queries.push_back(gaussians(heads * shape.dim, 7 * heads + 3 * g + p));
+              simd::AttentionPart key{part.source, simd::RowFactor{factor_at, true}, queries.back().data()};
+              key.scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
+              if (product && p == 0) key.factor.reset();  // the norm comes after the sum
+              if (product && p == 1) key.scale = 0.7f;
+              key_parts[g].push_back(key);
+            }
+            group_factors[g] = simd::RowFactor{packed_bytes(layout.groups[g][0].dim, layout.groups[g][0].bits), true};
           }
-          const simd::RowFactor norm_factor{packed_bytes(layout.key_dims[0], layout.key_bits[0]), true};
-          const simd::RowFactor* score_factor = layout.product ? &norm_factor : nullptr;
-          // Centred keys' shift per head on the product layouts and the two-part ones.
+          for (size_t g = 0; g < layout.groups.size(); ++g)
+            groups.push_back({key_parts[g].data(), key_parts[g].size(),
+                              key_parts[g].size() == 2 ? &group_factors[g] : nullptr});
           std::vector<float> shift(heads);
           for (size_t h = 0; h < heads; ++h) shift[h] = 0.5f * static_cast<float>(h) - 1.0f;
-          const bool shifted = layout.product || key_parts == 2;
-          const simd::AttentionKeys key_side{keys.data(), key_parts, score_factor, shifted ? shift.data() : nullptr};
-          for (size_t p = 0, offset = 0; p < value_parts; offset += layout.value_dims[p], ++p) {
-            const size_t d = layout.value_dims[p];
-            const int bits = layout.value_bits[p];
-            IndexRowsData& part = make_rows(d, bits, 5 * n + d + p);
-            values[p] = {part.source, simd::RowFactor{packed_bytes(d, bits), true}, nullptr, acc.data() + offset,
-                         width};
+          const bool shifted = l >= 4;
+          const simd::AttentionKeys keys{groups.data(), groups.size(), shifted ? shift.data() : nullptr};
+
+          size_t width = 0;
+          for (const Part& part : layout.values) width += part.dim;
+          std::vector<simd::AttentionPart> values;
+          std::vector<float> acc(heads * width, 0.0f), ref_acc(heads * width, 0.0f);
+          for (size_t p = 0, offset = 0; p < layout.values.size(); offset += layout.values[p].dim, ++p) {
+            IndexRowsData& part = make_rows(layout.values[p], 5 * n + p);
+            values.push_back({part.source, simd::RowFactor{packed_bytes(layout.values[p].dim, layout.values[p].bits),
+                                                           true},
+                              nullptr, acc.data() + offset, width});
           }
           std::vector<float> max(heads), sum(heads);
-          if (!simd::int_index_attention(key_side, values.data(), value_parts, n, heads, max.data(), sum.data()))
+          if (!simd::int_index_attention(keys, values.data(), values.size(), n, heads, max.data(), sum.data()))
             continue;  // no kernel on this target
           ++fused_runs;
           std::vector<simd::AttentionPart> ref_values = values;
-          for (size_t p = 0, offset = 0; p < value_parts; offset += layout.value_dims[p], ++p)
+          for (size_t p = 0, offset = 0; p < values.size(); offset += layout.values[p].dim, ++p)
             ref_values[p].acc = ref_acc.data() + offset;
           std::vector<float> ref_max(heads), ref_sum(heads);
-          ASSERT_TRUE(simd::reference::int_index_attention(key_side, ref_values.data(), value_parts, n, heads,
+          ASSERT_TRUE(simd::reference::int_index_attention(keys, ref_values.data(), values.size(), n, heads,
                                                            ref_max.data(), ref_sum.data()));
           EXPECT_EQ(max, ref_max);
           EXPECT_EQ(acc, ref_acc);
           for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(sum[h], ref_sum[h], 1e-6 * ref_sum[h]) << h;
 
           // The separate passes over all rows.
-          std::vector<float> logits(heads * n), part_logits(heads * n), two_pass(heads * width, 0.0f);
-          for (size_t p = 0; p < key_parts; ++p) {
-            simd::int_index_scores(keys[p].rows, n, keys[p].queries, heads, keys[p].scale,
-                                   p ? part_logits.data() : logits.data(), n,
-                                   keys[p].factor ? &*keys[p].factor : nullptr);
-            if (p)
-              for (size_t k = 0; k < logits.size(); ++k) logits[k] += part_logits[k];
-          }
-          if (score_factor) {
-            std::vector<float> norms(n);
-            simd::load_row_factors(keys[0].rows, score_factor, 0, n, norms.data());
+          std::vector<float> logits(heads * n, 0.0f), group_logits(heads * n), part_logits(heads * n);
+          for (const simd::AttentionKeyGroup& group : groups) {
+            std::fill(group_logits.begin(), group_logits.end(), 0.0f);
+            for (size_t p = 0; p < group.count; ++p) {
+              const simd::AttentionPart& part = group.parts[p];
+              simd::int_index_scores(part.rows, n, part.queries, heads, part.scale, part_logits.data(), n,
+                                     part.factor ? &*part.factor : nullptr);
+              for (size_t k = 0; k < logits.size(); ++k) group_logits[k] += part_logits[k];
+            }
+            std::vector<float> norms(n, 1.0f);
+            if (group.factor) simd::load_row_factors(group.parts[0].rows, group.factor, 0, n, norms.data());
             for (size_t h = 0; h < heads; ++h)
-              for (size_t i = 0; i < n; ++i) logits[h * n + i] *= norms[i];
+              for (size_t i = 0; i < n; ++i) logits[h * n + i] += group_logits[h * n + i] * norms[i];
           }
           if (shifted)
             for (size_t h = 0; h < heads; ++h)
@@ -249,7 +262,8 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
             const float total = simd::exp_shifted_sum(row, n, max[h]);
             EXPECT_NEAR(sum[h], total, 1e-5 * total) << h;
           }
-          for (size_t p = 0, offset = 0; p < value_parts; offset += layout.value_dims[p], ++p)
+          std::vector<float> two_pass(heads * width, 0.0f);
+          for (size_t p = 0, offset = 0; p < values.size(); offset += layout.values[p].dim, ++p)
             simd::int_index_weighted_sum(values[p].rows, n, logits.data(), heads, n, two_pass.data() + offset, width,
                                          &*values[p].factor);
           std::vector<float> difference(acc.size());

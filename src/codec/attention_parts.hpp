@@ -13,18 +13,31 @@ namespace kvsketch {
 struct AttentionParts {
   std::vector<simd::AttentionPart> parts;
   std::deque<std::vector<float>> queries;  // the key parts' query heads (a deque: addresses stay put)
-  // Keys: a factor of the first part's rows that multiplies the parts' summed score (TurboQuant
-  // prod's norm, over its scalar and sign parts), and a shift per head added last (centred keys).
-  std::optional<simd::RowFactor> score_factor;
+  // Keys: groups of consecutive parts whose scores add up, each with an optional factor of its
+  // first part's rows over the sum (TurboQuant prod's norm over its scalar and sign parts); a
+  // shift per head added last (centred keys).
+  struct Group {
+    size_t first, count;
+    std::optional<simd::RowFactor> factor;
+  };
+  std::vector<Group> groups;
   std::vector<float> score_shift;
   // Values: where the sum of the weights goes (centred values: head h's at weight_sums[k] + h *
   // stride for every k); attend_multi writes the kernel's softmax sums there.
   std::vector<float*> weight_sums;
   size_t weight_sum_stride = 0;
 
-  simd::AttentionKeys keys() const {
-    return {parts.data(), parts.size(), score_factor ? &*score_factor : nullptr,
-            score_shift.empty() ? nullptr : score_shift.data()};
+  // Parts [first, parts.size()) as one key group.
+  void close_group(size_t first, std::optional<simd::RowFactor> factor = std::nullopt) {
+    groups.push_back({first, parts.size() - first, factor});
+  }
+
+  // The kernel's view of the keys; `storage` holds the groups it points to.
+  simd::AttentionKeys keys(std::vector<simd::AttentionKeyGroup>& storage) const {
+    storage.clear();
+    for (const Group& group : groups)
+      storage.push_back({parts.data() + group.first, group.count, group.factor ? &*group.factor : nullptr});
+    return {storage.data(), storage.size(), score_shift.empty() ? nullptr : score_shift.data()};
   }
 };
 

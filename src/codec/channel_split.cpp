@@ -197,10 +197,10 @@ void ChannelSplit::accumulate_rows_multi(const float* weights, size_t heads, siz
 
 bool ChannelSplit::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                              AttentionParts& parts) const {
-  // A part's own factor over its summed parts (prod's norm) has no place among the split's parts.
+  // Each part a group of its own (prod's norm over its scalar and sign parts), the groups' scores
+  // added in order as score_rows_multi adds them.
   for (size_t p = 0; p < parts_.size(); ++p)
-    if (!parts_[p]->key_parts(codes + code_offsets_[p], part_queries(queries, heads, p).data(), heads, parts) ||
-        parts.score_factor || !parts.score_shift.empty())
+    if (!parts_[p]->key_parts(codes + code_offsets_[p], part_queries(queries, heads, p).data(), heads, parts))
       return false;
   return true;
 }

@@ -54,8 +54,9 @@ bool VectorCodec::attend_multi(const PreparedQuery* const* queries, size_t heads
   if (!key_parts(keys.row(first), queries, heads, key_view) ||
       !value_codec.value_parts(values.row(first), accumulators, value_codec.accumulator_size(), value_view))
     return false;
-  if (!simd::int_index_attention(key_view.keys(), value_view.parts.data(), value_view.parts.size(), n, heads, max,
-                                 sum))
+  std::vector<simd::AttentionKeyGroup> groups;
+  if (!simd::int_index_attention(key_view.keys(groups), value_view.parts.data(), value_view.parts.size(), n, heads,
+                                 max, sum))
     return false;
   for (float* slot : value_view.weight_sums)
     for (size_t h = 0; h < heads; ++h) slot[h * value_view.weight_sum_stride] = sum[h];

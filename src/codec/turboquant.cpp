@@ -192,9 +192,10 @@ bool TurboQuant::key_parts(const uint8_t* codes, const PreparedQuery* const* que
                   out.data() + h * count);
     return out.data();
   };
-  const simd::RowFactor norms = stored_norms(norm_offset_, options_.norm);
+  const size_t first = parts.parts.size();
   if (!signs_) {
-    parts.parts.push_back({index_rows(codes), norms, domain(0, d), nullptr, 0, 1.0f});
+    parts.parts.push_back({index_rows(codes), stored_norms(norm_offset_, options_.norm), domain(0, d), nullptr, 0, 1.0f});
+    parts.close_group(first);
     return true;
   }
   // prod: (scalar score + sign score) * norm, as score_rows_multi forms it.
@@ -204,7 +205,7 @@ bool TurboQuant::key_parts(const uint8_t* codes, const PreparedQuery* const* que
   parts.parts.push_back({signs_->index_rows(signs.codes, signs.stride, signs.readable),
                          simd::RowFactor{signs.norm_offset, signs.norm == NormPrecision::kFp16}, domain(d, m), nullptr,
                          0, sign_scale_});
-  parts.score_factor = stored_norms(norm_offset_ - first_offset, options_.norm);
+  parts.close_group(first, stored_norms(norm_offset_ - first_offset, options_.norm));
   return true;
 }
 

@@ -80,18 +80,65 @@ HWY_INLINE void OnlineSoftmaxBlock(float* logits, size_t heads, size_t count, fl
   }
 }
 
+// A key group's state: its parts' states and its factor.
+struct KeyGroupState {
+  std::vector<std::unique_ptr<KeyPartState>> parts;
+  const RowSource* factor_rows;
+  const RowFactor* factor;
+};
+
+// The block's scores from `start` (AttentionKeys) into logits, head h at logits + h * kIntBlockRows;
+// group_scores and part_scores are scratch of the same size.
+HWY_INLINE void KeyScoresBlock(const std::vector<KeyGroupState>& groups, const float* shift, size_t heads,
+                               size_t start, size_t count, float* logits, float* group_scores, float* part_scores) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df), block = heads * kIntBlockRows;
+  const auto add_into = [&](float* target, const float* addend) {
+    for (size_t k = 0; k < block; k += lanes)
+      hn::Store(hn::Add(hn::Load(df, target + k), hn::Load(df, addend + k)), df, target + k);
+  };
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const KeyGroupState& group = groups[g];
+    float* target = g == 0 ? logits : group_scores;
+    group.parts[0]->scorer.Block(start, target, kIntBlockRows);
+    for (size_t p = 1; p < group.parts.size(); ++p) {
+      group.parts[p]->scorer.Block(start, part_scores, kIntBlockRows);
+      add_into(target, part_scores);
+    }
+    if (group.factor != nullptr) {
+      HWY_ALIGN float row_factor[kIntBlockRows] = {};
+      LoadFactors(*group.factor_rows, group.factor, start, count, row_factor);
+      for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < kIntBlockRows; i += lanes) {
+          float* at = target + h * kIntBlockRows + i;
+          hn::Store(hn::Mul(hn::Load(df, at), hn::Load(df, row_factor + i)), df, at);
+        }
+    }
+    if (g > 0) add_into(logits, group_scores);
+  }
+  if (shift != nullptr)
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < kIntBlockRows; i += lanes) {
+        float* at = logits + h * kIntBlockRows + i;
+        hn::Store(hn::Add(hn::Load(df, at), hn::Set(df, shift[h])), df, at);
+      }
+}
+
 // int_index_attention for parts the in-register lookups cover, without AMX (whose kernels run the
 // separate passes). False, with nothing written, where it does not apply.
-bool QuadAttention(const AttentionKeys& key_side, const AttentionPart* values, size_t value_parts, size_t n,
+bool QuadAttention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                    size_t heads, float* max, float* sum) {
-  const AttentionPart* keys = key_side.parts;
-  const size_t key_parts = key_side.count;
   if (amx_usable()) return false;
-  std::vector<std::unique_ptr<KeyPartState>> key_states;
+  std::vector<KeyGroupState> key_groups(keys.count);
   std::vector<std::unique_ptr<ValuePartState>> value_states;
-  for (size_t p = 0; p < key_parts; ++p) {
-    if (!Unpacker::FieldsCover(PaddedDim(keys[p].rows.dim))) return false;
-    key_states.push_back(std::make_unique<KeyPartState>(keys[p], n, heads));
+  for (size_t g = 0; g < keys.count; ++g) {
+    const AttentionKeyGroup& group = keys.groups[g];
+    key_groups[g].factor_rows = &group.parts[0].rows;
+    key_groups[g].factor = group.factor;
+    for (size_t p = 0; p < group.count; ++p) {
+      if (!Unpacker::FieldsCover(PaddedDim(group.parts[p].rows.dim))) return false;
+      key_groups[g].parts.push_back(std::make_unique<KeyPartState>(group.parts[p], n, heads));
+    }
   }
   for (size_t p = 0; p < value_parts; ++p) {
     if (!Unpacker::FieldsCover(PaddedDim(values[p].rows.dim))) return false;
@@ -100,38 +147,19 @@ bool QuadAttention(const AttentionKeys& key_side, const AttentionPart* values, s
 
   const DF df;
   std::vector<float> running(heads, -std::numeric_limits<float>::infinity());
-  const size_t lanes_per_vector = hn::Lanes(df);
+  const size_t lanes_per_vector = hn::Lanes(df), block = heads * kIntBlockRows;
   const auto sums = hwy::AllocateAligned<float>(heads * lanes_per_vector);
   std::fill(sums.get(), sums.get() + heads * lanes_per_vector, 0.0f);
-  const auto logits = hwy::AllocateAligned<float>(heads * kIntBlockRows);
-  // A later part's scores; rows past a short last block are never written (zeros, added and masked).
-  const auto part_scores = hwy::AllocateAligned<float>(key_parts > 1 ? heads * kIntBlockRows : 1);
-  if (key_parts > 1) std::fill(part_scores.get(), part_scores.get() + heads * kIntBlockRows, 0.0f);
+  // The logits, and the scratch of later groups and parts: rows past a short last block are never
+  // written (zeros or an earlier block's, added and then masked).
+  const auto scratch = hwy::AllocateAligned<float>(3 * block);
+  std::fill(scratch.get(), scratch.get() + 3 * block, 0.0f);
+  float* logits = scratch.get();
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
-    key_states[0]->scorer.Block(start, logits.get(), kIntBlockRows);
-    for (size_t p = 1; p < key_parts; ++p) {
-      key_states[p]->scorer.Block(start, part_scores.get(), kIntBlockRows);
-      for (size_t k = 0; k < heads * kIntBlockRows; k += lanes_per_vector)
-        hn::Store(hn::Add(hn::Load(df, logits.get() + k), hn::Load(df, part_scores.get() + k)), df, logits.get() + k);
-    }
-    if (key_side.factor != nullptr) {
-      HWY_ALIGN float row_factor[kIntBlockRows] = {};
-      LoadFactors(keys[0].rows, key_side.factor, start, count, row_factor);
-      for (size_t h = 0; h < heads; ++h)
-        for (size_t i = 0; i < kIntBlockRows; i += lanes_per_vector) {
-          float* at = logits.get() + h * kIntBlockRows + i;
-          hn::Store(hn::Mul(hn::Load(df, at), hn::Load(df, row_factor + i)), df, at);
-        }
-    }
-    if (key_side.shift != nullptr)
-      for (size_t h = 0; h < heads; ++h)
-        for (size_t i = 0; i < kIntBlockRows; i += lanes_per_vector) {
-          float* at = logits.get() + h * kIntBlockRows + i;
-          hn::Store(hn::Add(hn::Load(df, at), hn::Set(df, key_side.shift[h])), df, at);
-        }
-    OnlineSoftmaxBlock(logits.get(), heads, count, running.data(), sums.get(), value_states);
-    for (const auto& value : value_states) value->accumulator.Block(logits.get(), kIntBlockRows, start, value->lanes);
+    KeyScoresBlock(key_groups, keys.shift, heads, start, count, logits, logits + block, logits + 2 * block);
+    OnlineSoftmaxBlock(logits, heads, count, running.data(), sums.get(), value_states);
+    for (const auto& value : value_states) value->accumulator.Block(logits, kIntBlockRows, start, value->lanes);
   }
   for (size_t p = 0; p < value_parts; ++p) value_states[p]->lanes.WriteBack(values[p].acc);
   for (size_t h = 0; h < heads; ++h) {

@@ -893,8 +893,11 @@ HWY_EXPORT(IntAttentionImpl);
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum) {
   if (n == 0 || heads == 0 || keys.count == 0 || value_parts == 0) return false;
-  for (size_t p = 0; p < keys.count; ++p)
-    if (!int_index_usable(keys.parts[p].rows)) return false;
+  for (size_t g = 0; g < keys.count; ++g) {
+    if (keys.groups[g].count == 0) return false;
+    for (size_t p = 0; p < keys.groups[g].count; ++p)
+      if (!int_index_usable(keys.groups[g].parts[p].rows)) return false;
+  }
   for (size_t p = 0; p < value_parts; ++p)
     if (!int_index_usable(values[p].rows)) return false;
   return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, values, value_parts, n, heads, max, sum);

@@ -56,15 +56,22 @@ struct AttentionPart {
   float scale = 1.0f;  // keys: the scores' scale (int_index_scores' `scale`)
 };
 
-// The key side of int_index_attention: a row's score is the sum over the parts, in their order,
-// of int_index_scores of the part (times its scale and factor; the first part's score, then each
-// next one added), times `factor` of parts[0].rows where there is one (TurboQuant prod: the norm
-// over its scalar and sign parts), plus shift[h] for head h where there is one (centred keys:
-// <q, mu>).
-struct AttentionKeys {
+// Key parts whose scores add up: the sum over the parts, in their order, of int_index_scores of
+// the part (times its scale and factor; the first part's score, then each next one added), times
+// `factor` of parts[0].rows where there is one (TurboQuant prod: the norm over its scalar and sign
+// parts).
+struct AttentionKeyGroup {
   const AttentionPart* parts = nullptr;
   size_t count = 0;
   const RowFactor* factor = nullptr;
+};
+
+// The key side of int_index_attention: a row's score is the sum of the groups' scores, in their
+// order (the first group's, then each next one added: the outlier split's parts), plus shift[h]
+// for head h where there is one (centred keys: <q, mu>).
+struct AttentionKeys {
+  const AttentionKeyGroup* groups = nullptr;
+  size_t count = 0;
   const float* shift = nullptr;
 };
 

@@ -113,44 +113,52 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
   }
 }
 
-bool int_index_attention(const AttentionKeys& key_side, const AttentionPart* values, size_t value_parts, size_t n,
+bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum) {
-  const AttentionPart* keys = key_side.parts;
-  const size_t key_parts = key_side.count;
-  const auto usable = [](const AttentionPart* parts, size_t count) {
-    for (size_t p = 0; p < count; ++p)
-      if (!int_index_usable(parts[p].rows)) return false;
-    return count > 0;
-  };
-  if (!usable(keys, key_parts) || !usable(values, value_parts)) return false;
+  if (keys.count == 0 || value_parts == 0) return false;
+  for (size_t g = 0; g < keys.count; ++g) {
+    if (keys.groups[g].count == 0) return false;
+    for (size_t p = 0; p < keys.groups[g].count; ++p)
+      if (!int_index_usable(keys.groups[g].parts[p].rows)) return false;
+  }
+  for (size_t p = 0; p < value_parts; ++p)
+    if (!int_index_usable(values[p].rows)) return false;
   // A part's rows from row `start` on: every factor is per row, so that a block's scores and sums
   // are the whole range's.
-  const auto from = [](const AttentionPart& part, size_t start) {
-    RowSource rows = part.rows;
+  const auto from = [](const RowSource& source, size_t start) {
+    RowSource rows = source;
     rows.data += start * rows.stride;
     return rows;
   };
   const auto factor = [](const AttentionPart& part) { return part.factor ? &*part.factor : nullptr; };
   std::fill(max, max + heads, -std::numeric_limits<float>::infinity());
   std::fill(sum, sum + heads, 0.0f);
-  std::vector<float> logits(heads * kIntBlockRows), part_scores(heads * kIntBlockRows), row_factor(kIntBlockRows);
+  const size_t block = heads * kIntBlockRows;
+  std::vector<float> logits(block), group_scores(block), part_scores(block), row_factor(kIntBlockRows);
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
-    for (size_t p = 0; p < key_parts; ++p) {
-      float* out = p == 0 ? logits.data() : part_scores.data();
-      reference::int_index_scores(from(keys[p], start), count, keys[p].queries, heads, keys[p].scale, out,
-                                  kIntBlockRows, factor(keys[p]));
-      if (p > 0)
-        for (size_t k = 0; k < logits.size(); ++k) logits[k] += part_scores[k];
+    for (size_t g = 0; g < keys.count; ++g) {
+      const AttentionKeyGroup& group = keys.groups[g];
+      std::vector<float>& target = g == 0 ? logits : group_scores;
+      for (size_t p = 0; p < group.count; ++p) {
+        const AttentionPart& part = group.parts[p];
+        std::vector<float>& out = p == 0 ? target : part_scores;
+        reference::int_index_scores(from(part.rows, start), count, part.queries, heads, part.scale, out.data(),
+                                    kIntBlockRows, factor(part));
+        if (p > 0)
+          for (size_t k = 0; k < block; ++k) target[k] += part_scores[k];
+      }
+      if (group.factor != nullptr) {
+        load_row_factors(group.parts[0].rows, group.factor, start, count, row_factor.data());
+        for (size_t h = 0; h < heads; ++h)
+          for (size_t i = 0; i < count; ++i) target[h * kIntBlockRows + i] *= row_factor[i];
+      }
+      if (g > 0)
+        for (size_t k = 0; k < block; ++k) logits[k] += group_scores[k];
     }
-    if (key_side.factor != nullptr) {
-      load_row_factors(keys[0].rows, key_side.factor, start, count, row_factor.data());
+    if (keys.shift != nullptr)
       for (size_t h = 0; h < heads; ++h)
-        for (size_t i = 0; i < count; ++i) logits[h * kIntBlockRows + i] *= row_factor[i];
-    }
-    if (key_side.shift != nullptr)
-      for (size_t h = 0; h < heads; ++h)
-        for (size_t i = 0; i < count; ++i) logits[h * kIntBlockRows + i] += key_side.shift[h];
+        for (size_t i = 0; i < count; ++i) logits[h * kIntBlockRows + i] += keys.shift[h];
     for (size_t h = 0; h < heads; ++h) {
       float* weights = logits.data() + h * kIntBlockRows;
       const float block_max = *std::max_element(weights, weights + count);
@@ -167,7 +175,7 @@ bool int_index_attention(const AttentionKeys& key_side, const AttentionPart* val
       sum[h] += exp_shifted_sum(weights, count, max[h]);
     }
     for (size_t p = 0; p < value_parts; ++p)
-      reference::int_index_weighted_sum(from(values[p], start), count, logits.data(), heads, kIntBlockRows,
+      reference::int_index_weighted_sum(from(values[p].rows, start), count, logits.data(), heads, kIntBlockRows,
                                         values[p].acc, values[p].acc_stride, factor(values[p]));
   }
   return true;
