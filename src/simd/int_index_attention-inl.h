@@ -4,9 +4,9 @@
 // Why: run as separate kernels, the scores of a range of rows go out to a heads x n array, a pass
 // finds each head's maximum, a pass takes the exponentials, and the weighted sum reads them back:
 // three round trips through L2 and a setup per kernel. Here each block's logits stay in L1 and
-// its softmax is online (the running maximum rescales the sums when it grows): 221 -> 207 us for a
-// cache-resident 16k-token step on the Emerald Rapids VM, and 257 -> 243 us from memory
-// (docs/RESULTS.md).
+// its softmax is online (the running maximum rescales the sums when it grows): for tq_mse:b=3,
+// 216-221 -> 210-213 us for a cache-resident 16k-token step on the Emerald Rapids VM, 257-262 ->
+// 243-247 us from memory; 4-12% for the other TurboQuant policies (docs/RESULTS.md).
 
 // A key part's state: its lookups and byte queries (members in the order they are built).
 struct KeyPartState {
