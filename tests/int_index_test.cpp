@@ -245,7 +245,7 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
             for (size_t p = 0; p < group.count; ++p) {
               const simd::AttentionPart& part = group.parts[p];
               simd::int_index_scores(part.rows, n, part.queries, heads, part.scale, part_logits.data(), n,
-                                     part.factor ? &*part.factor : nullptr);
+                                     part.row_factor());
               for (size_t k = 0; k < logits.size(); ++k) group_logits[k] += part_logits[k];
             }
             std::vector<float> norms(n, 1.0f);

@@ -19,7 +19,7 @@ struct KeyPartState {
         table(byte_table(part.rows.table, part.rows.bits, kScoreTableLargest)),
         queries(part.queries, heads, part.rows.dim, PaddedDim(part.rows.dim), table.scale, part.scale),
         scorer(part.rows, n, unpacker, FieldTable(table, part.rows.bits, kScoreTableOffset), queries, heads,
-               part.factor ? &*part.factor : nullptr) {}
+               part.row_factor()) {}
 };
 
 // A value part's state: its lookups, the block's weights and its accumulators in lane order.
@@ -33,8 +33,7 @@ struct ValuePartState {
       : unpacker(part.rows, PaddedDim(part.rows.dim)),
         table(byte_table(part.rows.table, part.rows.bits)),
         block(heads, table.scale),
-        accumulator(part.rows, n, unpacker, FieldTable(table, part.rows.bits, 0), heads,
-                    part.factor ? &*part.factor : nullptr, block),
+        accumulator(part.rows, n, unpacker, FieldTable(table, part.rows.bits, 0), heads, part.row_factor(), block),
         lanes(part.acc, heads, part.acc_stride, part.rows.dim, QuadLaneCoordinates(PaddedDim(part.rows.dim))) {}
 };
 
@@ -79,6 +78,35 @@ HWY_INLINE void OnlineSoftmaxBlock(float* logits, size_t heads, size_t count, fl
     hn::Store(sum, df, sums + h * kLanes);
   }
 }
+
+// A range's running softmax: per head the running maximum and a vector of partial sums, turned
+// into int_index_attention's max and sum at the end.
+class OnlineSoftmax {
+ public:
+  explicit OnlineSoftmax(size_t heads)
+      : heads_(heads), running_(heads, -std::numeric_limits<float>::infinity()),
+        sums_(hwy::AllocateAligned<float>(heads * hn::Lanes(DF()))) {
+    std::fill(sums_.get(), sums_.get() + heads * hn::Lanes(DF()), 0.0f);
+  }
+
+  // OnlineSoftmaxBlock over the block's logits.
+  void Block(float* logits, size_t count, LaneAccumulators* const* lanes, size_t value_parts) {
+    OnlineSoftmaxBlock(logits, heads_, count, running_.data(), sums_.get(), lanes, value_parts);
+  }
+
+  void Finish(float* max, float* sum) const {
+    const DF df;
+    for (size_t h = 0; h < heads_; ++h) {
+      max[h] = running_[h];
+      sum[h] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, sums_.get() + h * hn::Lanes(df))));
+    }
+  }
+
+ private:
+  size_t heads_;
+  std::vector<float> running_;
+  hwy::AlignedFreeUniquePtr<float[]> sums_;
+};
 
 // A key group's state: its parts' states and its factor.
 struct KeyGroupState {
@@ -134,23 +162,16 @@ bool SinglePartAttention(const AttentionPart& key, const AttentionPart& value, s
   const KeyPartState key_state(key, n, heads);
   ValuePartState value_state(value, n, heads);
   LaneAccumulators* lanes[1] = {&value_state.lanes};
-  const DF df;
-  std::vector<float> running(heads, -std::numeric_limits<float>::infinity());
-  const size_t lanes_per_vector = hn::Lanes(df);
-  const auto sums = hwy::AllocateAligned<float>(heads * lanes_per_vector);
-  std::fill(sums.get(), sums.get() + heads * lanes_per_vector, 0.0f);
+  OnlineSoftmax softmax(heads);
   const auto logits = hwy::AllocateAligned<float>(heads * kIntBlockRows);
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     key_state.scorer.Block(start, logits.get(), kIntBlockRows);
-    OnlineSoftmaxBlock(logits.get(), heads, count, running.data(), sums.get(), lanes, 1);
+    softmax.Block(logits.get(), count, lanes, 1);
     value_state.accumulator.Block(logits.get(), kIntBlockRows, start, value_state.lanes);
   }
   value_state.lanes.WriteBack(value.acc);
-  for (size_t h = 0; h < heads; ++h) {
-    max[h] = running[h];
-    sum[h] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, sums.get() + h * lanes_per_vector)));
-  }
+  softmax.Finish(max, sum);
   return true;
 }
 
@@ -179,11 +200,8 @@ bool QuadAttention(const AttentionKeys& keys, const AttentionPart* values, size_
   std::vector<LaneAccumulators*> value_lanes;
   for (const auto& value : value_states) value_lanes.push_back(&value->lanes);
 
-  const DF df;
-  std::vector<float> running(heads, -std::numeric_limits<float>::infinity());
-  const size_t lanes_per_vector = hn::Lanes(df), block = heads * kIntBlockRows;
-  const auto sums = hwy::AllocateAligned<float>(heads * lanes_per_vector);
-  std::fill(sums.get(), sums.get() + heads * lanes_per_vector, 0.0f);
+  OnlineSoftmax softmax(heads);
+  const size_t block = heads * kIntBlockRows;
   // The logits, and the scratch of later groups and parts: rows past a short last block are never
   // written (zeros or an earlier block's, added and then masked).
   const auto scratch = hwy::AllocateAligned<float>(3 * block);
@@ -192,13 +210,10 @@ bool QuadAttention(const AttentionKeys& keys, const AttentionPart* values, size_
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     KeyScoresBlock(key_groups, keys.shift, heads, start, count, logits, logits + block, logits + 2 * block);
-    OnlineSoftmaxBlock(logits, heads, count, running.data(), sums.get(), value_lanes.data(), value_parts);
+    softmax.Block(logits, count, value_lanes.data(), value_parts);
     for (const auto& value : value_states) value->accumulator.Block(logits, kIntBlockRows, start, value->lanes);
   }
   for (size_t p = 0; p < value_parts; ++p) value_states[p]->lanes.WriteBack(values[p].acc);
-  for (size_t h = 0; h < heads; ++h) {
-    max[h] = running[h];
-    sum[h] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, sums.get() + h * lanes_per_vector)));
-  }
+  softmax.Finish(max, sum);
   return true;
 }

@@ -892,14 +892,7 @@ HWY_EXPORT(IntAttentionImpl);
 
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum) {
-  if (n == 0 || heads == 0 || keys.count == 0 || value_parts == 0) return false;
-  for (size_t g = 0; g < keys.count; ++g) {
-    if (keys.groups[g].count == 0) return false;
-    for (size_t p = 0; p < keys.groups[g].count; ++p)
-      if (!int_index_usable(keys.groups[g].parts[p].rows)) return false;
-  }
-  for (size_t p = 0; p < value_parts; ++p)
-    if (!int_index_usable(values[p].rows)) return false;
+  if (n == 0 || heads == 0 || !int_index_attention_usable(keys, values, value_parts)) return false;
   return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, values, value_parts, n, heads, max, sum);
 }
 

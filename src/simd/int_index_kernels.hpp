@@ -54,6 +54,8 @@ struct AttentionPart {
   float* acc = nullptr;
   size_t acc_stride = 0;
   float scale = 1.0f;  // keys: the scores' scale (int_index_scores' `scale`)
+
+  const RowFactor* row_factor() const { return factor ? &*factor : nullptr; }
 };
 
 // Key parts whose scores add up: the sum over the parts, in their order, of int_index_scores of
@@ -85,6 +87,10 @@ struct AttentionKeys {
 // 1024 coordinates): the caller then runs the separate kernels.
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum);
+
+// Whether int_index_attention's arguments describe rows it can take: at least one key group and one
+// value part, every group with parts, every part kIndex with b = 1..4 (int_index_usable).
+bool int_index_attention_usable(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts);
 
 // Row factors of rows [first, first + count) (1 without row factors).
 void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out);

@@ -62,6 +62,18 @@ ByteTable byte_table(const float* table, int bits, int largest) {
   return out;
 }
 
+bool int_index_attention_usable(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts) {
+  if (keys.count == 0 || value_parts == 0) return false;
+  for (size_t g = 0; g < keys.count; ++g) {
+    if (keys.groups[g].count == 0) return false;
+    for (size_t p = 0; p < keys.groups[g].count; ++p)
+      if (!int_index_usable(keys.groups[g].parts[p].rows)) return false;
+  }
+  for (size_t p = 0; p < value_parts; ++p)
+    if (!int_index_usable(values[p].rows)) return false;
+  return true;
+}
+
 namespace reference {
 
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
@@ -115,14 +127,7 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
 
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum) {
-  if (keys.count == 0 || value_parts == 0) return false;
-  for (size_t g = 0; g < keys.count; ++g) {
-    if (keys.groups[g].count == 0) return false;
-    for (size_t p = 0; p < keys.groups[g].count; ++p)
-      if (!int_index_usable(keys.groups[g].parts[p].rows)) return false;
-  }
-  for (size_t p = 0; p < value_parts; ++p)
-    if (!int_index_usable(values[p].rows)) return false;
+  if (!int_index_attention_usable(keys, values, value_parts)) return false;
   // A part's rows from row `start` on: every factor is per row, so that a block's scores and sums
   // are the whole range's.
   const auto from = [](const RowSource& source, size_t start) {
@@ -130,7 +135,6 @@ bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values,
     rows.data += start * rows.stride;
     return rows;
   };
-  const auto factor = [](const AttentionPart& part) { return part.factor ? &*part.factor : nullptr; };
   std::fill(max, max + heads, -std::numeric_limits<float>::infinity());
   std::fill(sum, sum + heads, 0.0f);
   const size_t block = heads * kIntBlockRows;
@@ -144,7 +148,7 @@ bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values,
         const AttentionPart& part = group.parts[p];
         std::vector<float>& out = p == 0 ? target : part_scores;
         reference::int_index_scores(from(part.rows, start), count, part.queries, heads, part.scale, out.data(),
-                                    kIntBlockRows, factor(part));
+                                    kIntBlockRows, part.row_factor());
         if (p > 0)
           for (size_t k = 0; k < block; ++k) target[k] += part_scores[k];
       }
@@ -176,7 +180,7 @@ bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values,
     }
     for (size_t p = 0; p < value_parts; ++p)
       reference::int_index_weighted_sum(from(values[p].rows, start), count, logits.data(), heads, kIntBlockRows,
-                                        values[p].acc, values[p].acc_stride, factor(values[p]));
+                                        values[p].acc, values[p].acc_stride, values[p].row_factor());
   }
   return true;
 }
