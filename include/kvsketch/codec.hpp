@@ -176,6 +176,8 @@ class VectorCodec {
  private:
   void check_buffer(const CodeBuffer& codes, const char* operation) const;
   void check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const;
+  // Every query head non-null and prepared by this codec.
+  void check_queries(const PreparedQuery* const* queries, size_t heads, const char* operation) const;
   void check_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, const char* operation) const;
   size_t dim_;
 

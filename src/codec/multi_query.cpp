@@ -26,9 +26,7 @@ const float* VectorCodec::domain_query(const PreparedQuery&) const { return null
 
 void VectorCodec::scores_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& codes,
                                size_t first, size_t n, float* out, size_t stride, Arithmetic arithmetic) const {
-  for (size_t h = 0; h < heads; ++h)
-    require(queries[h] != nullptr && queries[h]->owner == this,
-            "scores: query {} was prepared by a different codec than {}", h, SpecOf{*this});
+  check_queries(queries, heads, "scores");
   require(stride >= n, "scores: output stride {} is less than the {} rows", stride, n);
   check_range(codes, first, n, "scores");
   if (n) score_rows_multi(queries, heads, codes.row(first), n, out, stride, arithmetic);
@@ -41,12 +39,16 @@ void VectorCodec::accumulate_partial_multi(const float* weights, size_t heads, s
   if (n) accumulate_rows_multi(weights, heads, stride, codes.row(first), n, accumulators, arithmetic);
 }
 
+void VectorCodec::check_queries(const PreparedQuery* const* queries, size_t heads, const char* operation) const {
+  for (size_t h = 0; h < heads; ++h)
+    require(queries[h] != nullptr && queries[h]->owner == this,
+            "{}: query {} was prepared by a different codec than {}", operation, h, SpecOf{*this});
+}
+
 bool VectorCodec::attend_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& keys,
                                const VectorCodec& value_codec, const CodeBuffer& values, size_t first, size_t n,
                                float* max, float* sum, float* accumulators, Arithmetic arithmetic) const {
-  for (size_t h = 0; h < heads; ++h)
-    require(queries[h] != nullptr && queries[h]->owner == this,
-            "attention: query {} was prepared by a different codec than {}", h, SpecOf{*this});
+  check_queries(queries, heads, "attention");
   check_range(keys, first, n, "attention (keys)");
   value_codec.check_range(values, first, n, "attention (values)");
   if (n == 0 || arithmetic != Arithmetic::kInteger) return false;
