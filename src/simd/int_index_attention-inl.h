@@ -1,5 +1,6 @@
 // Decode attention over b-bit index keys and values in one pass over blocks of rows (included by
-// int_index_kernels.cpp for target AVX3_DL only; it uses QuadScorer and QuadAccumulator).
+// int_index_kernels.cpp for every SIMD target): through QuadScorer and QuadAccumulator on AVX3_DL,
+// GroupedScorer and ShuffleAccumulator elsewhere.
 //
 // Why: run as separate kernels, the scores of a range of rows go out to a heads x n array, a pass
 // finds each head's maximum, a pass takes the exponentials, and the weighted sum reads them back:
@@ -8,18 +9,35 @@
 // 216-221 -> 210-213 us for a cache-resident 16k-token step on the Emerald Rapids VM, 257-262 ->
 // 243-247 us from memory; 4-12% for the other TurboQuant policies (docs/RESULTS.md).
 
+// The target's block kernels, the tables they take and where their accumulator lanes go.
+#if HWY_TARGET == HWY_AVX3_DL
+using BlockScorer = QuadScorer;
+using BlockAccumulator = QuadAccumulator;
+__m512i ScorerTable(const ByteTable& table, int bits) { return FieldTable(table, bits, kScoreTableOffset); }
+__m512i AccumulatorTable(const ByteTable& table, int bits) { return FieldTable(table, bits, 0); }
+std::vector<uint32_t> BlockLaneCoordinates(size_t padded) { return QuadLaneCoordinates(padded); }
+// Whether the block kernels take rows of `padded` index bytes (AMX's kernels run the separate passes).
+bool BlockKernelsCover(size_t padded) { return Unpacker::FieldsCover(padded) && !amx_usable(); }
+#else
+using BlockScorer = GroupedScorer;
+using BlockAccumulator = ShuffleAccumulator;
+const ByteTable& ScorerTable(const ByteTable& table, int) { return table; }
+const ByteTable& AccumulatorTable(const ByteTable& table, int) { return table; }
+std::vector<uint32_t> BlockLaneCoordinates(size_t padded) { return ShuffleLaneCoordinates(padded); }
+bool BlockKernelsCover(size_t) { return true; }
+#endif
+
 // A key part's state: its lookups and byte queries (members in the order they are built).
 struct KeyPartState {
   Unpacker unpacker;
   ByteTable table;
   ScoreQueries queries;
-  QuadScorer scorer;
+  BlockScorer scorer;
   KeyPartState(const AttentionPart& part, size_t n, size_t heads)
       : unpacker(part.rows, PaddedDim(part.rows.dim)),
         table(byte_table(part.rows.table, part.rows.bits, kScoreTableLargest)),
         queries(part.queries, heads, part.rows.dim, PaddedDim(part.rows.dim), table.scale, part.scale),
-        scorer(part.rows, n, unpacker, FieldTable(table, part.rows.bits, kScoreTableOffset), queries, heads,
-               part.row_factor()) {}
+        scorer(part.rows, n, unpacker, ScorerTable(table, part.rows.bits), queries, heads, part.row_factor()) {}
 };
 
 // A value part's state: its lookups, the block's weights and its accumulators in lane order.
@@ -27,14 +45,14 @@ struct ValuePartState {
   Unpacker unpacker;
   ByteTable table;
   BlockWeights block;
-  QuadAccumulator accumulator;
+  BlockAccumulator accumulator;
   LaneAccumulators lanes;
   ValuePartState(const AttentionPart& part, size_t n, size_t heads)
       : unpacker(part.rows, PaddedDim(part.rows.dim)),
         table(byte_table(part.rows.table, part.rows.bits)),
         block(heads, table.scale),
-        accumulator(part.rows, n, unpacker, FieldTable(table, part.rows.bits, 0), heads, part.row_factor(), block),
-        lanes(part.acc, heads, part.acc_stride, part.rows.dim, QuadLaneCoordinates(PaddedDim(part.rows.dim))) {}
+        accumulator(part.rows, n, unpacker, AccumulatorTable(table, part.rows.bits), heads, part.row_factor(), block),
+        lanes(part.acc, heads, part.acc_stride, part.rows.dim, BlockLaneCoordinates(PaddedDim(part.rows.dim))) {}
 };
 
 // Turns the block's logits (head h at logits + h * kIntBlockRows, count of them) into weights
@@ -157,8 +175,7 @@ HWY_INLINE void KeyScoresBlock(const std::vector<KeyGroupState>& groups, const f
 // alias them (the general form below took 2.5% longer for a 16k step).
 bool SinglePartAttention(const AttentionPart& key, const AttentionPart& value, size_t n, size_t heads, float* max,
                          float* sum) {
-  if (!Unpacker::FieldsCover(PaddedDim(key.rows.dim)) || !Unpacker::FieldsCover(PaddedDim(value.rows.dim)))
-    return false;
+  if (!BlockKernelsCover(PaddedDim(key.rows.dim)) || !BlockKernelsCover(PaddedDim(value.rows.dim))) return false;
   const KeyPartState key_state(key, n, heads);
   ValuePartState value_state(value, n, heads);
   LaneAccumulators* lanes[1] = {&value_state.lanes};
@@ -175,11 +192,10 @@ bool SinglePartAttention(const AttentionPart& key, const AttentionPart& value, s
   return true;
 }
 
-// int_index_attention for parts the in-register lookups cover, without AMX (whose kernels run the
-// separate passes). False, with nothing written, where it does not apply.
-bool QuadAttention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
-                   size_t heads, float* max, float* sum) {
-  if (amx_usable()) return false;
+// int_index_attention for parts the block kernels cover (BlockKernelsCover). False, with nothing
+// written, where it does not apply.
+bool BlockAttention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
+                    size_t heads, float* max, float* sum) {
   if (keys.count == 1 && keys.groups[0].count == 1 && !keys.groups[0].factor && !keys.shift && value_parts == 1)
     return SinglePartAttention(keys.groups[0].parts[0], values[0], n, heads, max, sum);
   std::vector<KeyGroupState> key_groups(keys.count);
@@ -189,12 +205,12 @@ bool QuadAttention(const AttentionKeys& keys, const AttentionPart* values, size_
     key_groups[g].factor_rows = &group.parts[0].rows;
     key_groups[g].factor = group.factor;
     for (size_t p = 0; p < group.count; ++p) {
-      if (!Unpacker::FieldsCover(PaddedDim(group.parts[p].rows.dim))) return false;
+      if (!BlockKernelsCover(PaddedDim(group.parts[p].rows.dim))) return false;
       key_groups[g].parts.push_back(std::make_unique<KeyPartState>(group.parts[p], n, heads));
     }
   }
   for (size_t p = 0; p < value_parts; ++p) {
-    if (!Unpacker::FieldsCover(PaddedDim(values[p].rows.dim))) return false;
+    if (!BlockKernelsCover(PaddedDim(values[p].rows.dim))) return false;
     value_states.push_back(std::make_unique<ValuePartState>(values[p], n, heads));
   }
   std::vector<LaneAccumulators*> value_lanes;

@@ -46,6 +46,9 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
                         float* acc, size_t acc_stride, const RowFactor* factors) {
   reference::int_index_weighted_sum(rows, n, weights, heads, weight_stride, acc, acc_stride, factors);
 }
+bool IntAttentionImpl(const AttentionKeys&, const AttentionPart*, size_t, size_t, size_t, float*, float*) {
+  return false;  // the caller runs the separate kernels
+}
 #else
 
 using DU8 = hn::ScalableTag<uint8_t>;
@@ -108,25 +111,59 @@ class ShuffleUnpacker {
 
   // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim).
   HWY_INLINE hn::Vec<DC> Chunk(const uint8_t* packed, size_t k) const {
-    const DC dc;
-    const D16 d16;
-    const size_t lanes = hn::Lanes(dc);
-    const auto source = HWY_UNLIKELY(short_bytes_) ? ShortRow(packed) : hn::LoadDup128(dc, packed + load_at_[k]);
-    const uint8_t* shuffle = shuffles_.data() + k * 2 * lanes;
-    auto first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
-    auto second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + lanes)));
-    first = hn::ShiftRightSame(hn::Mul(first, hn::LoadU(d16, multipliers_.data())), 16 - bits_);
-    second = hn::ShiftRightSame(hn::Mul(second, hn::LoadU(d16, multipliers_.data() + lanes / 2)), 16 - bits_);
-    return PackBlocks(first, second);
+    return ChunkWith(ShortRowOr(packed, load_at_[k]), shuffles_.data() + k * 2 * hn::Lanes(DC()), Multipliers(),
+                     16 - bits_);
   }
 
   // Index bytes of the row at `packed`, chunks() * L of them.
   void Row(const uint8_t* packed, uint8_t* out) const {
-    const DC dc;
-    for (size_t k = 0; k < chunks_; ++k) hn::StoreU(Chunk(packed, k), dc, out + k * hn::Lanes(dc));
+    ForRows(packed, 0, 1, [&](size_t, size_t k, hn::Vec<DC> v) HWY_ATTR { hn::StoreU(v, DC(), out + k * hn::Lanes(DC())); });
+  }
+
+  // emit(r, k, chunk k of row r) for rows [0, count) from `first`, row r at first + r * stride, chunk
+  // by chunk. The constants are read into locals once: the callers' byte stores may alias the
+  // members, which the compiler would otherwise load again after each of them.
+  template <class Emit>
+  HWY_INLINE void ForRows(const uint8_t* first, size_t stride, size_t count, const Emit& emit) const {
+    const size_t chunks = chunks_, lanes = hn::Lanes(DC());
+    const uint8_t* shuffles = shuffles_.data();
+    const uint32_t* load_at = load_at_.data();
+    const auto multipliers = Multipliers();
+    const int shift = 16 - bits_;
+    for (size_t r = 0; r < count; ++r) {
+      const uint8_t* packed = first + r * stride;
+      for (size_t k = 0; k < chunks; ++k)
+        emit(r, k, ChunkWith(ShortRowOr(packed, load_at[k]), shuffles + k * 2 * lanes, multipliers, shift));
+    }
   }
 
  private:
+  struct MultiplierPair {
+    hn::Vec<D16> first, second;
+  };
+  HWY_INLINE MultiplierPair Multipliers() const {
+    const D16 d16;
+    return {hn::LoadU(d16, multipliers_.data()), hn::LoadU(d16, multipliers_.data() + hn::Lanes(d16))};
+  }
+
+  // The 16 source bytes of a chunk: from `offset` in the row, or the short row.
+  HWY_INLINE hn::Vec<DC> ShortRowOr(const uint8_t* packed, size_t offset) const {
+    return HWY_UNLIKELY(short_bytes_) ? ShortRow(packed) : hn::LoadDup128(DC(), packed + offset);
+  }
+
+  // A chunk from its source bytes: each index's 16-bit lane gathers its bytes (shuffle), the
+  // multiply puts its bits at the top, the shift brings them down, packuswb makes bytes.
+  static HWY_INLINE hn::Vec<DC> ChunkWith(hn::Vec<DC> source, const uint8_t* shuffle, const MultiplierPair& m,
+                                          int shift) {
+    const DC dc;
+    const D16 d16;
+    auto first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
+    auto second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + hn::Lanes(dc))));
+    first = hn::ShiftRightSame(hn::Mul(first, m.first), shift);
+    second = hn::ShiftRightSame(hn::Mul(second, m.second), shift);
+    return PackBlocks(first, second);
+  }
+
   // packuswb: per 128-bit block, the words (< 256) of a's block, then b's, as bytes.
   static HWY_INLINE hn::Vec<DC> PackBlocks(hn::Vec<D16> a, hn::Vec<D16> b) {
 #if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
@@ -202,6 +239,14 @@ class Unpacker {
   // Rows [first, first + count), row r at out + r * padded. (Where fields_usable(), the kernels
   // unpack in registers and call neither this nor Grouped.)
   void Rows(size_t first, size_t count, uint8_t* out) const {
+    if (shuffle_.usable()) {
+      const size_t padded = padded_;
+      shuffle_.ForRows(rows_.data + first * rows_.stride, rows_.stride, count,
+                       [&](size_t r, size_t k, hn::Vec<ShuffleUnpacker::DC> v) HWY_ATTR {
+                         hn::StoreU(v, ShuffleUnpacker::DC(), out + r * padded + k * hn::Lanes(ShuffleUnpacker::DC()));
+                       });
+      return;
+    }
     for (size_t r = 0; r < count; ++r) Portable(first + r, out + r * padded_);
   }
 
@@ -212,21 +257,18 @@ class Unpacker {
     const size_t per_vector = GroupRowsPerVector(), blocks = padded_ / 16, vector_bytes = hn::Lanes(DU8());
     const size_t groups = (count + per_vector - 1) / per_vector;
     if (shuffle_.usable() && vector_bytes == 32) {  // AVX2: a chunk of 32 indices is a whole vector
-      // Two rows per vector: a chunk of each row holds blocks 2c and 2c + 1, and the 128-bit
-      // halves of the two chunks are swapped into place.
-      using D32 = ShuffleUnpacker::DC;
-      const D32 d32;
-      for (size_t g = 0; g < groups; ++g) {
-        const uint8_t* first_row = rows_.data + (first + 2 * g) * rows_.stride;
-        const bool second = 2 * g + 1 < count;
-        for (size_t c = 0; c < shuffle_.chunks(); ++c) {
-          const auto a = shuffle_.Chunk(first_row, c);
-          const auto b = second ? shuffle_.Chunk(first_row + rows_.stride, c) : hn::Zero(d32);
-          uint8_t* target = out + (g * blocks + 2 * c) * 32;
-          hn::StoreU(hn::ConcatLowerLower(d32, b, a), d32, target);
-          hn::StoreU(hn::ConcatUpperUpper(d32, b, a), d32, target + 32);
-        }
-      }
+      // Two rows per vector: chunk c of row 2g + i holds blocks 2c and 2c + 1 of it, its 128-bit
+      // halves stored into those blocks' vectors of group g at 16 i (rows past count are zero).
+      using DC = ShuffleUnpacker::DC;
+      const hn::Half<DC> dh;
+      shuffle_.ForRows(rows_.data + first * rows_.stride, rows_.stride, count,
+                       [&](size_t r, size_t c, hn::Vec<DC> v) HWY_ATTR {
+                         uint8_t* target = out + ((r / 2) * blocks + 2 * c) * 32 + 16 * (r % 2);
+                         hn::StoreU(hn::LowerHalf(dh, v), dh, target);
+                         hn::StoreU(hn::UpperHalf(dh, v), dh, target + 32);
+                       });
+      if (count % 2)
+        for (size_t k = 0; k < blocks; ++k) std::memset(out + ((count / 2) * blocks + k) * 32 + 16, 0, 16);
       return;
     }
     std::vector<uint8_t> natural(padded_);
@@ -358,55 +400,6 @@ __m512i FieldTable(const ByteTable& table, int bits, int offset) {
   return _mm512_load_si512(bytes);
 }
 #endif
-
-// Per 128-bit block b of the result: the sums of heads 0..3 for the row of block b. acc[h]
-// holds head h's partial sums, one row per block; two interleave levels gather them.
-HWY_INLINE hn::Vec<DI32> BlockHeadSums(const VI32* acc) {
-  const DI32 di;
-  const DI64 d64;
-  const auto t01 = hn::Add(hn::InterleaveLower(di, acc[0], acc[1]), hn::InterleaveUpper(di, acc[0], acc[1]));
-  const auto t23 = hn::Add(hn::InterleaveLower(di, acc[2], acc[3]), hn::InterleaveUpper(di, acc[2], acc[3]));
-  const auto a = hn::BitCast(d64, t01), b = hn::BitCast(d64, t23);
-  return hn::Add(hn::BitCast(di, hn::InterleaveLower(d64, a, b)), hn::BitCast(di, hn::InterleaveUpper(d64, a, b)));
-}
-
-// acc lane e += the four products u[4e + t] * s[4e + t], u unsigned below 128 (the scores' table
-// plus its offset) and s signed: vpdpbusd with VNNI; elsewhere pmaddubsw, whose pairs of products
-// (at most 2 * 127 * 128 in magnitude) do not saturate int16, then pmaddwd by ones.
-HWY_INLINE VI32 DotBytes(VI32 acc, VU8 u, VI8 s) {
-#if HWY_TARGET == HWY_AVX3_DL
-  return VI32{_mm512_dpbusd_epi32(acc.raw, u.raw, s.raw)};
-#elif HWY_TARGET == HWY_AVX3
-  return hn::Add(acc, VI32{_mm512_madd_epi16(_mm512_maddubs_epi16(u.raw, s.raw), _mm512_set1_epi16(1))});
-#elif HWY_TARGET == HWY_AVX2
-  return hn::Add(acc, VI32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), _mm256_set1_epi16(1))});
-#else
-  return hn::Add(acc, VI32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), _mm_set1_epi16(1))});
-#endif
-}
-
-// kGroups groups of rows against four heads (missing heads have zero queries): sums of group g
-// at sums + g * Lanes(i32), as BlockHeadSums lays them out. acc[g][h] lane e sums the products
-// of the value bytes 4e..4e+3 (unsigned) with the query's (signed).
-template <int kGroups>
-HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, const int8_t* queries, int32_t* sums) {
-  const DU8 du8;
-  const DI32 di32;
-  const size_t lanes = hn::Lanes(du8);
-  VI32 acc[kGroups][4];
-  for (int g = 0; g < kGroups; ++g)
-    for (int h = 0; h < 4; ++h) acc[g][h] = hn::Zero(di32);
-  for (size_t k = 0; k < blocks; ++k) {
-    VU8 values[kGroups];
-    for (int g = 0; g < kGroups; ++g)
-      values[g] = hn::TableLookupBytes(table, hn::LoadU(du8, grouped + (g * blocks + k) * lanes));
-    for (int h = 0; h < 4; ++h) {
-      const VI8 q = hn::LoadU(DI8(), queries + (h * blocks + k) * lanes);
-      for (int g = 0; g < kGroups; ++g) acc[g][h] = DotBytes(acc[g][h], values[g], q);
-    }
-  }
-  for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
-}
 
 // Asks for rows [first, first + count) (clipped to n) ahead of their use, a block (about 2 us)
 // early: the blocks are contiguous, but each is a few KB and the hardware prefetcher restarts at
@@ -621,43 +614,19 @@ struct ScoreQueries {
   }
 };
 
+#include "simd/int_index_shuffle-inl.h"
 #if HWY_TARGET == HWY_AVX3_DL
 #include "simd/int_index_quads-inl.h"
 #include "simd/int_index_amx-inl.h"
-#include "simd/int_index_attention-inl.h"
 #endif
-
-// out[h * stride + r] = scores[4 r + h] * factor[r] for r < rows, h < heads: four rows at a time
-// through a 4 x 4 transpose where all four heads are wanted (the same products either way).
-HWY_INLINE void StoreHeadMajor(const float* scores, const float* factor, size_t rows, size_t heads, float* out,
-                               size_t stride) {
-  const hn::FixedTag<float, 4> d4;
-  size_t r = 0;
-  if (heads == 4)
-    for (; r + 4 <= rows; r += 4) {
-      const auto r0 = hn::LoadU(d4, scores + 4 * r), r1 = hn::LoadU(d4, scores + 4 * r + 4);
-      const auto r2 = hn::LoadU(d4, scores + 4 * r + 8), r3 = hn::LoadU(d4, scores + 4 * r + 12);
-      const auto low01 = hn::InterleaveLower(d4, r0, r1), high01 = hn::InterleaveUpper(d4, r0, r1);
-      const auto low23 = hn::InterleaveLower(d4, r2, r3), high23 = hn::InterleaveUpper(d4, r2, r3);
-      const auto f = hn::LoadU(d4, factor + r);
-      hn::StoreU(hn::Mul(hn::ConcatLowerLower(d4, low23, low01), f), d4, out + r);
-      hn::StoreU(hn::Mul(hn::ConcatUpperUpper(d4, low23, low01), f), d4, out + stride + r);
-      hn::StoreU(hn::Mul(hn::ConcatLowerLower(d4, high23, high01), f), d4, out + 2 * stride + r);
-      hn::StoreU(hn::Mul(hn::ConcatUpperUpper(d4, high23, high01), f), d4, out + 3 * stride + r);
-    }
-  for (; r < rows; ++r)
-    for (size_t h = 0; h < heads; ++h) out[h * stride + r] = scores[4 * r + h] * factor[r];
-}
+#include "simd/int_index_attention-inl.h"
 
 void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
                    size_t out_stride, const RowFactor* factors) {
-  const DI32 di32;
-  const DF df;
-  const size_t d = rows.dim, padded = PaddedDim(d), lanes = hn::Lanes(DU8()), blocks = padded / 16;
-  const size_t per_vector = Unpacker::GroupRowsPerVector();
+  const size_t padded = PaddedDim(rows.dim);
   const Unpacker unpacker(rows, padded);
   const ByteTable table = byte_table(rows.table, rows.bits, kScoreTableLargest);
-  const ScoreQueries q(queries, heads, d, padded, table.scale, scale);
+  const ScoreQueries q(queries, heads, rows.dim, padded, table.scale, scale);
 #if HWY_TARGET == HWY_AVX3_DL
   if (unpacker.fields_usable()) {
     const __m512i field_table = FieldTable(table, rows.bits, kScoreTableOffset);
@@ -669,139 +638,14 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
     return;
   }
 #endif
-  const VU8 table_v = TableVector(table, kScoreTableOffset);
-  std::vector<uint8_t> grouped(kIntBlockRows * padded);
-  const size_t head_groups = (heads + 3) / 4;
-  // Groups of rows per pass: their 4 x kGroups accumulators, the values and the constants stay in
-  // registers (32 with AVX-512, 16 below it).
-  constexpr int kGroups = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
-  HWY_ALIGN int32_t sums[kGroups * HWY_MAX_BYTES / 4];
-  HWY_ALIGN float scores[kGroups * HWY_MAX_BYTES / 4];
-  for (size_t start = 0; start < n; start += kIntBlockRows) {
-    const size_t count = std::min(kIntBlockRows, n - start);
-    const size_t groups = (count + per_vector - 1) / per_vector;
-    unpacker.Grouped(start, count, grouped.data());
-    HWY_ALIGN float row_factor[kIntBlockRows];
-    LoadFactors(rows, factors, start, count, row_factor);
-    for (size_t hg = 0; hg < head_groups; ++hg) {
-      const size_t group_heads = std::min<size_t>(4, heads - 4 * hg);
-      const auto factor_v = hn::LoadDup128(df, q.factors.data() + 4 * hg);
-      const auto offset_v = hn::LoadDup128(di32, q.offsets.data() + 4 * hg);
-      const int8_t* head_group_bytes = q.bytes.data() + 4 * hg * blocks * lanes;
-      for (size_t g = 0; g < groups; g += kGroups) {
-        const size_t live_groups = std::min<size_t>(kGroups, groups - g);
-        if (hg == 0) FetchRows(rows, start + kIntBlockRows + g * per_vector, kGroups * per_vector, n);
-        const uint8_t* first = grouped.data() + g * blocks * lanes;
-        if (live_groups == kGroups) {
-          ScoreGroups<kGroups>(first, blocks, table_v, head_group_bytes, sums);
-        } else {
-          for (size_t k = 0; k < live_groups; ++k)
-            ScoreGroups<1>(first + k * blocks * lanes, blocks, table_v, head_group_bytes, sums + k * hn::Lanes(di32));
-        }
-        for (size_t k = 0; k < live_groups; ++k) {
-          const auto sum = hn::Sub(hn::LoadU(di32, sums + k * hn::Lanes(di32)), offset_v);
-          hn::StoreU(hn::Mul(hn::ConvertTo(df, sum), factor_v), df, scores + k * hn::Lanes(di32));
-        }
-        // scores[4 * row + h] for the rows of these groups, in order.
-        const size_t first_row = g * per_vector, live_rows = std::min(count - first_row, live_groups * per_vector);
-        StoreHeadMajor(scores, row_factor + first_row, live_rows, group_heads, out + 4 * hg * out_stride + start + first_row,
-                       out_stride);
-      }
-    }
-  }
-}
-
-// The weighted sum takes a chunk of coordinates of a row pair at a time and keeps, for four
-// heads, kParts accumulators each. A chunk is a whole vector (16 accumulators) where there are
-// 32 vector registers (AVX-512); on AVX2, with 16, it is half a vector (128 bits, which still
-// holds the 16-entry table), so that the 8 accumulators stay in registers instead of spilling.
-#undef KVSKETCH_HALF_CHUNKS
-#if HWY_TARGET == HWY_AVX2
-#define KVSKETCH_HALF_CHUNKS 1
-using DChunk = hn::Half<DI8>;
-constexpr int kParts = 2;
-#else
-#define KVSKETCH_HALF_CHUNKS 0
-using DChunk = DI8;
-constexpr int kParts = 4;
-#endif
-using VChunk = hn::Vec<DChunk>;
-
-// The signed bytes of two rows as kParts word vectors of pairs (a[j], b[j]), for DotWords
-// against a pair of weights. The byte interleave and the widening permute coordinates within the
-// chunk.
-HWY_INLINE void WidenPairs(VChunk a, VChunk b, VI16* parts) {
-  const DChunk dc;
-  const DI16 di16;
-  const VChunk low = hn::InterleaveLower(dc, a, b), high = hn::InterleaveUpper(dc, a, b);
-#if !KVSKETCH_HALF_CHUNKS
-  const hn::Half<DI8> dhi;
-  parts[0] = hn::PromoteTo(di16, hn::LowerHalf(dhi, low));
-  parts[1] = hn::PromoteTo(di16, hn::UpperHalf(dhi, low));
-  parts[2] = hn::PromoteTo(di16, hn::LowerHalf(dhi, high));
-  parts[3] = hn::PromoteTo(di16, hn::UpperHalf(dhi, high));
-#else
-  parts[0] = hn::PromoteTo(di16, low);
-  parts[1] = hn::PromoteTo(di16, high);
-#endif
-}
-
-// Where the weighted-sum kernel's int32 lanes land within a chunk of Lanes(DChunk) coordinates:
-// found by running WidenPairs on the coordinates themselves.
-std::vector<uint32_t> ChunkLaneOrder() {
-  const DChunk dc;
-  const DI16 di16;
-  const size_t lanes = hn::Lanes(dc);
-  HWY_ALIGN int8_t iota[HWY_MAX_BYTES];
-  for (size_t m = 0; m < lanes; ++m) iota[m] = static_cast<int8_t>(m);
-  const VChunk v = hn::Load(dc, iota);
-  VI16 parts[kParts];
-  WidenPairs(v, v, parts);
-  std::vector<uint32_t> order;
-  HWY_ALIGN int16_t words[HWY_MAX_BYTES / 2];
-  for (const VI16& part : parts) {
-    hn::Store(part, di16, words);
-    for (size_t e = 0; e < hn::Lanes(di16) / 2; ++e) order.push_back(static_cast<uint32_t>(words[2 * e] & 0xFF));
-  }
-  return order;
-}
-
-// One chunk of Lanes(DChunk) coordinates of a block for up to four heads: byte pairs of rows
-// (i, i+1) widened to words, times the pair's two weights, summed in int32 lanes.
-template <int kHeads>
-HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, size_t count, VChunk table,
-                                const int16_t* words, VI32 (*sums)[kParts]) {
-  const DChunk dc;
-  const hn::Rebind<uint8_t, DChunk> du8;
-  const DI16 di16;
-  const DI32 di32;
-  for (int h = 0; h < kHeads; ++h)
-    for (int k = 0; k < kParts; ++k) sums[h][k] = hn::Zero(di32);
-  for (size_t i = 0; i < count; i += 2) {
-    const VChunk a = hn::TableLookupBytes(table, hn::BitCast(dc, hn::LoadU(du8, index + i * padded + c)));
-    const VChunk b = hn::TableLookupBytes(table, hn::BitCast(dc, hn::LoadU(du8, index + (i + 1) * padded + c)));
-    VI16 parts[kParts];
-    WidenPairs(a, b, parts);
-    for (int h = 0; h < kHeads; ++h) {
-      int32_t pair;  // words i and i + 1, the first in the low half
-      std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));
-      const VI16 w = hn::BitCast(di16, hn::Set(di32, pair));
-      for (int k = 0; k < kParts; ++k) sums[h][k] = DotWords(sums[h][k], parts[k], w);
-    }
-  }
+  const GroupedScorer scorer(rows, n, unpacker, table, q, heads, factors);
+  for (size_t start = 0; start < n; start += kIntBlockRows) scorer.Block(start, out + start, out_stride);
 }
 
 void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, size_t heads, size_t weight_stride,
                         float* acc, size_t acc_stride, const RowFactor* factors) {
-  const DChunk dc;
-  const DI32 di32;
-  const DF df;
-  const size_t d = rows.dim, padded = PaddedDim(d), chunk = hn::Lanes(dc), quarter = hn::Lanes(di32);
+  const size_t padded = PaddedDim(rows.dim);
   const ByteTable table = byte_table(rows.table, rows.bits);
-  // The table repeats in every 128-bit block, so any part of it serves a chunk.
-  HWY_ALIGN int8_t table_bytes[HWY_MAX_BYTES];
-  hn::Store(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_bytes);
-  const VChunk table_v = hn::Load(dc, table_bytes);
   const Unpacker unpacker(rows, padded);
   BlockWeights block(heads, table.scale);
 #if HWY_TARGET == HWY_AVX3_DL
@@ -814,70 +658,18 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
     return QuadWeightedSum(rows, n, unpacker, field_table, weights, heads, weight_stride, padded, acc, acc_stride,
                            factors, block);
 #endif
-  // Rows unpacked a block at a time; an odd last row pairs with a zero row of weight 0.
-  std::vector<uint8_t> index((kIntBlockRows + 1) * padded, 0);
-  const std::vector<uint32_t> order = ChunkLaneOrder();
-  std::vector<uint32_t> coordinate(padded);
-  for (size_t lane = 0; lane < padded; ++lane)
-    coordinate[lane] = static_cast<uint32_t>(lane / chunk * chunk + order[lane % chunk]);
-  LaneAccumulators lane_acc(acc, heads, acc_stride, d, std::move(coordinate));
-  const std::vector<int16_t>& block_words = block.words;
-  const std::vector<float>& block_scale = block.scale;
-  const std::vector<uint8_t>& live = block.live;
-  for (size_t start = 0; start < n; start += kIntBlockRows) {
-    const size_t count = std::min(kIntBlockRows, n - start);
-    HWY_ALIGN float row_factor[kIntBlockRows];
-    LoadFactors(rows, factors, start, count, row_factor);
-    // Weights past the block's rows are zero (pairs with the zero row after an odd count).
-    block.Round(weights, heads, weight_stride, start, count, row_factor);
-    unpacker.Rows(start, count, index.data());
-    if (count % 2) std::memset(index.data() + count * padded, 0, padded);
-    const size_t even = count + count % 2;
-    for (size_t c = 0; c < padded; c += chunk) {
-      const size_t part = (kIntBlockRows * chunk + padded - 1) / padded;  // of the next block, per chunk
-      FetchRows(rows, start + kIntBlockRows + c / chunk * part, part, n);
-      size_t h = 0;
-      VI32 sums[4][kParts];
-      // Chunk c's sums for heads [first_head, first_head + group).
-      auto accumulate = [&](size_t first_head, auto group) {
-        constexpr int kGroup = decltype(group)::value;
-        const int16_t* words = block_words.data() + first_head * kIntBlockRows;
-        AccumulateChunk<kGroup>(index.data(), padded, c, even, table_v, words, sums);
-      };
-      auto flush = [&](size_t first_head, size_t group) {
-        for (size_t g = 0; g < group; ++g) {
-          const size_t head = first_head + g;
-          if (!live[head]) continue;
-          const auto s = hn::Set(df, block_scale[head]);
-          for (int k = 0; k < kParts; ++k) {
-            float* target = lane_acc.Head(head) + c + k * quarter;
-            hn::StoreU(hn::Add(hn::LoadU(df, target), hn::Mul(hn::ConvertTo(df, sums[g][k]), s)), df, target);
-          }
-        }
-      };
-      for (; h + 4 <= heads; h += 4) {
-        accumulate(h, std::integral_constant<int, 4>());
-        flush(h, 4);
-      }
-      for (; h < heads; ++h) {
-        accumulate(h, std::integral_constant<int, 1>());
-        flush(h, 1);
-      }
-    }
-  }
-  lane_acc.WriteBack(acc);
+  LaneAccumulators lanes(acc, heads, acc_stride, rows.dim, ShuffleLaneCoordinates(padded));
+  ShuffleAccumulator accumulator(rows, n, unpacker, table, heads, factors, block);
+  for (size_t start = 0; start < n; start += kIntBlockRows)
+    accumulator.Block(weights + start, weight_stride, start, lanes);
+  lanes.WriteBack(acc);
 }
-#endif
 
 bool IntAttentionImpl(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                       size_t heads, float* max, float* sum) {
-#if HWY_TARGET == HWY_AVX3_DL
-  return QuadAttention(keys, values, value_parts, n, heads, max, sum);
-#else
-  (void)keys, (void)values, (void)value_parts, (void)n, (void)heads, (void)max, (void)sum;
-  return false;
-#endif
+  return BlockAttention(keys, values, value_parts, n, heads, max, sum);
 }
+#endif
 
 }  // namespace HWY_NAMESPACE
 }  // namespace kvsketch::simd

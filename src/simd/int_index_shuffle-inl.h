@@ -1,0 +1,470 @@
+// The kernels of the targets without the bit-field lookups (AVX2, SSE4, AVX3 without VBMI, and
+// AVX3_DL for rows past 1024 coordinates), a block of rows at a time (included by
+// int_index_kernels.cpp): the block's rows unpacked into index bytes in L1 (Unpacker), looked up
+// in the byte table by byte shuffles (16 entries per 128-bit block) and multiplied by pmaddubsw
+// and pmaddwd. GroupedScorer and PairAccumulator serve the separate kernels and the fused one
+// (int_index_attention-inl.h) alike.
+
+// Per 128-bit block b of the result: the sums of heads 0..3 for the row of block b. acc[h]
+// holds head h's partial sums, one row per block; two interleave levels gather them.
+HWY_INLINE hn::Vec<DI32> BlockHeadSums(const VI32* acc) {
+  const DI32 di;
+  const DI64 d64;
+  const auto t01 = hn::Add(hn::InterleaveLower(di, acc[0], acc[1]), hn::InterleaveUpper(di, acc[0], acc[1]));
+  const auto t23 = hn::Add(hn::InterleaveLower(di, acc[2], acc[3]), hn::InterleaveUpper(di, acc[2], acc[3]));
+  const auto a = hn::BitCast(d64, t01), b = hn::BitCast(d64, t23);
+  return hn::Add(hn::BitCast(di, hn::InterleaveLower(d64, a, b)), hn::BitCast(di, hn::InterleaveUpper(d64, a, b)));
+}
+
+// acc lane e += the four products u[4e + t] * s[4e + t], u unsigned below 128 (the scores' table
+// plus its offset) and s signed: vpdpbusd with VNNI; elsewhere pmaddubsw, whose pairs of products
+// (at most 2 * 127 * 128 in magnitude) do not saturate int16, then pmaddwd by ones.
+HWY_INLINE VI32 DotBytes(VI32 acc, VU8 u, VI8 s) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return VI32{_mm512_dpbusd_epi32(acc.raw, u.raw, s.raw)};
+#elif HWY_TARGET == HWY_AVX3
+  return hn::Add(acc, VI32{_mm512_madd_epi16(_mm512_maddubs_epi16(u.raw, s.raw), _mm512_set1_epi16(1))});
+#elif HWY_TARGET == HWY_AVX2
+  return hn::Add(acc, VI32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), _mm256_set1_epi16(1))});
+#else
+  return hn::Add(acc, VI32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), _mm_set1_epi16(1))});
+#endif
+}
+
+// kGroups groups of rows against four heads (missing heads have zero queries): sums of group g
+// at sums + g * Lanes(i32), as BlockHeadSums lays them out. acc[g][h] lane e sums the products
+// of the value bytes 4e..4e+3 (unsigned) with the query's (signed).
+template <int kGroups>
+HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, const int8_t* queries, int32_t* sums) {
+  const DU8 du8;
+  const DI32 di32;
+  const size_t lanes = hn::Lanes(du8);
+  VI32 acc[kGroups][4];
+  for (int g = 0; g < kGroups; ++g)
+    for (int h = 0; h < 4; ++h) acc[g][h] = hn::Zero(di32);
+  for (size_t k = 0; k < blocks; ++k) {
+    VU8 values[kGroups];
+    for (int g = 0; g < kGroups; ++g)
+      values[g] = hn::TableLookupBytes(table, hn::LoadU(du8, grouped + (g * blocks + k) * lanes));
+    for (int h = 0; h < 4; ++h) {
+      const VI8 q = hn::LoadU(DI8(), queries + (h * blocks + k) * lanes);
+      for (int g = 0; g < kGroups; ++g) acc[g][h] = DotBytes(acc[g][h], values[g], q);
+    }
+  }
+  for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
+}
+
+
+// out[h * stride + r] = scores[4 r + h] * factor[r] for r < rows, h < heads: four rows at a time
+// through a 4 x 4 transpose where all four heads are wanted (the same products either way).
+HWY_INLINE void StoreHeadMajor(const float* scores, const float* factor, size_t rows, size_t heads, float* out,
+                               size_t stride) {
+  const hn::FixedTag<float, 4> d4;
+  size_t r = 0;
+  if (heads == 4)
+    for (; r + 4 <= rows; r += 4) {
+      const auto r0 = hn::LoadU(d4, scores + 4 * r), r1 = hn::LoadU(d4, scores + 4 * r + 4);
+      const auto r2 = hn::LoadU(d4, scores + 4 * r + 8), r3 = hn::LoadU(d4, scores + 4 * r + 12);
+      const auto low01 = hn::InterleaveLower(d4, r0, r1), high01 = hn::InterleaveUpper(d4, r0, r1);
+      const auto low23 = hn::InterleaveLower(d4, r2, r3), high23 = hn::InterleaveUpper(d4, r2, r3);
+      const auto f = hn::LoadU(d4, factor + r);
+      hn::StoreU(hn::Mul(hn::ConcatLowerLower(d4, low23, low01), f), d4, out + r);
+      hn::StoreU(hn::Mul(hn::ConcatUpperUpper(d4, low23, low01), f), d4, out + stride + r);
+      hn::StoreU(hn::Mul(hn::ConcatLowerLower(d4, high23, high01), f), d4, out + 2 * stride + r);
+      hn::StoreU(hn::Mul(hn::ConcatUpperUpper(d4, high23, high01), f), d4, out + 3 * stride + r);
+    }
+  for (; r < rows; ++r)
+    for (size_t h = 0; h < heads; ++h) out[h * stride + r] = scores[4 * r + h] * factor[r];
+}
+
+
+// The scores of blocks of rows: per block the rows unpacked in the grouped layout, then each group
+// of four heads over the block's groups of rows, as (sum - offset) * head factor * row factor, the
+// reference's operations in its order.
+class GroupedScorer {
+ public:
+  GroupedScorer(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
+                const ScoreQueries& queries, size_t heads, const RowFactor* factors)
+      : rows_(rows), n_(n), unpacker_(unpacker), queries_(queries), heads_(heads), factors_(factors),
+        grouped_(kIntBlockRows * PaddedDim(rows.dim)) {
+    hn::Store(TableVector(table, kScoreTableOffset), DU8(), table_);
+  }
+
+  // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.
+  // (const: grouped_ is scratch, as a kernel's locals would be.)
+  void Block(size_t start, float* out, size_t out_stride) const {
+    const DI32 di32;
+    const DF df;
+    const size_t lanes = hn::Lanes(DU8()), blocks = PaddedDim(rows_.dim) / 16;
+    const size_t per_vector = Unpacker::GroupRowsPerVector(), head_groups = (heads_ + 3) / 4;
+    const VU8 table = hn::Load(DU8(), table_);
+    // Groups of rows per pass: their 4 x kGroups accumulators, the values and the constants stay in
+    // registers (32 with AVX-512, 16 below it).
+    constexpr int kGroups = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+    HWY_ALIGN int32_t sums[kGroups * HWY_MAX_BYTES / 4];
+    HWY_ALIGN float scores[kGroups * HWY_MAX_BYTES / 4];
+    const size_t count = std::min(kIntBlockRows, n_ - start);
+    const size_t groups = (count + per_vector - 1) / per_vector;
+    unpacker_.Grouped(start, count, grouped_.data());
+    HWY_ALIGN float row_factor[kIntBlockRows];
+    LoadFactors(rows_, factors_, start, count, row_factor);
+    for (size_t hg = 0; hg < head_groups; ++hg) {
+      const size_t group_heads = std::min<size_t>(4, heads_ - 4 * hg);
+      const auto factor_v = hn::LoadDup128(df, queries_.factors.data() + 4 * hg);
+      const auto offset_v = hn::LoadDup128(di32, queries_.offsets.data() + 4 * hg);
+      const int8_t* head_group_bytes = queries_.bytes.data() + 4 * hg * blocks * lanes;
+      for (size_t g = 0; g < groups; g += kGroups) {
+        const size_t live_groups = std::min<size_t>(kGroups, groups - g);
+        if (hg == 0) FetchRows(rows_, start + kIntBlockRows + g * per_vector, kGroups * per_vector, n_);
+        const uint8_t* first = grouped_.data() + g * blocks * lanes;
+        if (live_groups == kGroups) {
+          ScoreGroups<kGroups>(first, blocks, table, head_group_bytes, sums);
+        } else {
+          for (size_t k = 0; k < live_groups; ++k)
+            ScoreGroups<1>(first + k * blocks * lanes, blocks, table, head_group_bytes, sums + k * hn::Lanes(di32));
+        }
+        for (size_t k = 0; k < live_groups; ++k) {
+          const auto sum = hn::Sub(hn::LoadU(di32, sums + k * hn::Lanes(di32)), offset_v);
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, sum), factor_v), df, scores + k * hn::Lanes(di32));
+        }
+        // scores[4 * row + h] for the rows of these groups, in order.
+        const size_t first_row = g * per_vector, live_rows = std::min(count - first_row, live_groups * per_vector);
+        StoreHeadMajor(scores, row_factor + first_row, live_rows, group_heads,
+                       out + 4 * hg * out_stride + first_row, out_stride);
+      }
+    }
+  }
+
+ private:
+  const RowSource& rows_;
+  size_t n_;
+  const Unpacker& unpacker_;
+  const ScoreQueries& queries_;
+  size_t heads_;
+  const RowFactor* factors_;
+  HWY_ALIGN uint8_t table_[HWY_MAX_BYTES];  // the table plus its offset in every 128-bit block
+  mutable std::vector<uint8_t> grouped_;
+};
+
+// The weighted sum takes a chunk of coordinates of a row pair at a time and keeps, for four
+// heads, kParts accumulators each. A chunk is a whole vector (16 accumulators) where there are
+// 32 vector registers (AVX-512); on AVX2, with 16, it is half a vector (128 bits, which still
+// holds the 16-entry table), so that the 8 accumulators stay in registers instead of spilling.
+#undef KVSKETCH_HALF_CHUNKS
+#if HWY_TARGET == HWY_AVX2
+#define KVSKETCH_HALF_CHUNKS 1
+using DChunk = hn::Half<DI8>;
+constexpr int kParts = 2;
+#else
+#define KVSKETCH_HALF_CHUNKS 0
+using DChunk = DI8;
+constexpr int kParts = 4;
+#endif
+using VChunk = hn::Vec<DChunk>;
+
+// The signed bytes of two rows as kParts word vectors of pairs (a[j], b[j]), for DotWords
+// against a pair of weights. The byte interleave and the widening permute coordinates within the
+// chunk.
+HWY_INLINE void WidenPairs(VChunk a, VChunk b, VI16* parts) {
+  const DChunk dc;
+  const DI16 di16;
+  const VChunk low = hn::InterleaveLower(dc, a, b), high = hn::InterleaveUpper(dc, a, b);
+#if !KVSKETCH_HALF_CHUNKS
+  const hn::Half<DI8> dhi;
+  parts[0] = hn::PromoteTo(di16, hn::LowerHalf(dhi, low));
+  parts[1] = hn::PromoteTo(di16, hn::UpperHalf(dhi, low));
+  parts[2] = hn::PromoteTo(di16, hn::LowerHalf(dhi, high));
+  parts[3] = hn::PromoteTo(di16, hn::UpperHalf(dhi, high));
+#else
+  parts[0] = hn::PromoteTo(di16, low);
+  parts[1] = hn::PromoteTo(di16, high);
+#endif
+}
+
+// Where the weighted-sum kernel's int32 lanes land within a chunk of Lanes(DChunk) coordinates:
+// found by running WidenPairs on the coordinates themselves.
+std::vector<uint32_t> ChunkLaneOrder() {
+  const DChunk dc;
+  const DI16 di16;
+  const size_t lanes = hn::Lanes(dc);
+  HWY_ALIGN int8_t iota[HWY_MAX_BYTES];
+  for (size_t m = 0; m < lanes; ++m) iota[m] = static_cast<int8_t>(m);
+  const VChunk v = hn::Load(dc, iota);
+  VI16 parts[kParts];
+  WidenPairs(v, v, parts);
+  std::vector<uint32_t> order;
+  HWY_ALIGN int16_t words[HWY_MAX_BYTES / 2];
+  for (const VI16& part : parts) {
+    hn::Store(part, di16, words);
+    for (size_t e = 0; e < hn::Lanes(di16) / 2; ++e) order.push_back(static_cast<uint32_t>(words[2 * e] & 0xFF));
+  }
+  return order;
+}
+
+// One chunk of Lanes(DChunk) coordinates of a block for up to four heads: byte pairs of rows
+// (i, i+1) widened to words, times the pair's two weights, summed in int32 lanes.
+template <int kHeads>
+HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, size_t count, VChunk table,
+                                const int16_t* words, VI32 (*sums)[kParts]) {
+  const DChunk dc;
+  const hn::Rebind<uint8_t, DChunk> du8;
+  const DI16 di16;
+  const DI32 di32;
+  for (int h = 0; h < kHeads; ++h)
+    for (int k = 0; k < kParts; ++k) sums[h][k] = hn::Zero(di32);
+  for (size_t i = 0; i < count; i += 2) {
+    const VChunk a = hn::TableLookupBytes(table, hn::BitCast(dc, hn::LoadU(du8, index + i * padded + c)));
+    const VChunk b = hn::TableLookupBytes(table, hn::BitCast(dc, hn::LoadU(du8, index + (i + 1) * padded + c)));
+    VI16 parts[kParts];
+    WidenPairs(a, b, parts);
+    for (int h = 0; h < kHeads; ++h) {
+      int32_t pair;  // words i and i + 1, the first in the low half
+      std::memcpy(&pair, words + h * kIntBlockRows + i, sizeof(pair));
+      const VI16 w = hn::BitCast(di16, hn::Set(di32, pair));
+      for (int k = 0; k < kParts; ++k) sums[h][k] = DotWords(sums[h][k], parts[k], w);
+    }
+  }
+}
+
+
+// Where PairAccumulator's lanes go: lane l of a head holds coordinate coordinate[l] (lanes past dim
+// are dropped).
+std::vector<uint32_t> PairLaneCoordinates(size_t padded) {
+  const size_t chunk = hn::Lanes(DChunk());
+  const std::vector<uint32_t> order = ChunkLaneOrder();
+  std::vector<uint32_t> coordinate(padded);
+  for (size_t lane = 0; lane < padded; ++lane)
+    coordinate[lane] = static_cast<uint32_t>(lane / chunk * chunk + order[lane % chunk]);
+  return coordinate;
+}
+
+// The weighted sums of blocks of rows into lane accumulators (PairLaneCoordinates' order): per
+// block the weights rounded to words, the rows unpacked, then each chunk of coordinates over the
+// block's row pairs for each group of four heads.
+class PairAccumulator {
+ public:
+  PairAccumulator(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table, size_t heads,
+                  const RowFactor* factors, BlockWeights& block)
+      : rows_(rows), n_(n), heads_(heads), padded_(PaddedDim(rows.dim)), unpacker_(unpacker), factors_(factors),
+        block_(block), index_((kIntBlockRows + 1) * padded_, 0) {
+    // The table repeats in every 128-bit block, so any part of it serves a chunk.
+    hn::Store(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_);
+  }
+
+  // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
+  // for row start + i, added to head h's lanes at lanes.Head(h).
+  void Block(const float* weights, size_t weight_stride, size_t start, LaneAccumulators& lanes) {
+    const DChunk dc;
+    const DI32 di32;
+    const DF df;
+    const size_t chunk = hn::Lanes(dc), quarter = hn::Lanes(di32), padded = padded_;
+    const VChunk table = hn::Load(dc, table_);
+    const size_t count = std::min(kIntBlockRows, n_ - start);
+    HWY_ALIGN float row_factor[kIntBlockRows];
+    LoadFactors(rows_, factors_, start, count, row_factor);
+    // Weights past the block's rows are zero (pairs with the zero row after an odd count).
+    block_.Round(weights, heads_, weight_stride, 0, count, row_factor);
+    unpacker_.Rows(start, count, index_.data());
+    if (count % 2) std::memset(index_.data() + count * padded, 0, padded);
+    const size_t even = count + count % 2;
+    const std::vector<int16_t>& block_words = block_.words;
+    const std::vector<float>& block_scale = block_.scale;
+    const std::vector<uint8_t>& live = block_.live;
+    for (size_t c = 0; c < padded; c += chunk) {
+      const size_t part = (kIntBlockRows * chunk + padded - 1) / padded;  // of the next block, per chunk
+      FetchRows(rows_, start + kIntBlockRows + c / chunk * part, part, n_);
+      size_t h = 0;
+      VI32 sums[4][kParts];
+      // Chunk c's sums for heads [first_head, first_head + group).
+      auto accumulate = [&](size_t first_head, auto group) {
+        constexpr int kGroup = decltype(group)::value;
+        const int16_t* words = block_words.data() + first_head * kIntBlockRows;
+        AccumulateChunk<kGroup>(index_.data(), padded, c, even, table, words, sums);
+      };
+      auto flush = [&](size_t first_head, size_t group) {
+        for (size_t g = 0; g < group; ++g) {
+          const size_t head = first_head + g;
+          if (!live[head]) continue;
+          const auto s = hn::Set(df, block_scale[head]);
+          for (int k = 0; k < kParts; ++k) {
+            float* target = lanes.Head(head) + c + k * quarter;
+            hn::StoreU(hn::Add(hn::LoadU(df, target), hn::Mul(hn::ConvertTo(df, sums[g][k]), s)), df, target);
+          }
+        }
+      };
+      for (; h + 4 <= heads_; h += 4) {
+        accumulate(h, std::integral_constant<int, 4>());
+        flush(h, 4);
+      }
+      for (; h < heads_; ++h) {
+        accumulate(h, std::integral_constant<int, 1>());
+        flush(h, 1);
+      }
+    }
+  }
+
+ private:
+  const RowSource& rows_;
+  size_t n_, heads_, padded_;
+  const Unpacker& unpacker_;
+  const RowFactor* factors_;
+  BlockWeights& block_;
+  HWY_ALIGN int8_t table_[HWY_MAX_BYTES];
+  std::vector<uint8_t> index_;  // the block's rows unpacked, and a zero row after an odd count
+};
+
+#if HWY_TARGET == HWY_AVX2
+// The weighted sums on AVX2 with byte products: the weights of four rows (unsigned bytes: a
+// softmax's weights times norms are not negative) against the four rows' levels (signed bytes) at
+// one coordinate, interleaved into a dword, so that pmaddubsw then pmaddwd by ones sum all four
+// products exactly (a pair is at most 2 * 127 * 127 in magnitude) where PairAccumulator took 16-bit
+// products of two rows. A block with negative weights adds the sums of their magnitudes with the
+// opposite sign, so that the sums stay the reference's.
+//
+// Lane order: a chunk of 32 coordinates makes four vectors of interleaved quads; vector m holds
+// coordinates 4m .. 4m + 3 in its low 128 bits and 16 + 4m .. 16 + 4m + 3 in its high.
+std::vector<uint32_t> QuadByteLaneCoordinates(size_t padded) {
+  std::vector<uint32_t> coordinate(padded);
+  for (size_t lane = 0; lane < padded; ++lane) {
+    const size_t chunk = lane / 32, m = lane % 32 / 8, e = lane % 8;
+    coordinate[lane] = static_cast<uint32_t>(32 * chunk + 4 * m + e % 4 + 16 * (e / 4));
+  }
+  return coordinate;
+}
+
+class QuadByteAccumulator {
+ public:
+  QuadByteAccumulator(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
+                      size_t heads, const RowFactor* factors, BlockWeights& block)
+      : rows_(rows), n_(n), heads_(heads), padded_(PaddedDim(rows.dim)), unpacker_(unpacker), factors_(factors),
+        block_(block), index_(kIntBlockRows * padded_, 0), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
+        positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows) {
+    hn::StoreU(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_);
+  }
+
+  // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
+  // for row start + i, added to head h's lanes at lanes.Head(h).
+  void Block(const float* weights, size_t weight_stride, size_t start, LaneAccumulators& lanes) {
+    const size_t count = std::min(kIntBlockRows, n_ - start), padded = padded_;
+    HWY_ALIGN float row_factor[kIntBlockRows];
+    LoadFactors(rows_, factors_, start, count, row_factor);
+    bool any_negative = false;
+    block_.Round(weights, heads_, weight_stride, 0, count, row_factor, [&](size_t h, const VI32* rounded) {
+      for (size_t v = 0; v < BlockWeights::kVectors; ++v) {
+        const __m256i r = rounded[v].raw, zero = _mm256_setzero_si256();
+        const __m256i up = _mm256_max_epi32(r, zero), down = _mm256_max_epi32(_mm256_sub_epi32(zero, r), zero);
+        any_negative |= !_mm256_testz_si256(down, down);
+        StoreBytes(up, positive_.data() + h * kIntBlockRows + 8 * v);
+        StoreBytes(down, negative_.data() + h * kIntBlockRows + 8 * v);
+      }
+    });
+    unpacker_.Rows(start, count, index_.data());
+    const __m256i table = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table_));
+    const size_t quads = (count + 3) / 4;
+    for (size_t c = 0; c < padded; c += 32) {
+      const size_t part = (kIntBlockRows * 32 + padded - 1) / padded;  // of the next block, per chunk
+      FetchRows(rows_, start + kIntBlockRows + c / 32 * part, part, n_);
+      Interleave(index_.data() + c, padded, quads, table);
+      for (size_t h = 0; h < heads_; h += 4) {
+        const size_t group = std::min<size_t>(4, heads_ - h);
+        for (size_t half = 0; half < 2; ++half) {
+          __m256i sums[4][2];
+          switch (group) {
+            case 4: Sums<4>(half, quads, h, any_negative, sums); break;
+            case 3: Sums<3>(half, quads, h, any_negative, sums); break;
+            case 2: Sums<2>(half, quads, h, any_negative, sums); break;
+            default: Sums<1>(half, quads, h, any_negative, sums); break;
+          }
+          for (size_t g = 0; g < group; ++g) {
+            if (!block_.live[h + g]) continue;
+            const __m256 scale = _mm256_set1_ps(block_.scale[h + g]);
+            for (size_t k = 0; k < 2; ++k) {
+              float* target = lanes.Head(h + g) + c + 8 * (2 * half + k);
+              const __m256 exact = _mm256_cvtepi32_ps(sums[g][k]);
+              _mm256_storeu_ps(target, _mm256_add_ps(_mm256_loadu_ps(target), _mm256_mul_ps(exact, scale)));
+            }
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  // The eight integers (0..127) of v as bytes at out.
+  static HWY_INLINE void StoreBytes(__m256i v, uint8_t* out) {
+    const __m256i words = _mm256_packs_epi32(v, v);  // per 128-bit block: 4 words, twice
+    const __m256i bytes = _mm256_packus_epi16(words, words);
+    const uint32_t low = static_cast<uint32_t>(_mm256_extract_epi32(bytes, 0));
+    const uint32_t high = static_cast<uint32_t>(_mm256_extract_epi32(bytes, 4));
+    std::memcpy(out, &low, 4);
+    std::memcpy(out + 4, &high, 4);
+  }
+
+  // The chunk's rows looked up and interleaved by quads into quads_: quad q's vector m at
+  // quads_ + (4 q + m) * 32.
+  HWY_INLINE void Interleave(const uint8_t* index, size_t padded, size_t quads, __m256i table) {
+    for (size_t q = 0; q < quads; ++q) {
+      const uint8_t* row = index + 4 * q * padded;
+      const auto level = [&](size_t r) {
+        return _mm256_shuffle_epi8(table, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + r * padded)));
+      };
+      const __m256i l0 = level(0), l1 = level(1), l2 = level(2), l3 = level(3);
+      const __m256i low01 = _mm256_unpacklo_epi8(l0, l1), high01 = _mm256_unpackhi_epi8(l0, l1);
+      const __m256i low23 = _mm256_unpacklo_epi8(l2, l3), high23 = _mm256_unpackhi_epi8(l2, l3);
+      __m256i* out = reinterpret_cast<__m256i*>(quads_.get() + 4 * q * 32);
+      _mm256_store_si256(out, _mm256_unpacklo_epi16(low01, low23));
+      _mm256_store_si256(out + 1, _mm256_unpackhi_epi16(low01, low23));
+      _mm256_store_si256(out + 2, _mm256_unpacklo_epi16(high01, high23));
+      _mm256_store_si256(out + 3, _mm256_unpackhi_epi16(high01, high23));
+    }
+  }
+
+  // Heads [first, first + kHeads), vectors 2 half and 2 half + 1 of every quad: sums[g][k].
+  template <int kHeads>
+  HWY_INLINE void Sums(size_t half, size_t quads, size_t first, bool any_negative, __m256i (*sums)[2]) const {
+    QuadSums<kHeads>(half, quads, positive_.data() + first * kIntBlockRows, sums, false);
+    if (any_negative) QuadSums<kHeads>(half, quads, negative_.data() + first * kIntBlockRows, sums, true);
+  }
+
+  template <int kHeads>
+  HWY_INLINE void QuadSums(size_t half, size_t quads, const uint8_t* weight_bytes, __m256i (*sums)[2],
+                           bool subtract) const {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[kHeads][2];
+    for (int g = 0; g < kHeads; ++g) acc[g][0] = acc[g][1] = _mm256_setzero_si256();
+    const __m256i* vectors = reinterpret_cast<const __m256i*>(quads_.get()) + 2 * half;
+    for (size_t q = 0; q < quads; ++q) {
+      const __m256i a = _mm256_load_si256(vectors + 4 * q), b = _mm256_load_si256(vectors + 4 * q + 1);
+      for (int g = 0; g < kHeads; ++g) {
+        int32_t quad;  // the weights of rows 4q..4q+3, the first in the low byte
+        std::memcpy(&quad, weight_bytes + g * kIntBlockRows + 4 * q, sizeof(quad));
+        const __m256i w = _mm256_set1_epi32(quad);
+        acc[g][0] = _mm256_add_epi32(acc[g][0], _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones));
+        acc[g][1] = _mm256_add_epi32(acc[g][1], _mm256_madd_epi16(_mm256_maddubs_epi16(w, b), ones));
+      }
+    }
+    for (int g = 0; g < kHeads; ++g)
+      for (int k = 0; k < 2; ++k)
+        sums[g][k] = subtract ? _mm256_sub_epi32(sums[g][k], acc[g][k]) : acc[g][k];
+  }
+
+  const RowSource& rows_;
+  size_t n_, heads_, padded_;
+  const Unpacker& unpacker_;
+  const RowFactor* factors_;
+  BlockWeights& block_;
+  int8_t table_[32];
+  std::vector<uint8_t> index_;  // the block's rows unpacked
+  hwy::AlignedFreeUniquePtr<uint8_t[]> quads_;  // the chunk's quads, interleaved
+  std::vector<uint8_t> positive_, negative_;  // per head, the block's weights' magnitudes by sign
+};
+#endif
+
+// The weighted sums' block kernel of this target and its lane order.
+#if HWY_TARGET == HWY_AVX2
+using ShuffleAccumulator = QuadByteAccumulator;
+std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return QuadByteLaneCoordinates(padded); }
+#else
+using ShuffleAccumulator = PairAccumulator;
+std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return PairLaneCoordinates(padded); }
+#endif
