@@ -1,6 +1,6 @@
 // Decode attention over b-bit index keys and values in one pass over blocks of rows (included by
 // int_index_kernels.cpp for every SIMD target): through QuadScorer and QuadAccumulator on AVX3_DL,
-// GroupedScorer and ShuffleAccumulator elsewhere.
+// ShuffleScorer and ShuffleAccumulator elsewhere.
 //
 // Why: run as separate kernels, the scores of a range of rows go out to a heads x n array, a pass
 // finds each head's maximum, a pass takes the exponentials, and the weighted sum reads them back:
@@ -19,7 +19,7 @@ std::vector<uint32_t> BlockLaneCoordinates(size_t padded) { return QuadLaneCoord
 // Whether the block kernels take rows of `padded` index bytes (AMX's kernels run the separate passes).
 bool BlockKernelsCover(size_t padded) { return Unpacker::FieldsCover(padded) && !amx_usable(); }
 #else
-using BlockScorer = GroupedScorer;
+using BlockScorer = ShuffleScorer;
 using BlockAccumulator = ShuffleAccumulator;
 const ByteTable& ScorerTable(const ByteTable& table, int) { return table; }
 const ByteTable& AccumulatorTable(const ByteTable& table, int) { return table; }

@@ -64,9 +64,12 @@ using VI32 = hn::Vec<DI32>;
 
 // Unpacks a row of b-bit indices (b <= 4) L = Lanes(DC) <= 32 at a time, the L * b / 8 <= 16
 // input bytes loaded once into every 128-bit block: each index's 16-bit lane gathers the one or
-// two bytes holding its bits (a byte shuffle), a multiply by 2^(16 - s - b) puts the b bits from
-// its offset s at the top, a shift right by 16 - b brings them down, and packuswb makes bytes.
-// 8 instructions per 32 indices where the scalar loop takes one per bit.
+// two bytes holding its bits (a byte shuffle), the high half of a multiply by 2^(16 - s) shifts them
+// down from their offset s (an index that starts a byte goes to the lane's high byte, s = 8, as
+// 2^16 is past 16 bits), a mask keeps its b bits and packuswb makes bytes. 7 instructions per 32
+// indices where the scalar loop takes one per bit; 2 of them multiplies, against the 4 multiplies
+// and shifts of a multiply by 2^(16 - s - b) and a shift right by 16 - b (on Intel both share the
+// ports of the multiply-adds that follow: docs/RESULTS.md).
 class ShuffleUnpacker {
  public:
   using DC = hn::CappedTag<uint8_t, 32>;
@@ -89,8 +92,9 @@ class ShuffleUnpacker {
     // index i of a chunk lives in vector (i % 16) / 8, word 8 * (i / 16) + i % 8.
     const auto vector_of = [](size_t i) { return (i % 16) / 8; };
     const auto word_of = [](size_t i) { return 8 * (i / 16) + i % 8; };
+    const auto offset_of = [&](size_t i) { return (b * i) % 8 == 0 ? 8 : (b * i) % 8; };  // within its lane
     for (size_t i = 0; i < lanes; ++i)
-      multipliers_[vector_of(i) * lanes / 2 + word_of(i)] = static_cast<uint16_t>(1u << (16 - (b * i) % 8 - b));
+      multipliers_[vector_of(i) * lanes / 2 + word_of(i)] = static_cast<uint16_t>(1u << (16 - offset_of(i)));
     for (size_t k = 0; k < chunks_; ++k) {
       // The 16 bytes loaded end inside the row: the last chunks load from row_bytes - 16.
       const size_t start = k * lanes * b / 8;
@@ -99,8 +103,12 @@ class ShuffleUnpacker {
       for (size_t i = 0; i < lanes && k * lanes + i < rows.dim; ++i) {
         const size_t bit = b * i, byte = shift + bit / 8;
         uint8_t* lane = shuffles_.data() + k * 2 * lanes + vector_of(i) * lanes + 2 * word_of(i);
-        lane[0] = static_cast<uint8_t>(byte);
-        if (bit % 8 + b > 8) lane[1] = static_cast<uint8_t>(byte + 1);
+        if (offset_of(i) == 8) {
+          lane[1] = static_cast<uint8_t>(byte);
+        } else {
+          lane[0] = static_cast<uint8_t>(byte);
+          if (bit % 8 + b > 8) lane[1] = static_cast<uint8_t>(byte + 1);
+        }
       }
     }
   }
@@ -109,10 +117,34 @@ class ShuffleUnpacker {
 
   size_t chunks() const { return chunks_; }
 
-  // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim).
-  HWY_INLINE hn::Vec<DC> Chunk(const uint8_t* packed, size_t k) const {
-    return ChunkWith(ShortRowOr(packed, load_at_[k]), shuffles_.data() + k * 2 * hn::Lanes(DC()), Multipliers(),
-                     16 - bits_);
+  // The constants of the chunks, to be held in a caller's locals: the callers' byte stores may
+  // alias the members, which the compiler would otherwise load again after each of them.
+  struct Constants {
+    const uint8_t* shuffles;  // per chunk: the byte pairs of the L indices' 16-bit lanes
+    const uint32_t* load_at;  // per chunk: where its 16-byte load starts in the row
+    hn::Vec<D16> first, second;  // the multipliers of the two halves
+    hn::Vec<D16> mask;           // 2^b - 1
+    size_t short_bytes;
+  };
+  HWY_INLINE Constants constants() const {
+    const D16 d16;
+    return {shuffles_.data(), load_at_.data(), hn::LoadU(d16, multipliers_.data()),
+            hn::LoadU(d16, multipliers_.data() + hn::Lanes(d16)), hn::Set(d16, static_cast<uint16_t>((1 << bits_) - 1)),
+            short_bytes_};
+  }
+
+  // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim), as the class comment says.
+  static HWY_INLINE hn::Vec<DC> Chunk(const Constants& c, const uint8_t* packed, size_t k) {
+    const DC dc;
+    const D16 d16;
+    const auto source =
+        HWY_UNLIKELY(c.short_bytes) ? ShortRow(packed, c.short_bytes) : hn::LoadDup128(dc, packed + c.load_at[k]);
+    const uint8_t* shuffle = c.shuffles + k * 2 * hn::Lanes(dc);
+    auto first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
+    auto second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + hn::Lanes(dc))));
+    first = hn::And(hn::MulHigh(first, c.first), c.mask);
+    second = hn::And(hn::MulHigh(second, c.second), c.mask);
+    return PackBlocks(first, second);
   }
 
   // Index bytes of the row at `packed`, chunks() * L of them.
@@ -121,49 +153,16 @@ class ShuffleUnpacker {
   }
 
   // emit(r, k, chunk k of row r) for rows [0, count) from `first`, row r at first + r * stride, chunk
-  // by chunk. The constants are read into locals once: the callers' byte stores may alias the
-  // members, which the compiler would otherwise load again after each of them.
+  // by chunk.
   template <class Emit>
   HWY_INLINE void ForRows(const uint8_t* first, size_t stride, size_t count, const Emit& emit) const {
-    const size_t chunks = chunks_, lanes = hn::Lanes(DC());
-    const uint8_t* shuffles = shuffles_.data();
-    const uint32_t* load_at = load_at_.data();
-    const auto multipliers = Multipliers();
-    const int shift = 16 - bits_;
-    for (size_t r = 0; r < count; ++r) {
-      const uint8_t* packed = first + r * stride;
-      for (size_t k = 0; k < chunks; ++k)
-        emit(r, k, ChunkWith(ShortRowOr(packed, load_at[k]), shuffles + k * 2 * lanes, multipliers, shift));
-    }
+    const Constants c = constants();
+    const size_t chunks = chunks_;
+    for (size_t r = 0; r < count; ++r)
+      for (size_t k = 0; k < chunks; ++k) emit(r, k, Chunk(c, first + r * stride, k));
   }
 
  private:
-  struct MultiplierPair {
-    hn::Vec<D16> first, second;
-  };
-  HWY_INLINE MultiplierPair Multipliers() const {
-    const D16 d16;
-    return {hn::LoadU(d16, multipliers_.data()), hn::LoadU(d16, multipliers_.data() + hn::Lanes(d16))};
-  }
-
-  // The 16 source bytes of a chunk: from `offset` in the row, or the short row.
-  HWY_INLINE hn::Vec<DC> ShortRowOr(const uint8_t* packed, size_t offset) const {
-    return HWY_UNLIKELY(short_bytes_) ? ShortRow(packed) : hn::LoadDup128(DC(), packed + offset);
-  }
-
-  // A chunk from its source bytes: each index's 16-bit lane gathers its bytes (shuffle), the
-  // multiply puts its bits at the top, the shift brings them down, packuswb makes bytes.
-  static HWY_INLINE hn::Vec<DC> ChunkWith(hn::Vec<DC> source, const uint8_t* shuffle, const MultiplierPair& m,
-                                          int shift) {
-    const DC dc;
-    const D16 d16;
-    auto first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
-    auto second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + hn::Lanes(dc))));
-    first = hn::ShiftRightSame(hn::Mul(first, m.first), shift);
-    second = hn::ShiftRightSame(hn::Mul(second, m.second), shift);
-    return PackBlocks(first, second);
-  }
-
   // packuswb: per 128-bit block, the words (< 256) of a's block, then b's, as bytes.
   static HWY_INLINE hn::Vec<DC> PackBlocks(hn::Vec<D16> a, hn::Vec<D16> b) {
 #if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
@@ -173,10 +172,9 @@ class ShuffleUnpacker {
 #endif
   }
 
-  // A row of short_bytes_ < 16 bytes, zero after them, in every 128-bit block: two overlapping
-  // loads of 8 (or 4) bytes, the second shifted past the overlap.
-  HWY_INLINE hn::Vec<DC> ShortRow(const uint8_t* packed) const {
-    const size_t n = short_bytes_;
+  // A row of n < 16 bytes, zero after them, in every 128-bit block: two overlapping loads of 8 (or
+  // 4) bytes, the second shifted past the overlap.
+  static HWY_INLINE hn::Vec<DC> ShortRow(const uint8_t* packed, size_t n) {
     uint64_t low = 0, high = 0;
     if (n >= 8) {
       std::memcpy(&low, packed, 8);
@@ -203,8 +201,8 @@ class ShuffleUnpacker {
   int bits_;
   bool usable_ = false;
   size_t chunks_ = 0, short_bytes_ = 0;
-  std::vector<uint8_t> shuffles_;   // per chunk: the byte pairs of the L indices' 16-bit lanes
-  std::vector<uint32_t> load_at_;   // per chunk: where its 16-byte load starts in the row
+  std::vector<uint8_t> shuffles_;
+  std::vector<uint32_t> load_at_;
   std::vector<uint16_t> multipliers_;  // per 16-bit lane: 2^(16 - bit offset - b)
 };
 
@@ -283,6 +281,10 @@ class Unpacker {
           std::memcpy(out + (g * blocks + k) * vector_bytes + 16 * r, natural.data() + 16 * k, 16);
       }
   }
+
+  // The shuffle unpacker (where it is usable(), the AVX2 kernels unpack in registers through it).
+  const ShuffleUnpacker& shuffle() const { return shuffle_; }
+  const RowSource& rows() const { return rows_; }
 
   // Rows per vector in the grouped layout: one row per 128-bit block.
   static size_t GroupRowsPerVector() { return hn::Lanes(DU8()) / 16; }
@@ -638,7 +640,7 @@ void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t
     return;
   }
 #endif
-  const GroupedScorer scorer(rows, n, unpacker, table, q, heads, factors);
+  const ShuffleScorer scorer(rows, n, unpacker, table, q, heads, factors);
   for (size_t start = 0; start < n; start += kIntBlockRows) scorer.Block(start, out + start, out_stride);
 }
 

@@ -314,157 +314,16 @@ class PairAccumulator {
 };
 
 #if HWY_TARGET == HWY_AVX2
-// The weighted sums on AVX2 with byte products: the weights of four rows (unsigned bytes: a
-// softmax's weights times norms are not negative) against the four rows' levels (signed bytes) at
-// one coordinate, interleaved into a dword, so that pmaddubsw then pmaddwd by ones sum all four
-// products exactly (a pair is at most 2 * 127 * 127 in magnitude) where PairAccumulator took 16-bit
-// products of two rows. A block with negative weights adds the sums of their magnitudes with the
-// opposite sign, so that the sums stay the reference's.
-//
-// Lane order: a chunk of 32 coordinates makes four vectors of interleaved quads; vector m holds
-// coordinates 4m .. 4m + 3 in its low 128 bits and 16 + 4m .. 16 + 4m + 3 in its high.
-std::vector<uint32_t> QuadByteLaneCoordinates(size_t padded) {
-  std::vector<uint32_t> coordinate(padded);
-  for (size_t lane = 0; lane < padded; ++lane) {
-    const size_t chunk = lane / 32, m = lane % 32 / 8, e = lane % 8;
-    coordinate[lane] = static_cast<uint32_t>(32 * chunk + 4 * m + e % 4 + 16 * (e / 4));
-  }
-  return coordinate;
-}
-
-class QuadByteAccumulator {
- public:
-  QuadByteAccumulator(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
-                      size_t heads, const RowFactor* factors, BlockWeights& block)
-      : rows_(rows), n_(n), heads_(heads), padded_(PaddedDim(rows.dim)), unpacker_(unpacker), factors_(factors),
-        block_(block), index_(kIntBlockRows * padded_, 0), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
-        positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows) {
-    hn::StoreU(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_);
-  }
-
-  // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
-  // for row start + i, added to head h's lanes at lanes.Head(h).
-  void Block(const float* weights, size_t weight_stride, size_t start, LaneAccumulators& lanes) {
-    const size_t count = std::min(kIntBlockRows, n_ - start), padded = padded_;
-    HWY_ALIGN float row_factor[kIntBlockRows];
-    LoadFactors(rows_, factors_, start, count, row_factor);
-    bool any_negative = false;
-    block_.Round(weights, heads_, weight_stride, 0, count, row_factor, [&](size_t h, const VI32* rounded) {
-      for (size_t v = 0; v < BlockWeights::kVectors; ++v) {
-        const __m256i r = rounded[v].raw, zero = _mm256_setzero_si256();
-        const __m256i up = _mm256_max_epi32(r, zero), down = _mm256_max_epi32(_mm256_sub_epi32(zero, r), zero);
-        any_negative |= !_mm256_testz_si256(down, down);
-        StoreBytes(up, positive_.data() + h * kIntBlockRows + 8 * v);
-        StoreBytes(down, negative_.data() + h * kIntBlockRows + 8 * v);
-      }
-    });
-    unpacker_.Rows(start, count, index_.data());
-    const __m256i table = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table_));
-    const size_t quads = (count + 3) / 4;
-    for (size_t c = 0; c < padded; c += 32) {
-      const size_t part = (kIntBlockRows * 32 + padded - 1) / padded;  // of the next block, per chunk
-      FetchRows(rows_, start + kIntBlockRows + c / 32 * part, part, n_);
-      Interleave(index_.data() + c, padded, quads, table);
-      for (size_t h = 0; h < heads_; h += 4) {
-        const size_t group = std::min<size_t>(4, heads_ - h);
-        for (size_t half = 0; half < 2; ++half) {
-          __m256i sums[4][2];
-          switch (group) {
-            case 4: Sums<4>(half, quads, h, any_negative, sums); break;
-            case 3: Sums<3>(half, quads, h, any_negative, sums); break;
-            case 2: Sums<2>(half, quads, h, any_negative, sums); break;
-            default: Sums<1>(half, quads, h, any_negative, sums); break;
-          }
-          for (size_t g = 0; g < group; ++g) {
-            if (!block_.live[h + g]) continue;
-            const __m256 scale = _mm256_set1_ps(block_.scale[h + g]);
-            for (size_t k = 0; k < 2; ++k) {
-              float* target = lanes.Head(h + g) + c + 8 * (2 * half + k);
-              const __m256 exact = _mm256_cvtepi32_ps(sums[g][k]);
-              _mm256_storeu_ps(target, _mm256_add_ps(_mm256_loadu_ps(target), _mm256_mul_ps(exact, scale)));
-            }
-          }
-        }
-      }
-    }
-  }
-
- private:
-  // The eight integers (0..127) of v as bytes at out.
-  static HWY_INLINE void StoreBytes(__m256i v, uint8_t* out) {
-    const __m256i words = _mm256_packs_epi32(v, v);  // per 128-bit block: 4 words, twice
-    const __m256i bytes = _mm256_packus_epi16(words, words);
-    const uint32_t low = static_cast<uint32_t>(_mm256_extract_epi32(bytes, 0));
-    const uint32_t high = static_cast<uint32_t>(_mm256_extract_epi32(bytes, 4));
-    std::memcpy(out, &low, 4);
-    std::memcpy(out + 4, &high, 4);
-  }
-
-  // The chunk's rows looked up and interleaved by quads into quads_: quad q's vector m at
-  // quads_ + (4 q + m) * 32.
-  HWY_INLINE void Interleave(const uint8_t* index, size_t padded, size_t quads, __m256i table) {
-    for (size_t q = 0; q < quads; ++q) {
-      const uint8_t* row = index + 4 * q * padded;
-      const auto level = [&](size_t r) {
-        return _mm256_shuffle_epi8(table, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + r * padded)));
-      };
-      const __m256i l0 = level(0), l1 = level(1), l2 = level(2), l3 = level(3);
-      const __m256i low01 = _mm256_unpacklo_epi8(l0, l1), high01 = _mm256_unpackhi_epi8(l0, l1);
-      const __m256i low23 = _mm256_unpacklo_epi8(l2, l3), high23 = _mm256_unpackhi_epi8(l2, l3);
-      __m256i* out = reinterpret_cast<__m256i*>(quads_.get() + 4 * q * 32);
-      _mm256_store_si256(out, _mm256_unpacklo_epi16(low01, low23));
-      _mm256_store_si256(out + 1, _mm256_unpackhi_epi16(low01, low23));
-      _mm256_store_si256(out + 2, _mm256_unpacklo_epi16(high01, high23));
-      _mm256_store_si256(out + 3, _mm256_unpackhi_epi16(high01, high23));
-    }
-  }
-
-  // Heads [first, first + kHeads), vectors 2 half and 2 half + 1 of every quad: sums[g][k].
-  template <int kHeads>
-  HWY_INLINE void Sums(size_t half, size_t quads, size_t first, bool any_negative, __m256i (*sums)[2]) const {
-    QuadSums<kHeads>(half, quads, positive_.data() + first * kIntBlockRows, sums, false);
-    if (any_negative) QuadSums<kHeads>(half, quads, negative_.data() + first * kIntBlockRows, sums, true);
-  }
-
-  template <int kHeads>
-  HWY_INLINE void QuadSums(size_t half, size_t quads, const uint8_t* weight_bytes, __m256i (*sums)[2],
-                           bool subtract) const {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc[kHeads][2];
-    for (int g = 0; g < kHeads; ++g) acc[g][0] = acc[g][1] = _mm256_setzero_si256();
-    const __m256i* vectors = reinterpret_cast<const __m256i*>(quads_.get()) + 2 * half;
-    for (size_t q = 0; q < quads; ++q) {
-      const __m256i a = _mm256_load_si256(vectors + 4 * q), b = _mm256_load_si256(vectors + 4 * q + 1);
-      for (int g = 0; g < kHeads; ++g) {
-        int32_t quad;  // the weights of rows 4q..4q+3, the first in the low byte
-        std::memcpy(&quad, weight_bytes + g * kIntBlockRows + 4 * q, sizeof(quad));
-        const __m256i w = _mm256_set1_epi32(quad);
-        acc[g][0] = _mm256_add_epi32(acc[g][0], _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones));
-        acc[g][1] = _mm256_add_epi32(acc[g][1], _mm256_madd_epi16(_mm256_maddubs_epi16(w, b), ones));
-      }
-    }
-    for (int g = 0; g < kHeads; ++g)
-      for (int k = 0; k < 2; ++k)
-        sums[g][k] = subtract ? _mm256_sub_epi32(sums[g][k], acc[g][k]) : acc[g][k];
-  }
-
-  const RowSource& rows_;
-  size_t n_, heads_, padded_;
-  const Unpacker& unpacker_;
-  const RowFactor* factors_;
-  BlockWeights& block_;
-  int8_t table_[32];
-  std::vector<uint8_t> index_;  // the block's rows unpacked
-  hwy::AlignedFreeUniquePtr<uint8_t[]> quads_;  // the chunk's quads, interleaved
-  std::vector<uint8_t> positive_, negative_;  // per head, the block's weights' magnitudes by sign
-};
+#include "simd/int_index_avx2-inl.h"
 #endif
 
-// The weighted sums' block kernel of this target and its lane order.
+// The block kernels of this target and the weighted sums' lane order.
 #if HWY_TARGET == HWY_AVX2
+using ShuffleScorer = RowPairScorer;
 using ShuffleAccumulator = QuadByteAccumulator;
 std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return QuadByteLaneCoordinates(padded); }
 #else
+using ShuffleScorer = GroupedScorer;
 using ShuffleAccumulator = PairAccumulator;
 std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return PairLaneCoordinates(padded); }
 #endif
