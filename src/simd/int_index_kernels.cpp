@@ -69,7 +69,8 @@ using VI32 = hn::Vec<DI32>;
 // 2^16 is past 16 bits), a mask keeps its b bits and packuswb makes bytes. 7 instructions per 32
 // indices where the scalar loop takes one per bit; 2 of them multiplies, against the 4 multiplies
 // and shifts of a multiply by 2^(16 - s - b) and a shift right by 16 - b (on Intel both share the
-// ports of the multiply-adds that follow: docs/RESULTS.md).
+// ports of the multiply-adds that follow: docs/RESULTS.md). 1-bit indices (QJL's signs) take 4: a
+// shuffle spreads each byte over its 8 indices' lanes and a bit test picks each lane's bit.
 class ShuffleUnpacker {
  public:
   using DC = hn::CappedTag<uint8_t, 32>;
@@ -87,7 +88,9 @@ class ShuffleUnpacker {
     shuffles_.assign(chunks_ * 2 * lanes, 0x80);
     load_at_.resize(chunks_);
     multipliers_.resize(lanes);
+    bit_masks_.resize(lanes);
     const size_t b = static_cast<size_t>(rows.bits);
+    for (size_t i = 0; i < lanes; ++i) bit_masks_[i] = static_cast<uint8_t>(1u << (i % 8));
     // packuswb fills each 128-bit block with 8 words of the first vector, then 8 of the second:
     // index i of a chunk lives in vector (i % 16) / 8, word 8 * (i / 16) + i % 8.
     const auto vector_of = [](size_t i) { return (i % 16) / 8; };
@@ -102,6 +105,10 @@ class ShuffleUnpacker {
       const size_t shift = start - load_at_[k];
       for (size_t i = 0; i < lanes && k * lanes + i < rows.dim; ++i) {
         const size_t bit = b * i, byte = shift + bit / 8;
+        if (b == 1) {  // lane i takes the byte of index i
+          shuffles_[k * 2 * lanes + i] = static_cast<uint8_t>(byte);
+          continue;
+        }
         uint8_t* lane = shuffles_.data() + k * 2 * lanes + vector_of(i) * lanes + 2 * word_of(i);
         if (offset_of(i) == 8) {
           lane[1] = static_cast<uint8_t>(byte);
@@ -124,13 +131,20 @@ class ShuffleUnpacker {
     const uint32_t* load_at;  // per chunk: where its 16-byte load starts in the row
     hn::Vec<D16> first, second;  // the multipliers of the two halves
     hn::Vec<D16> mask;           // 2^b - 1
+    hn::Vec<DC> bit_masks;       // 1-bit indices: lane i's bit within its byte
     size_t short_bytes;
+    bool one_bit;
   };
   HWY_INLINE Constants constants() const {
     const D16 d16;
-    return {shuffles_.data(), load_at_.data(), hn::LoadU(d16, multipliers_.data()),
-            hn::LoadU(d16, multipliers_.data() + hn::Lanes(d16)), hn::Set(d16, static_cast<uint16_t>((1 << bits_) - 1)),
-            short_bytes_};
+    return {shuffles_.data(),
+            load_at_.data(),
+            hn::LoadU(d16, multipliers_.data()),
+            hn::LoadU(d16, multipliers_.data() + hn::Lanes(d16)),
+            hn::Set(d16, static_cast<uint16_t>((1 << bits_) - 1)),
+            hn::LoadU(DC(), bit_masks_.data()),
+            short_bytes_,
+            bits_ == 1};
   }
 
   // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim), as the class comment says.
@@ -140,6 +154,10 @@ class ShuffleUnpacker {
     const auto source =
         HWY_UNLIKELY(c.short_bytes) ? ShortRow(packed, c.short_bytes) : hn::LoadDup128(dc, packed + c.load_at[k]);
     const uint8_t* shuffle = c.shuffles + k * 2 * hn::Lanes(dc);
+    if (c.one_bit) {
+      const auto bytes = hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle));
+      return hn::IfThenElseZero(hn::TestBit(bytes, c.bit_masks), hn::Set(dc, uint8_t{1}));
+    }
     auto first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
     auto second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + hn::Lanes(dc))));
     first = hn::And(hn::MulHigh(first, c.first), c.mask);
@@ -203,7 +221,8 @@ class ShuffleUnpacker {
   size_t chunks_ = 0, short_bytes_ = 0;
   std::vector<uint8_t> shuffles_;
   std::vector<uint32_t> load_at_;
-  std::vector<uint16_t> multipliers_;  // per 16-bit lane: 2^(16 - bit offset - b)
+  std::vector<uint16_t> multipliers_;  // per 16-bit lane: 2^(16 - offset)
+  std::vector<uint8_t> bit_masks_;
 };
 
 // Unpacks rows of b-bit indices into index bytes, zero past dim, in rows of `padded` bytes.
