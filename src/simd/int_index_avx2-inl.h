@@ -1,6 +1,20 @@
-// AVX2's block kernels (included by int_index_shuffle-inl.h for target AVX2 only): the rows
-// unpacked in registers (ShuffleUnpacker::Chunk) and multiplied in bytes by pmaddubsw, then summed
-// in 32 bits by pmaddwd, exactly as reference:: sums.
+// The 256-bit block kernels of AVX2, also run by AVX3 (AVX-512 without VBMI and VNNI: Skylake-SP,
+// Cascade Lake) on 256-bit vectors (included by int_index_shuffle-inl.h for those targets): the rows
+// unpacked in registers (ShuffleUnpacker::Chunk, 32 indices at a time on both) and multiplied in
+// bytes by pmaddubsw, then summed in 32 bits by pmaddwd, exactly as reference:: sums.
+
+// The table's levels plus `offset` in both 128-bit blocks of 32 bytes, for the byte shuffles.
+HWY_INLINE void TableBytes(const ByteTable& table, int offset, uint8_t* out) {
+  for (int l = 0; l < 16; ++l) out[l] = out[16 + l] = static_cast<uint8_t>(table.levels[l] + offset);
+}
+
+// Per 128-bit block b: the sums of heads 0..3 of the row whose partial sums block b of acc[h] holds
+// (BlockHeadSums on 256 bits).
+HWY_INLINE __m256i HeadSums(const __m256i* acc) {
+  const __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(acc[0], acc[1]), _mm256_unpackhi_epi32(acc[0], acc[1]));
+  const __m256i t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(acc[2], acc[3]), _mm256_unpackhi_epi32(acc[2], acc[3]));
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
+}
 
 // The scores of blocks of rows, two rows at a time: each chunk of 32 indices of the two rows
 // unpacked and looked up, its 128-bit halves paired into the grouped layout (block k of both rows in
@@ -12,13 +26,15 @@ class RowPairScorer {
                 const ScoreQueries& queries, size_t heads, const RowFactor* factors)
       : rows_(rows), n_(n), shuffle_(unpacker.shuffle()), queries_(queries), heads_(heads), factors_(factors),
         chunks_(PaddedDim(rows.dim) / 32) {
-    hn::StoreU(TableVector(table, kScoreTableOffset), DU8(), table_);
+    TableBytes(table, kScoreTableOffset, table_);
   }
 
   // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.
   void Block(size_t start, float* out, size_t out_stride) const {
     const size_t count = std::min(kIntBlockRows, n_ - start), chunks = chunks_, stride = rows_.stride, n = n_;
-    const size_t blocks = 2 * chunks;
+    // The query bytes of block k of head h at (h * blocks + k) * lanes (ScoreQueries), repeated over
+    // every 128-bit block of a vector of `lanes` bytes (32 on AVX2, 64 on AVX3: its first 32 serve).
+    const size_t blocks = 2 * chunks, lanes = hn::Lanes(DU8());
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows_, factors_, start, count, row_factor);
     const ShuffleUnpacker::Constants constants = shuffle_.constants();
@@ -28,7 +44,7 @@ class RowPairScorer {
     HWY_ALIGN int32_t sums[4 * kIntBlockRows];  // sums[4 r + h]: row r, head h of the group
     HWY_ALIGN float scores[4 * kIntBlockRows];
     for (size_t hg = 0; 4 * hg < heads_; ++hg) {
-      const int8_t* q = queries_.bytes.data() + 4 * hg * blocks * 32;
+      const int8_t* q = queries_.bytes.data() + 4 * hg * blocks * lanes;
       for (size_t r = 0; r < count; r += 2) {
         if (hg == 0 && r % 4 == 0) FetchRows(rows_, start + kIntBlockRows + r, 4, n);
         const uint8_t* a = first + r * stride;
@@ -40,22 +56,22 @@ class RowPairScorer {
           const __m256i lb = _mm256_shuffle_epi8(table, ShuffleUnpacker::Chunk(constants, b, k).raw);
           const __m256i even = _mm256_permute2x128_si256(la, lb, 0x20), odd = _mm256_permute2x128_si256(la, lb, 0x31);
           for (int h = 0; h < 4; ++h) {
-            const __m256i* qh = reinterpret_cast<const __m256i*>(q + (h * blocks + 2 * k) * 32);
-            const __m256i p0 = _mm256_maddubs_epi16(even, _mm256_loadu_si256(qh));
-            const __m256i p1 = _mm256_maddubs_epi16(odd, _mm256_loadu_si256(qh + 1));
+            const int8_t* qh = q + (h * blocks + 2 * k) * lanes;
+            const __m256i p0 = _mm256_maddubs_epi16(even, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
+            const __m256i p1 =
+                _mm256_maddubs_epi16(odd, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + lanes)));
             acc[h] = _mm256_add_epi32(acc[h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
           }
         }
-        const VI32 acc_v[4] = {VI32{acc[0]}, VI32{acc[1]}, VI32{acc[2]}, VI32{acc[3]}};
-        hn::Store(BlockHeadSums(acc_v), DI32(), sums + 4 * r);  // rows r, r + 1: heads 0..3 each
+        // Rows r, r + 1: heads 0..3 each.
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 4 * r), HeadSums(acc));
       }
-      const DF df;
-      const DI32 di32;
-      const auto factor_v = hn::LoadDup128(df, queries_.factors.data() + 4 * hg);
-      const auto offset_v = hn::LoadDup128(di32, queries_.offsets.data() + 4 * hg);
+      const __m256 factor_v = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(queries_.factors.data() + 4 * hg));
+      const __m256i offset_v =
+          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(queries_.offsets.data() + 4 * hg)));
       for (size_t r = 0; r < count; r += 2) {
-        const auto sum = hn::Sub(hn::Load(di32, sums + 4 * r), offset_v);
-        hn::Store(hn::Mul(hn::ConvertTo(df, sum), factor_v), df, scores + 4 * r);
+        const __m256i sum = _mm256_sub_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 4 * r)), offset_v);
+        _mm256_store_ps(scores + 4 * r, _mm256_mul_ps(_mm256_cvtepi32_ps(sum), factor_v));
       }
       StoreHeadMajor(scores, row_factor, count, std::min<size_t>(4, heads_ - 4 * hg), out + 4 * hg * out_stride,
                      out_stride);
@@ -98,7 +114,7 @@ class QuadByteAccumulator {
       : rows_(rows), n_(n), heads_(heads), padded_(PaddedDim(rows.dim)), unpacker_(unpacker), factors_(factors),
         block_(block), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
         positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows) {
-    hn::StoreU(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_);
+    TableBytes(table, 0, reinterpret_cast<uint8_t*>(table_));
   }
 
   // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
@@ -109,12 +125,14 @@ class QuadByteAccumulator {
     LoadFactors(rows_, factors_, start, count, row_factor);
     bool any_negative = false;
     block_.Round(weights, heads_, weight_stride, 0, count, row_factor, [&](size_t h, const VI32* rounded) {
+      const DI32 di32;
+      const hn::Rebind<uint8_t, DI32> du8;
+      const auto zero = hn::Zero(di32);
       for (size_t v = 0; v < BlockWeights::kVectors; ++v) {
-        const __m256i r = rounded[v].raw, zero = _mm256_setzero_si256();
-        const __m256i up = _mm256_max_epi32(r, zero), down = _mm256_max_epi32(_mm256_sub_epi32(zero, r), zero);
-        any_negative |= !_mm256_testz_si256(down, down);
-        StoreBytes(up, positive_.data() + h * kIntBlockRows + 8 * v);
-        StoreBytes(down, negative_.data() + h * kIntBlockRows + 8 * v);
+        any_negative |= !hn::AllFalse(di32, hn::Lt(rounded[v], zero));
+        const size_t at = h * kIntBlockRows + v * hn::Lanes(di32);
+        hn::StoreU(hn::DemoteTo(du8, hn::Max(rounded[v], zero)), du8, positive_.data() + at);
+        hn::StoreU(hn::DemoteTo(du8, hn::Max(hn::Neg(rounded[v]), zero)), du8, negative_.data() + at);
       }
     });
     const ShuffleUnpacker::Constants constants = unpacker_.shuffle().constants();
@@ -150,16 +168,6 @@ class QuadByteAccumulator {
   }
 
  private:
-  // The eight integers (0..127) of v as bytes at out.
-  static HWY_INLINE void StoreBytes(__m256i v, uint8_t* out) {
-    const __m256i words = _mm256_packs_epi32(v, v);  // per 128-bit block: 4 words, twice
-    const __m256i bytes = _mm256_packus_epi16(words, words);
-    const uint32_t low = static_cast<uint32_t>(_mm256_extract_epi32(bytes, 0));
-    const uint32_t high = static_cast<uint32_t>(_mm256_extract_epi32(bytes, 4));
-    std::memcpy(out, &low, 4);
-    std::memcpy(out + 4, &high, 4);
-  }
-
   // Chunk k of the block's rows (from `first`, count of them) unpacked, looked up and interleaved by
   // quads into quads_: quad q's vector m at quads_ + (4 q + m) * 32. Rows past count repeat the
   // last (their weights are zero).
@@ -167,7 +175,7 @@ class QuadByteAccumulator {
                              size_t k, size_t quads, __m256i table) {
     const size_t stride = rows_.stride;
     for (size_t q = 0; q < quads; ++q) {
-      const auto level = [&](size_t r) HWY_ATTR {
+      const auto level = [&](size_t r) HWY_ATTR __attribute__((always_inline)) {
         const uint8_t* row = first + std::min(4 * q + r, count - 1) * stride;
         return _mm256_shuffle_epi8(table, ShuffleUnpacker::Chunk(constants, row, k).raw);
       };

@@ -313,12 +313,12 @@ class PairAccumulator {
   std::vector<uint8_t> index_;  // the block's rows unpacked, and a zero row after an odd count
 };
 
-#if HWY_TARGET == HWY_AVX2
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #include "simd/int_index_avx2-inl.h"
 #endif
 
 // The block kernels of this target and the weighted sums' lane order.
-#if HWY_TARGET == HWY_AVX2
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 using ShuffleScorer = RowPairScorer;
 using ShuffleAccumulator = QuadByteAccumulator;
 std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return QuadByteLaneCoordinates(padded); }
