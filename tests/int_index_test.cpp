@@ -97,16 +97,20 @@ void same_bits_as_reference() {
 }  // namespace
 
 // Where the CPU has AMX (target AVX3_DL), the cases run on the tile kernels (up to 16 heads for
-// scores, 7 for weighted sums) and again without them.
+// scores, 7 for weighted sums) and again without them; where it has VNNI, the AVX2 and AVX3 targets'
+// kernels run with it and again without.
 TEST(IntIndexKernels, SameBitsAsReferenceOnEveryTarget) {
   std::printf("AMX tile kernels %s on this machine\n", simd::amx_usable() ? "run" : "do not run");
   testutil::for_each_target([] {
-    for (const bool amx : {true, false}) {
-      const bool previous = simd::set_amx_allowed(amx);
-      SCOPED_TRACE(amx ? "AMX allowed" : "AMX off");
-      same_bits_as_reference();
-      simd::set_amx_allowed(previous);
-    }
+    for (const bool amx : {true, false})
+      for (const bool vnni : {true, false}) {
+        if (amx && !vnni) continue;  // the AMX kernels do not use the shuffle targets' VNNI
+        const bool previous_amx = simd::set_amx_allowed(amx), previous_vnni = simd::set_shuffle_vnni_allowed(vnni);
+        SCOPED_TRACE(testing::Message() << (amx ? "AMX allowed" : "AMX off") << (vnni ? ", VNNI" : ", no VNNI"));
+        same_bits_as_reference();
+        simd::set_amx_allowed(previous_amx);
+        simd::set_shuffle_vnni_allowed(previous_vnni);
+      }
   });
 }
 
@@ -170,6 +174,9 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
       {{{{64, 3}, {64, 1}}}, {{32, 2}, {32, 4}}},
       {{{{32, 3}, {32, 1}}, {{96, 2}, {96, 1}}}, {{32, 3}, {96, 2}}}};
   constexpr size_t kCounts = 5, kHeadCounts = 4;
+  for (const bool vnni : {true, false}) {  // the AVX2 and AVX3 kernels with VNNI where the CPU has it, and without
+  const bool previous_vnni = simd::set_shuffle_vnni_allowed(vnni);
+  SCOPED_TRACE(vnni ? "VNNI allowed" : "VNNI off");
   testutil::for_each_target([&] {
     int fused_runs = 0;
     for (size_t l = 0; l < layouts.size(); ++l)
@@ -278,6 +285,8 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
     std::printf("%s: fused attention ran %d times\n", hwy::TargetName(target), fused_runs);
     EXPECT_EQ(fused_runs, runs ? static_cast<int>(layouts.size() * kCounts * kHeadCounts) : 0);
   });
+  simd::set_shuffle_vnni_allowed(previous_vnni);
+  }
 }
 
 TEST(IntIndexKernels, ByteRoundingIsNearestEven) {

@@ -3,6 +3,36 @@
 // unpacked in registers (ShuffleUnpacker::Chunk, 32 indices at a time on both) and multiplied in
 // bytes by pmaddubsw, then summed in 32 bits by pmaddwd, exactly as reference:: sums.
 
+// acc lane e += u[4e] s[4e] + ... + u[4e + 3] s[4e + 3], u unsigned and s signed bytes, exactly:
+// with VNNI one vpdpbusd (AVX-VNNI's VEX form on AVX2: Alder Lake and later, Sierra Forest, Zen 5;
+// AVX512-VNNI's on AVX3: Cascade Lake), else pmaddubsw, whose pairs of products stay within int16
+// for the kernels' operands, and pmaddwd by ones. The instruction is written in inline assembly, so
+// that it needs no target attribute (the rest of the target's code may not assume VNNI) and runs
+// only where ShuffleVnniUsable() says so.
+template <bool kVnni>
+HWY_INLINE __m256i ByteDot(__m256i acc, __m256i u, __m256i s) {
+  if constexpr (kVnni) {
+#if HWY_TARGET == HWY_AVX2
+    asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+#else
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+#endif
+    return acc;
+  } else {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+}
+
+// Whether this CPU has the VNNI form ByteDot<true> uses and it is allowed (set_shuffle_vnni_allowed).
+bool ShuffleVnniUsable() {
+#if HWY_TARGET == HWY_AVX2
+  static const bool has = __builtin_cpu_supports("avxvnni");
+#else
+  static const bool has = __builtin_cpu_supports("avx512vnni");
+#endif
+  return has && shuffle_vnni_allowed();
+}
+
 // The table's levels plus `offset` in both 128-bit blocks of 32 bytes, for the byte shuffles.
 HWY_INLINE void TableBytes(const ByteTable& table, int offset, uint8_t* out) {
   for (int l = 0; l < 16; ++l) out[l] = out[16 + l] = static_cast<uint8_t>(table.levels[l] + offset);
@@ -25,12 +55,19 @@ class RowPairScorer {
   RowPairScorer(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
                 const ScoreQueries& queries, size_t heads, const RowFactor* factors)
       : rows_(rows), n_(n), shuffle_(unpacker.shuffle()), queries_(queries), heads_(heads), factors_(factors),
-        chunks_(PaddedDim(rows.dim) / 32) {
+        chunks_(PaddedDim(rows.dim) / 32), vnni_(ShuffleVnniUsable()) {
     TableBytes(table, kScoreTableOffset, table_);
   }
 
   // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.
   void Block(size_t start, float* out, size_t out_stride) const {
+    if (vnni_) return BlockWith<true>(start, out, out_stride);
+    BlockWith<false>(start, out, out_stride);
+  }
+
+ private:
+  template <bool kVnni>
+  void BlockWith(size_t start, float* out, size_t out_stride) const {
     const size_t count = std::min(kIntBlockRows, n_ - start), chunks = chunks_, stride = rows_.stride, n = n_;
     // The query bytes of block k of head h at (h * blocks + k) * lanes (ScoreQueries), repeated over
     // every 128-bit block of a vector of `lanes` bytes (32 on AVX2, 64 on AVX3: its first 32 serve).
@@ -39,7 +76,6 @@ class RowPairScorer {
     LoadFactors(rows_, factors_, start, count, row_factor);
     const ShuffleUnpacker::Constants constants = shuffle_.constants();
     const __m256i table = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table_));
-    const __m256i ones = _mm256_set1_epi16(1);
     const uint8_t* first = rows_.data + start * stride;
     HWY_ALIGN int32_t sums[4 * kIntBlockRows];  // sums[4 r + h]: row r, head h of the group
     HWY_ALIGN float scores[4 * kIntBlockRows];
@@ -57,10 +93,9 @@ class RowPairScorer {
           const __m256i even = _mm256_permute2x128_si256(la, lb, 0x20), odd = _mm256_permute2x128_si256(la, lb, 0x31);
           for (int h = 0; h < 4; ++h) {
             const int8_t* qh = q + (h * blocks + 2 * k) * lanes;
-            const __m256i p0 = _mm256_maddubs_epi16(even, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
-            const __m256i p1 =
-                _mm256_maddubs_epi16(odd, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + lanes)));
-            acc[h] = _mm256_add_epi32(acc[h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
+            const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+            const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + lanes));
+            acc[h] = ByteDot<kVnni>(ByteDot<kVnni>(acc[h], even, q0), odd, q1);
           }
         }
         // Rows r, r + 1: heads 0..3 each.
@@ -78,7 +113,6 @@ class RowPairScorer {
     }
   }
 
- private:
   const RowSource& rows_;
   size_t n_;
   const ShuffleUnpacker& shuffle_;
@@ -86,6 +120,7 @@ class RowPairScorer {
   size_t heads_;
   const RowFactor* factors_;
   size_t chunks_;
+  bool vnni_;
   uint8_t table_[32];  // the table plus its offset in both 128-bit blocks
 };
 
@@ -113,7 +148,7 @@ class QuadByteAccumulator {
                       size_t heads, const RowFactor* factors, BlockWeights& block)
       : rows_(rows), n_(n), heads_(heads), padded_(PaddedDim(rows.dim)), unpacker_(unpacker), factors_(factors),
         block_(block), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
-        positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows) {
+        positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows), vnni_(ShuffleVnniUsable()) {
     TableBytes(table, 0, reinterpret_cast<uint8_t*>(table_));
   }
 
@@ -147,11 +182,10 @@ class QuadByteAccumulator {
         const size_t group = std::min<size_t>(4, heads_ - h);
         for (size_t half = 0; half < 2; ++half) {
           __m256i sums[4][2];
-          switch (group) {
-            case 4: Sums<4>(half, quads, h, any_negative, sums); break;
-            case 3: Sums<3>(half, quads, h, any_negative, sums); break;
-            case 2: Sums<2>(half, quads, h, any_negative, sums); break;
-            default: Sums<1>(half, quads, h, any_negative, sums); break;
+          if (vnni_) {
+            SumsOf<true>(group, half, quads, h, any_negative, sums);
+          } else {
+            SumsOf<false>(group, half, quads, h, any_negative, sums);
           }
           for (size_t g = 0; g < group; ++g) {
             if (!block_.live[h + g]) continue;
@@ -190,17 +224,27 @@ class QuadByteAccumulator {
     }
   }
 
-  // Heads [first, first + kHeads), vectors 2 half and 2 half + 1 of every quad: sums[g][k].
-  template <int kHeads>
-  HWY_INLINE void Sums(size_t half, size_t quads, size_t first, bool any_negative, __m256i (*sums)[2]) const {
-    QuadSums<kHeads>(half, quads, positive_.data() + first * kIntBlockRows, sums, false);
-    if (any_negative) QuadSums<kHeads>(half, quads, negative_.data() + first * kIntBlockRows, sums, true);
+  // Heads [first, first + group), vectors 2 half and 2 half + 1 of every quad: sums[g][k].
+  template <bool kVnni>
+  HWY_INLINE void SumsOf(size_t group, size_t half, size_t quads, size_t first, bool any_negative,
+                         __m256i (*sums)[2]) const {
+    switch (group) {
+      case 4: return Sums<4, kVnni>(half, quads, first, any_negative, sums);
+      case 3: return Sums<3, kVnni>(half, quads, first, any_negative, sums);
+      case 2: return Sums<2, kVnni>(half, quads, first, any_negative, sums);
+      default: return Sums<1, kVnni>(half, quads, first, any_negative, sums);
+    }
   }
 
-  template <int kHeads>
+  template <int kHeads, bool kVnni>
+  HWY_INLINE void Sums(size_t half, size_t quads, size_t first, bool any_negative, __m256i (*sums)[2]) const {
+    QuadSums<kHeads, kVnni>(half, quads, positive_.data() + first * kIntBlockRows, sums, false);
+    if (any_negative) QuadSums<kHeads, kVnni>(half, quads, negative_.data() + first * kIntBlockRows, sums, true);
+  }
+
+  template <int kHeads, bool kVnni>
   HWY_INLINE void QuadSums(size_t half, size_t quads, const uint8_t* weight_bytes, __m256i (*sums)[2],
                            bool subtract) const {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256i acc[kHeads][2];
     for (int g = 0; g < kHeads; ++g) acc[g][0] = acc[g][1] = _mm256_setzero_si256();
     const __m256i* vectors = reinterpret_cast<const __m256i*>(quads_.get()) + 2 * half;
@@ -210,8 +254,8 @@ class QuadByteAccumulator {
         int32_t quad;  // the weights of rows 4q..4q+3, the first in the low byte
         std::memcpy(&quad, weight_bytes + g * kIntBlockRows + 4 * q, sizeof(quad));
         const __m256i w = _mm256_set1_epi32(quad);
-        acc[g][0] = _mm256_add_epi32(acc[g][0], _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones));
-        acc[g][1] = _mm256_add_epi32(acc[g][1], _mm256_madd_epi16(_mm256_maddubs_epi16(w, b), ones));
+        acc[g][0] = ByteDot<kVnni>(acc[g][0], w, a);
+        acc[g][1] = ByteDot<kVnni>(acc[g][1], w, b);
       }
     }
     for (int g = 0; g < kHeads; ++g)
@@ -227,4 +271,5 @@ class QuadByteAccumulator {
   int8_t table_[32];
   hwy::AlignedFreeUniquePtr<uint8_t[]> quads_;  // the chunk's quads, interleaved
   std::vector<uint8_t> positive_, negative_;  // per head, the block's weights' magnitudes by sign
+  bool vnni_;
 };

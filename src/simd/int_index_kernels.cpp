@@ -11,6 +11,8 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -698,6 +700,17 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace kvsketch::simd {
+
+namespace {
+std::atomic<bool> shuffle_vnni{true};
+}  // namespace
+
+bool shuffle_vnni_allowed() {
+  static const bool environment_allows = std::getenv("KVSKETCH_VNNI") == nullptr ||
+                                         std::strcmp(std::getenv("KVSKETCH_VNNI"), "0") != 0;
+  return environment_allows && shuffle_vnni.load(std::memory_order_relaxed);
+}
+bool set_shuffle_vnni_allowed(bool allowed) { return shuffle_vnni.exchange(allowed); }
 
 HWY_EXPORT(IntScoresImpl);
 HWY_EXPORT(IntWeightedSumImpl);

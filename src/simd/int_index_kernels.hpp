@@ -92,6 +92,14 @@ bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values,
 // value part, every group with parts, every part kIndex with b = 1..4 (int_index_usable).
 bool int_index_attention_usable(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts);
 
+// Whether the 256-bit kernels of the targets without VBMI (AVX2, AVX3) may multiply by VNNI where
+// the CPU has it (AVX-VNNI, AVX512-VNNI): on unless KVSKETCH_VNNI=0 is in the environment (to
+// measure an AVX2 CPU without VNNI on one with it). set_shuffle_vnni_allowed(false) turns it off
+// (tests check both forms on one machine; they give the same integer sums) and returns the previous
+// setting. Not meant to race with running kernels.
+bool shuffle_vnni_allowed();
+bool set_shuffle_vnni_allowed(bool allowed);
+
 // Row factors of rows [first, first + count) (1 without row factors).
 void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out);
 
