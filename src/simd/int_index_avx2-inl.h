@@ -55,7 +55,7 @@ class RowPairScorer {
   RowPairScorer(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
                 const ScoreQueries& queries, size_t heads, const RowFactor* factors)
       : rows_(rows), n_(n), shuffle_(unpacker.shuffle()), queries_(queries), heads_(heads), factors_(factors),
-        chunks_(PaddedDim(rows.dim) / 32), vnni_(ShuffleVnniUsable()) {
+        chunks_((rows.dim + 31) / 32), blocks_(PaddedDim(rows.dim) / 16), vnni_(ShuffleVnniUsable()) {
     TableBytes(table, kScoreTableOffset, table_);
   }
 
@@ -71,7 +71,7 @@ class RowPairScorer {
     const size_t count = std::min(kIntBlockRows, n_ - start), chunks = chunks_, stride = rows_.stride, n = n_;
     // The query bytes of block k of head h at (h * blocks + k) * lanes (ScoreQueries), repeated over
     // every 128-bit block of a vector of `lanes` bytes (32 on AVX2, 64 on AVX3: its first 32 serve).
-    const size_t blocks = 2 * chunks, lanes = hn::Lanes(DU8());
+    const size_t blocks = blocks_, lanes = hn::Lanes(DU8());
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows_, factors_, start, count, row_factor);
     const ShuffleUnpacker::Constants constants = shuffle_.constants();
@@ -119,7 +119,9 @@ class RowPairScorer {
   const ScoreQueries& queries_;
   size_t heads_;
   const RowFactor* factors_;
-  size_t chunks_;
+  // Chunks of 32 indices that reach below dim (AVX3's rows are padded to 64: a split's 32-channel
+  // part would take twice the work), and blocks of 16 in the padded row.
+  size_t chunks_, blocks_;
   bool vnni_;
   uint8_t table_[32];  // the table plus its offset in both 128-bit blocks
 };
@@ -146,7 +148,7 @@ class QuadByteAccumulator {
  public:
   QuadByteAccumulator(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
                       size_t heads, const RowFactor* factors, BlockWeights& block)
-      : rows_(rows), n_(n), heads_(heads), padded_(PaddedDim(rows.dim)), unpacker_(unpacker), factors_(factors),
+      : rows_(rows), n_(n), heads_(heads), unpacker_(unpacker), factors_(factors),
         block_(block), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
         positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows), vnni_(ShuffleVnniUsable()) {
     TableBytes(table, 0, reinterpret_cast<uint8_t*>(table_));
@@ -155,7 +157,8 @@ class QuadByteAccumulator {
   // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
   // for row start + i, added to head h's lanes at lanes.Head(h).
   void Block(const float* weights, size_t weight_stride, size_t start, LaneAccumulators& lanes) {
-    const size_t count = std::min(kIntBlockRows, n_ - start), padded = padded_;
+    // Chunks of 32 coordinates that reach below dim (see RowPairScorer::chunks_).
+    const size_t count = std::min(kIntBlockRows, n_ - start), live = (rows_.dim + 31) / 32 * 32;
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows_, factors_, start, count, row_factor);
     bool any_negative = false;
@@ -174,8 +177,8 @@ class QuadByteAccumulator {
     const uint8_t* first = rows_.data + start * rows_.stride;
     const __m256i table = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table_));
     const size_t quads = (count + 3) / 4;
-    for (size_t c = 0; c < padded; c += 32) {
-      const size_t part = (kIntBlockRows * 32 + padded - 1) / padded;  // of the next block, per chunk
+    for (size_t c = 0; c < live; c += 32) {
+      const size_t part = (kIntBlockRows * 32 + live - 1) / live;  // of the next block, per chunk
       FetchRows(rows_, start + kIntBlockRows + c / 32 * part, part, n_);
       Interleave(constants, first, count, c / 32, quads, table);
       for (size_t h = 0; h < heads_; h += 4) {
@@ -264,7 +267,7 @@ class QuadByteAccumulator {
   }
 
   const RowSource& rows_;
-  size_t n_, heads_, padded_;
+  size_t n_, heads_;
   const Unpacker& unpacker_;
   const RowFactor* factors_;
   BlockWeights& block_;
