@@ -49,7 +49,8 @@ HWY_INLINE __m256i HeadSums(const __m256i* acc) {
 // The scores of blocks of rows, two rows at a time: each chunk of 32 indices of the two rows
 // unpacked and looked up, its 128-bit halves paired into the grouped layout (block k of both rows in
 // one vector) and multiplied against the four heads' query bytes. GroupedScorer stored the unpacked
-// block and read it back: AVX2's tq_mse:b=3 16k-token step ... (docs/RESULTS.md).
+// block and read it back (with the one-multiply shift, AVX2's tq_mse:b=3 16k-token step went from
+// 632 to 573 us on the Emerald Rapids VM; docs/RESULTS.md).
 class RowPairScorer {
  public:
   RowPairScorer(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
@@ -126,12 +127,13 @@ class RowPairScorer {
   uint8_t table_[32];  // the table plus its offset in both 128-bit blocks
 };
 
-// The weighted sums on AVX2 with byte products: the weights of four rows (unsigned bytes: a
-// softmax's weights times norms are not negative) against the four rows' levels (signed bytes) at
-// one coordinate, interleaved into a dword, so that pmaddubsw then pmaddwd by ones sum all four
-// products exactly (a pair is at most 2 * 127 * 127 in magnitude) where PairAccumulator took 16-bit
-// products of two rows. A block with negative weights adds the sums of their magnitudes with the
-// opposite sign, so that the sums stay the reference's.
+// The weighted sums with byte products: the weights of four rows (unsigned bytes: a softmax's
+// weights times norms are not negative) against the four rows' levels (signed bytes) at one
+// coordinate, interleaved into a dword, so that ByteDot sums all four products exactly (a pair is at
+// most 2 * 127 * 127 in magnitude) where PairAccumulator took 16-bit products of two rows, their
+// levels widened first (AVX2's 16k step 680 -> 632 us with the fused loop). A block with negative
+// weights adds the sums of their magnitudes with the opposite sign, so that the sums stay the
+// reference's.
 //
 // Lane order: a chunk of 32 coordinates makes four vectors of interleaved quads; vector m holds
 // coordinates 4m .. 4m + 3 in its low 128 bits and 16 + 4m .. 16 + 4m + 3 in its high.
