@@ -1,7 +1,7 @@
-// The 256-bit block kernels of AVX2, also run by AVX3 (AVX-512 without VBMI and VNNI: Skylake-SP,
-// Cascade Lake) on 256-bit vectors (included by int_index_shuffle-inl.h for those targets): the rows
+// The 256-bit block kernels of AVX2, also run by AVX3 (AVX-512 without VBMI: Skylake-SP, Cascade
+// Lake) on 256-bit vectors (included by int_index_shuffle-inl.h for those targets): the rows
 // unpacked in registers (ShuffleUnpacker::Chunk, 32 indices at a time on both) and multiplied in
-// bytes by pmaddubsw, then summed in 32 bits by pmaddwd, exactly as reference:: sums.
+// bytes, summed in 32 bits by ByteDot exactly as reference:: sums.
 
 // acc lane e += u[4e] s[4e] + ... + u[4e + 3] s[4e + 3], u unsigned and s signed bytes, exactly:
 // with VNNI one vpdpbusd (AVX-VNNI's VEX form on AVX2: Alder Lake and later, Sierra Forest, Zen 5;

@@ -1,9 +1,11 @@
 // The kernels of the targets without the bit-field lookups (AVX2, SSE4, AVX3 without VBMI, and
 // AVX3_DL for rows past 1024 coordinates), a block of rows at a time (included by
-// int_index_kernels.cpp): the block's rows unpacked into index bytes in L1 (Unpacker), looked up
-// in the byte table by byte shuffles (16 entries per 128-bit block) and multiplied by pmaddubsw
-// and pmaddwd. GroupedScorer and PairAccumulator serve the separate kernels and the fused one
-// (int_index_attention-inl.h) alike.
+// int_index_kernels.cpp): the rows unpacked into index bytes by byte shuffles (ShuffleUnpacker),
+// looked up in the byte table by byte shuffles (16 entries per 128-bit block) and multiplied in
+// integers. GroupedScorer and PairAccumulator go through a block of unpacked rows in L1 (SSE4, and
+// AVX3_DL's wide rows); AVX2 and AVX3 have their own 256-bit kernels (int_index_avx2-inl.h).
+// ShuffleScorer and ShuffleAccumulator, the target's pair, serve the separate kernels and the fused
+// one (int_index_attention-inl.h) alike.
 
 // Per 128-bit block b of the result: the sums of heads 0..3 for the row of block b. acc[h]
 // holds head h's partial sums, one row per block; two interleave levels gather them.
