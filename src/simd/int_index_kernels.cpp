@@ -1,8 +1,9 @@
 // Highway implementations of int_index_kernels.hpp. Rows are unpacked a block at a time into
-// index bytes (L1-resident), looked up in the byte table with byte shuffles (16 entries per
-// 128-bit block) and multiplied in integers: with AVX-512 VNNI (target AVX3_DL) by vpdpbusd and
-// vpdpwssd, elsewhere by pmaddubsw and pmaddwd. Every target computes the same integer sums, hence
-// the same floats as reference::.
+// index bytes (in registers, or L1-resident), looked up in the byte table with byte shuffles and
+// multiplied in integers: with AVX-512 VNNI and VBMI (target AVX3_DL) by vpdpbusd (or AMX tiles);
+// on AVX2 and AVX3 by vpdpbusd where the CPU has VNNI, else pmaddubsw and pmaddwd
+// (int_index_avx2-inl.h); elsewhere by pmaddubsw and pmaddwd (int_index_shuffle-inl.h). Every target
+// computes the same integer sums, hence the same floats as reference::.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/simd/int_index_kernels.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
