@@ -153,7 +153,7 @@ class QuadByteAccumulator {
       : rows_(rows), n_(n), heads_(heads), unpacker_(unpacker), factors_(factors),
         block_(block), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
         positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows), vnni_(ShuffleVnniUsable()) {
-    TableBytes(table, 0, reinterpret_cast<uint8_t*>(table_));
+    TableBytes(table, 0, table_);
   }
 
   // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
@@ -273,7 +273,7 @@ class QuadByteAccumulator {
   const Unpacker& unpacker_;
   const RowFactor* factors_;
   BlockWeights& block_;
-  int8_t table_[32];
+  uint8_t table_[32];  // the levels in both 128-bit blocks
   hwy::AlignedFreeUniquePtr<uint8_t[]> quads_;  // the chunk's quads, interleaved
   std::vector<uint8_t> positive_, negative_;  // per head, the block's weights' magnitudes by sign
   bool vnni_;

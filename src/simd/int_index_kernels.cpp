@@ -276,21 +276,6 @@ class Unpacker {
   void Grouped(size_t first, size_t count, uint8_t* out) const {
     const size_t per_vector = GroupRowsPerVector(), blocks = padded_ / 16, vector_bytes = hn::Lanes(DU8());
     const size_t groups = (count + per_vector - 1) / per_vector;
-    if (shuffle_.usable() && vector_bytes == 32) {  // AVX2: a chunk of 32 indices is a whole vector
-      // Two rows per vector: chunk c of row 2g + i holds blocks 2c and 2c + 1 of it, its 128-bit
-      // halves stored into those blocks' vectors of group g at 16 i (rows past count are zero).
-      using DC = ShuffleUnpacker::DC;
-      const hn::Half<DC> dh;
-      shuffle_.ForRows(rows_.data + first * rows_.stride, rows_.stride, count,
-                       [&](size_t r, size_t c, hn::Vec<DC> v) HWY_ATTR {
-                         uint8_t* target = out + ((r / 2) * blocks + 2 * c) * 32 + 16 * (r % 2);
-                         hn::StoreU(hn::LowerHalf(dh, v), dh, target);
-                         hn::StoreU(hn::UpperHalf(dh, v), dh, target + 32);
-                       });
-      if (count % 2)
-        for (size_t k = 0; k < blocks; ++k) std::memset(out + ((count / 2) * blocks + k) * 32 + 16, 0, 16);
-      return;
-    }
     std::vector<uint8_t> natural(padded_);
     for (size_t g = 0; g < groups; ++g)
       for (size_t r = 0; r < per_vector; ++r) {

@@ -3,10 +3,12 @@
 // int_index_kernels.cpp): the rows unpacked into index bytes by byte shuffles (ShuffleUnpacker),
 // looked up in the byte table by byte shuffles (16 entries per 128-bit block) and multiplied in
 // integers. GroupedScorer and PairAccumulator go through a block of unpacked rows in L1 (SSE4, and
-// AVX3_DL's wide rows); AVX2 and AVX3 have their own 256-bit kernels (int_index_avx2-inl.h).
+// AVX3_DL's wide rows); AVX2 and AVX3 have their own 256-bit kernels instead (int_index_avx2-inl.h),
+// and compile neither.
 // ShuffleScorer and ShuffleAccumulator, the target's pair, serve the separate kernels and the fused
 // one (int_index_attention-inl.h) alike.
 
+#if HWY_TARGET != HWY_AVX2 && HWY_TARGET != HWY_AVX3  // AVX2 and AVX3 have their own kernels
 // Per 128-bit block b of the result: the sums of heads 0..3 for the row of block b. acc[h]
 // holds head h's partial sums, one row per block; two interleave levels gather them.
 HWY_INLINE hn::Vec<DI32> BlockHeadSums(const VI32* acc) {
@@ -24,10 +26,6 @@ HWY_INLINE hn::Vec<DI32> BlockHeadSums(const VI32* acc) {
 HWY_INLINE VI32 DotBytes(VI32 acc, VU8 u, VI8 s) {
 #if HWY_TARGET == HWY_AVX3_DL
   return VI32{_mm512_dpbusd_epi32(acc.raw, u.raw, s.raw)};
-#elif HWY_TARGET == HWY_AVX3
-  return hn::Add(acc, VI32{_mm512_madd_epi16(_mm512_maddubs_epi16(u.raw, s.raw), _mm512_set1_epi16(1))});
-#elif HWY_TARGET == HWY_AVX2
-  return hn::Add(acc, VI32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), _mm256_set1_epi16(1))});
 #else
   return hn::Add(acc, VI32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), _mm_set1_epi16(1))});
 #endif
@@ -57,6 +55,8 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
 }
 
 
+#endif
+
 // out[h * stride + r] = scores[4 r + h] * factor[r] for r < rows, h < heads: four rows at a time
 // through a 4 x 4 transpose where all four heads are wanted (the same products either way).
 HWY_INLINE void StoreHeadMajor(const float* scores, const float* factor, size_t rows, size_t heads, float* out,
@@ -79,7 +79,7 @@ HWY_INLINE void StoreHeadMajor(const float* scores, const float* factor, size_t 
     for (size_t h = 0; h < heads; ++h) out[h * stride + r] = scores[4 * r + h] * factor[r];
 }
 
-
+#if HWY_TARGET != HWY_AVX2 && HWY_TARGET != HWY_AVX3
 // The scores of blocks of rows: per block the rows unpacked in the grouped layout, then each group
 // of four heads over the block's groups of rows, as (sum - offset) * head factor * row factor, the
 // reference's operations in its order.
@@ -148,20 +148,10 @@ class GroupedScorer {
   mutable std::vector<uint8_t> grouped_;
 };
 
-// The weighted sum takes a chunk of coordinates of a row pair at a time and keeps, for four
-// heads, kParts accumulators each. A chunk is a whole vector (16 accumulators) where there are
-// 32 vector registers (AVX-512); on AVX2, with 16, it is half a vector (128 bits, which still
-// holds the 16-entry table), so that the 8 accumulators stay in registers instead of spilling.
-#undef KVSKETCH_HALF_CHUNKS
-#if HWY_TARGET == HWY_AVX2
-#define KVSKETCH_HALF_CHUNKS 1
-using DChunk = hn::Half<DI8>;
-constexpr int kParts = 2;
-#else
-#define KVSKETCH_HALF_CHUNKS 0
+// The weighted sum takes a chunk of coordinates (a whole vector) of a row pair at a time and keeps,
+// for four heads, kParts accumulators each.
 using DChunk = DI8;
 constexpr int kParts = 4;
-#endif
 using VChunk = hn::Vec<DChunk>;
 
 // The signed bytes of two rows as kParts word vectors of pairs (a[j], b[j]), for DotWords
@@ -171,16 +161,11 @@ HWY_INLINE void WidenPairs(VChunk a, VChunk b, VI16* parts) {
   const DChunk dc;
   const DI16 di16;
   const VChunk low = hn::InterleaveLower(dc, a, b), high = hn::InterleaveUpper(dc, a, b);
-#if !KVSKETCH_HALF_CHUNKS
   const hn::Half<DI8> dhi;
   parts[0] = hn::PromoteTo(di16, hn::LowerHalf(dhi, low));
   parts[1] = hn::PromoteTo(di16, hn::UpperHalf(dhi, low));
   parts[2] = hn::PromoteTo(di16, hn::LowerHalf(dhi, high));
   parts[3] = hn::PromoteTo(di16, hn::UpperHalf(dhi, high));
-#else
-  parts[0] = hn::PromoteTo(di16, low);
-  parts[1] = hn::PromoteTo(di16, high);
-#endif
 }
 
 // Where the weighted-sum kernel's int32 lanes land within a chunk of Lanes(DChunk) coordinates:
@@ -315,17 +300,14 @@ class PairAccumulator {
   std::vector<uint8_t> index_;  // the block's rows unpacked, and a zero row after an odd count
 };
 
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-#include "simd/int_index_avx2-inl.h"
-#endif
-
 // The block kernels of this target and the weighted sums' lane order.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-using ShuffleScorer = RowPairScorer;
-using ShuffleAccumulator = QuadByteAccumulator;
-std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return QuadByteLaneCoordinates(padded); }
-#else
 using ShuffleScorer = GroupedScorer;
 using ShuffleAccumulator = PairAccumulator;
 std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return PairLaneCoordinates(padded); }
+#else
+#include "simd/int_index_avx2-inl.h"
+
+using ShuffleScorer = RowPairScorer;
+using ShuffleAccumulator = QuadByteAccumulator;
+std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return QuadByteLaneCoordinates(padded); }
 #endif
