@@ -62,14 +62,34 @@ class RowPairScorer {
 
   // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.
   void Block(size_t start, float* out, size_t out_stride) const {
-    if (vnni_) return BlockWith<true>(start, out, out_stride);
-    BlockWith<false>(start, out, out_stride);
+    if (vnni_) return WithChunks<true>(start, out, out_stride);
+    WithChunks<false>(start, out, out_stride);
   }
 
  private:
+  // Rows of 2 to 4 bits and at least 16 bytes in 1, 2, ... 8 chunks (head dims up to 256) take a
+  // loop unrolled at compile time with no test of the row's form.
   template <bool kVnni>
+  HWY_INLINE void WithChunks(size_t start, float* out, size_t out_stride) const {
+    if (rows_.bits >= 2 && !shuffle_.short_row()) {
+      switch (chunks_) {
+        case 1: return BlockWith<kVnni, 1>(start, out, out_stride);
+        case 2: return BlockWith<kVnni, 2>(start, out, out_stride);
+        case 3: return BlockWith<kVnni, 3>(start, out, out_stride);
+        case 4: return BlockWith<kVnni, 4>(start, out, out_stride);
+        case 8: return BlockWith<kVnni, 8>(start, out, out_stride);
+        default: break;
+      }
+    }
+    BlockWith<kVnni, 0>(start, out, out_stride);
+  }
+
+  // kChunks = 0: chunks_ of them, any row form.
+  template <bool kVnni, size_t kChunks>
   void BlockWith(size_t start, float* out, size_t out_stride) const {
-    const size_t count = std::min(kIntBlockRows, n_ - start), chunks = chunks_, stride = rows_.stride, n = n_;
+    constexpr bool kFull = kChunks != 0;
+    const size_t count = std::min(kIntBlockRows, n_ - start), chunks = kFull ? kChunks : chunks_,
+                 stride = rows_.stride, n = n_;
     // The query bytes of block k of head h at (h * blocks + k) * lanes (ScoreQueries), repeated over
     // every 128-bit block of a vector of `lanes` bytes (32 on AVX2, 64 on AVX3: its first 32 serve).
     const size_t blocks = blocks_, lanes = hn::Lanes(DU8());
@@ -88,9 +108,10 @@ class RowPairScorer {
         const uint8_t* b = r + 1 < count ? a + stride : a;  // past count: row r again, its sums unused
         __m256i acc[4];
         for (int h = 0; h < 4; ++h) acc[h] = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (size_t k = 0; k < chunks; ++k) {
-          const __m256i la = _mm256_shuffle_epi8(table, ShuffleUnpacker::Chunk(constants, a, k).raw);
-          const __m256i lb = _mm256_shuffle_epi8(table, ShuffleUnpacker::Chunk(constants, b, k).raw);
+          const __m256i la = _mm256_shuffle_epi8(table, ShuffleUnpacker::Chunk<kFull>(constants, a, k).raw);
+          const __m256i lb = _mm256_shuffle_epi8(table, ShuffleUnpacker::Chunk<kFull>(constants, b, k).raw);
           const __m256i even = _mm256_permute2x128_si256(la, lb, 0x20), odd = _mm256_permute2x128_si256(la, lb, 0x31);
           for (int h = 0; h < 4; ++h) {
             const int8_t* qh = q + (h * blocks + 2 * k) * lanes;
@@ -152,7 +173,8 @@ class QuadByteAccumulator {
                       size_t heads, const RowFactor* factors, BlockWeights& block)
       : rows_(rows), n_(n), heads_(heads), unpacker_(unpacker), factors_(factors),
         block_(block), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
-        positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows), vnni_(ShuffleVnniUsable()) {
+        positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows), vnni_(ShuffleVnniUsable()),
+        full_(rows.bits >= 2 && !unpacker.shuffle().short_row()) {
     TableBytes(table, 0, table_);
   }
 
@@ -182,7 +204,11 @@ class QuadByteAccumulator {
     for (size_t c = 0; c < live; c += 32) {
       const size_t part = (kIntBlockRows * 32 + live - 1) / live;  // of the next block, per chunk
       FetchRows(rows_, start + kIntBlockRows + c / 32 * part, part, n_);
-      Interleave(constants, first, count, c / 32, quads, table);
+      if (full_) {
+        Interleave<true>(constants, first, count, c / 32, quads, table);
+      } else {
+        Interleave<false>(constants, first, count, c / 32, quads, table);
+      }
       for (size_t h = 0; h < heads_; h += 4) {
         const size_t group = std::min<size_t>(4, heads_ - h);
         for (size_t half = 0; half < 2; ++half) {
@@ -210,13 +236,14 @@ class QuadByteAccumulator {
   // Chunk k of the block's rows (from `first`, count of them) unpacked, looked up and interleaved by
   // quads into quads_: quad q's vector m at quads_ + (4 q + m) * 32. Rows past count repeat the
   // last (their weights are zero).
+  template <bool kFull>
   HWY_INLINE void Interleave(const ShuffleUnpacker::Constants& constants, const uint8_t* first, size_t count,
                              size_t k, size_t quads, __m256i table) {
     const size_t stride = rows_.stride;
     for (size_t q = 0; q < quads; ++q) {
       const auto level = [&](size_t r) HWY_ATTR __attribute__((always_inline)) {
         const uint8_t* row = first + std::min(4 * q + r, count - 1) * stride;
-        return _mm256_shuffle_epi8(table, ShuffleUnpacker::Chunk(constants, row, k).raw);
+        return _mm256_shuffle_epi8(table, ShuffleUnpacker::Chunk<kFull>(constants, row, k).raw);
       };
       const __m256i l0 = level(0), l1 = level(1), l2 = level(2), l3 = level(3);
       const __m256i low01 = _mm256_unpacklo_epi8(l0, l1), high01 = _mm256_unpackhi_epi8(l0, l1);
@@ -277,4 +304,5 @@ class QuadByteAccumulator {
   hwy::AlignedFreeUniquePtr<uint8_t[]> quads_;  // the chunk's quads, interleaved
   std::vector<uint8_t> positive_, negative_;  // per head, the block's weights' magnitudes by sign
   bool vnni_;
+  bool full_;  // rows of 2 to 4 bits and at least 16 bytes: unpacked without testing their form
 };
