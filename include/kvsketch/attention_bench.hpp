@@ -1,6 +1,6 @@
 // The decode-attention speed benchmark behind `kvsketch bench attention`: one GQA group (query
-// heads sharing one KV head) over a cache of `tokens` tokens, timed per decode step. The cache is
-// repeated over enough layers that the fp16 cache is at least twice the last-level cache, and the
+// heads sharing one KV head) over a cache of `tokens` tokens, timed per decode step. Each policy's
+// cache is repeated over enough layers that they are at least twice the last-level cache, and the
 // layers are queried in turn, as a decoder does: every step reads its bytes from memory, not from
 // a cache level that a single small head would fit in.
 // The policies are timed in turn within each pass (bench::interleaved_ns_per_copy), so that a
@@ -20,7 +20,7 @@ struct AttentionBenchConfig {
   size_t head_dim = 128, query_heads = 4;
   int repetitions = 5;
   uint64_t seed = 1;
-  size_t layers = 0;  // 0: enough that the fp16 cache is twice the last-level cache
+  size_t layers = 0;  // 0: per policy, enough that its cache is twice the last-level cache
 };
 
 struct AttentionBenchRow {

@@ -52,6 +52,14 @@ double measure_read_bandwidth(size_t bytes, int threads, int repetitions) {
   return best;
 }
 
+// One layer's bytes under `policy` for the first `tokens` tokens of `data`.
+size_t layer_bytes(const KVPolicy& policy, const SyntheticCache& data, size_t tokens, uint64_t seed) {
+  KVCache probe(1, 1, data.dim, policy, seed);
+  probe.append(0, data.keys.data(), data.values.data(), tokens);
+  probe.shrink_to_fit();
+  return probe.bytes(0);
+}
+
 std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& config) {
   require(!config.policies.empty() && !config.tokens.empty() && !config.threads.empty(),
           "bench attention: policies, tokens and threads must not be empty");
@@ -65,13 +73,17 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
   std::vector<AttentionBenchRow> rows;
   for (size_t tokens : config.tokens) {
     require(tokens >= 1 && tokens <= most, "bench attention: bad token count {}", tokens);
-    const size_t layers = config.layers ? config.layers : bench::copies_beyond_cache(tokens * d * 2 * sizeof(uint16_t));
     // Every policy's cache first, then the policies timed in turn within each pass, so that the
-    // speed-ups compare passes run in the same phase of the machine.
+    // speed-ups compare passes run in the same phase of the machine. Each policy has enough layers
+    // of its own bytes to exceed the last-level cache: with fp16's count, a compressed cache of a
+    // few bits per value would fit there (16k tokens on a 32 MB L3) and be read from it.
     std::vector<KVCache> caches;
+    std::vector<size_t> layers;
     for (const std::string& policy : config.policies) {
-      KVCache& cache = caches.emplace_back(layers, 1, d, KVPolicy::parse(policy), config.seed);
-      for (size_t layer = 0; layer < layers; ++layer)
+      const KVPolicy parsed = KVPolicy::parse(policy);
+      layers.push_back(config.layers ? config.layers : bench::copies_beyond_cache(layer_bytes(parsed, data, tokens, config.seed)));
+      KVCache& cache = caches.emplace_back(layers.back(), 1, d, parsed, config.seed);
+      for (size_t layer = 0; layer < layers.back(); ++layer)
         cache.append(layer, data.keys.data(), data.values.data(), tokens);
       cache.shrink_to_fit();
     }
@@ -79,7 +91,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
     for (size_t t = 0; t < config.threads.size(); ++t) {
       AttentionOptions options;
       options.threads = config.threads[t];
-      const auto times = bench::interleaved_ns_per_copy(caches.size(), layers, config.repetitions,
+      const auto times = bench::interleaved_ns_per_copy(layers, config.repetitions,
                                                         [&](size_t policy, size_t layer, size_t) {
                                                           decode_attention(caches[policy], layer, 0,
                                                                            data.query_rows.data(), heads, options);
@@ -88,7 +100,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
         AttentionBenchRow row;
         row.policy = config.policies[p];
         row.tokens = tokens;
-        row.layers = layers;
+        row.layers = layers[p];
         row.threads = config.threads[t];
         row.bits_per_value = caches[p].bits_per_value();
         row.bytes = caches[p].bytes(0);

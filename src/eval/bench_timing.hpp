@@ -26,21 +26,23 @@ inline size_t copies_beyond_cache(size_t copy_bytes) {
   return std::clamp<size_t>((wanted + copy_bytes - 1) / std::max<size_t>(copy_bytes, 1), 1, 4096);
 }
 
-// Times in ns per copy of `steps` kinds of step, `repetitions` passes each, taken in turn: pass r
-// runs step(0, copy, r) over every copy, then step 1, and so on, after one untimed pass of each
-// with pass 0 (page-in, thread pool). A phase of the machine's speed (a VM's swings last seconds to
-// minutes) then falls on every kind alike, and the ratio of two kinds' times in one pass compares
-// them in the same phase. times[s][r].
+// Times in ns per copy of copies.size() kinds of step, kind s over copies[s] copies, `repetitions`
+// passes each, taken in turn: pass r runs step(0, copy, r) over every copy of kind 0, then kind 1,
+// and so on, after one untimed pass of each with pass 0 (page-in, thread pool). A phase of the
+// machine's speed (a VM's swings last seconds to minutes) then falls on every kind alike, and the
+// ratio of two kinds' times in one pass compares them in the same phase. times[s][r].
 template <typename Step>
-std::vector<std::vector<double>> interleaved_ns_per_copy(size_t steps, size_t copies, int repetitions, const Step& step) {
+std::vector<std::vector<double>> interleaved_ns_per_copy(const std::vector<size_t>& copies, int repetitions,
+                                                         const Step& step) {
+  const size_t steps = copies.size();
   for (size_t s = 0; s < steps; ++s)
-    for (size_t c = 0; c < copies; ++c) step(s, c, size_t{0});
+    for (size_t c = 0; c < copies[s]; ++c) step(s, c, size_t{0});
   std::vector<std::vector<double>> times(steps);
   for (int r = 0; r < std::max(repetitions, 1); ++r)
     for (size_t s = 0; s < steps; ++s) {
       const auto start = Clock::now();
-      for (size_t c = 0; c < copies; ++c) step(s, c, static_cast<size_t>(r));
-      times[s].push_back(seconds_since(start) * 1e9 / static_cast<double>(copies));
+      for (size_t c = 0; c < copies[s]; ++c) step(s, c, static_cast<size_t>(r));
+      times[s].push_back(seconds_since(start) * 1e9 / static_cast<double>(copies[s]));
     }
   return times;
 }
@@ -49,7 +51,7 @@ std::vector<std::vector<double>> interleaved_ns_per_copy(size_t steps, size_t co
 // untimed pass with pass 0: one kind of step timed alone.
 template <typename Step>
 double median_ns_per_copy(size_t copies, int repetitions, const Step& step) {
-  return median(interleaved_ns_per_copy(1, copies, repetitions,
+  return median(interleaved_ns_per_copy({copies}, repetitions,
                                         [&](size_t, size_t c, size_t pass) { step(c, pass); })[0]);
 }
 
