@@ -67,11 +67,11 @@ class RowPairScorer {
   }
 
  private:
-  // Rows of 2 to 4 bits and at least 16 bytes in 1, 2, ... 8 chunks (head dims up to 256) take a
-  // loop unrolled at compile time with no test of the row's form.
+  // Full rows (ShuffleUnpacker::full_rows) in 1-4 or 8 chunks (head dims up to 256) take a loop
+  // unrolled at compile time with no test of the row's form.
   template <bool kVnni>
   HWY_INLINE void WithChunks(size_t start, float* out, size_t out_stride) const {
-    if (rows_.bits >= 2 && !shuffle_.short_row()) {
+    if (shuffle_.full_rows()) {
       switch (chunks_) {
         case 1: return BlockWith<kVnni, 1>(start, out, out_stride);
         case 2: return BlockWith<kVnni, 2>(start, out, out_stride);
@@ -174,7 +174,7 @@ class QuadByteAccumulator {
       : rows_(rows), n_(n), heads_(heads), unpacker_(unpacker), factors_(factors),
         block_(block), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
         positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows), vnni_(ShuffleVnniUsable()),
-        full_(rows.bits >= 2 && !unpacker.shuffle().short_row()) {
+        full_(unpacker.shuffle().full_rows()) {
     TableBytes(table, 0, table_);
   }
 
@@ -304,5 +304,5 @@ class QuadByteAccumulator {
   hwy::AlignedFreeUniquePtr<uint8_t[]> quads_;  // the chunk's quads, interleaved
   std::vector<uint8_t> positive_, negative_;  // per head, the block's weights' magnitudes by sign
   bool vnni_;
-  bool full_;  // rows of 2 to 4 bits and at least 16 bytes: unpacked without testing their form
+  bool full_;  // ShuffleUnpacker::full_rows(): unpacked without testing their form
 };

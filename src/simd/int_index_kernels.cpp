@@ -127,8 +127,9 @@ class ShuffleUnpacker {
 
   size_t chunks() const { return chunks_; }
 
-  // Whether rows are shorter than 16 bytes (read by ShortRow).
-  bool short_row() const { return short_bytes_ != 0; }
+  // Whether rows have 2 to 4 bits and at least 16 bytes (every usual head dim), so that
+  // Chunk<true> may unpack them without testing their form.
+  bool full_rows() const { return bits_ >= 2 && short_bytes_ == 0; }
 
   // The constants of the chunks, to be held in a caller's locals: the callers' byte stores may
   // alias the members, which the compiler would otherwise load again after each of them.
@@ -154,15 +155,15 @@ class ShuffleUnpacker {
   }
 
   // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim), as the class comment says.
-  // kMultiBitFull: the caller knows that bits >= 2 and rows are at least 16 bytes (usual head dims).
-  template <bool kMultiBitFull = false>
+  // kFull: the caller knows full_rows().
+  template <bool kFull = false>
   static HWY_INLINE hn::Vec<DC> Chunk(const Constants& c, const uint8_t* packed, size_t k) {
     const DC dc;
     const D16 d16;
-    const auto source = !kMultiBitFull && HWY_UNLIKELY(c.short_bytes) ? ShortRow(packed, c.short_bytes)
-                                                                        : hn::LoadDup128(dc, packed + c.load_at[k]);
+    const auto source = !kFull && HWY_UNLIKELY(c.short_bytes) ? ShortRow(packed, c.short_bytes)
+                                                                : hn::LoadDup128(dc, packed + c.load_at[k]);
     const uint8_t* shuffle = c.shuffles + k * 2 * hn::Lanes(dc);
-    if (!kMultiBitFull && c.one_bit) {
+    if (!kFull && c.one_bit) {
       const auto bytes = hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle));
       return hn::IfThenElseZero(hn::TestBit(bytes, c.bit_masks), hn::Set(dc, uint8_t{1}));
     }
