@@ -125,8 +125,6 @@ class ShuffleUnpacker {
 
   bool usable() const { return usable_; }
 
-  size_t chunks() const { return chunks_; }
-
   // Whether rows have 2 to 4 bits and at least 16 bytes (every usual head dim), so that
   // Chunk<true> may unpack them without testing their form.
   bool full_rows() const { return bits_ >= 2 && short_bytes_ == 0; }
@@ -174,7 +172,7 @@ class ShuffleUnpacker {
     return PackBlocks(first, second);
   }
 
-  // Index bytes of the row at `packed`, chunks() * L of them.
+  // Index bytes of the row at `packed`: L per chunk, up to the padded dim.
   void Row(const uint8_t* packed, uint8_t* out) const {
     ForRows(packed, 0, 1, [&](size_t, size_t k, hn::Vec<DC> v) HWY_ATTR { hn::StoreU(v, DC(), out + k * hn::Lanes(DC())); });
   }
@@ -297,7 +295,6 @@ class Unpacker {
 
   // The shuffle unpacker (where it is usable(), the AVX2 kernels unpack in registers through it).
   const ShuffleUnpacker& shuffle() const { return shuffle_; }
-  const RowSource& rows() const { return rows_; }
 
   // Rows per vector in the grouped layout: one row per 128-bit block.
   static size_t GroupRowsPerVector() { return hn::Lanes(DU8()) / 16; }
