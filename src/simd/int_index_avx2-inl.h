@@ -41,9 +41,9 @@ HWY_INLINE void TableBytes(const ByteTable& table, int offset, uint8_t* out) {
 // Per 128-bit block b: the sums of heads 0..3 of the row whose partial sums block b of acc[h] holds
 // (BlockHeadSums on 256 bits).
 HWY_INLINE __m256i HeadSums(const __m256i* acc) {
-  const __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(acc[0], acc[1]), _mm256_unpackhi_epi32(acc[0], acc[1]));
-  const __m256i t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(acc[2], acc[3]), _mm256_unpackhi_epi32(acc[2], acc[3]));
-  return _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
+  using D256 = hn::Full256<int32_t>;
+  const hn::Vec<D256> heads[4] = {{acc[0]}, {acc[1]}, {acc[2]}, {acc[3]}};
+  return BlockHeadSums(D256(), heads).raw;
 }
 
 // The scores of blocks of rows, two rows at a time: each chunk of 32 indices of the two rows

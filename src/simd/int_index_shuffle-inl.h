@@ -8,17 +8,19 @@
 // ShuffleScorer and ShuffleAccumulator, the target's pair, serve the separate kernels and the fused
 // one (int_index_attention-inl.h) alike.
 
-#if HWY_TARGET != HWY_AVX2 && HWY_TARGET != HWY_AVX3  // AVX2 and AVX3 have their own kernels
 // Per 128-bit block b of the result: the sums of heads 0..3 for the row of block b. acc[h]
-// holds head h's partial sums, one row per block; two interleave levels gather them.
-HWY_INLINE hn::Vec<DI32> BlockHeadSums(const VI32* acc) {
-  const DI32 di;
-  const DI64 d64;
+// holds head h's partial sums, one row per block; two interleave levels gather them. (Any vector
+// size: AVX2's and AVX3's 256-bit kernels call it too.)
+template <class D>
+HWY_INLINE hn::Vec<D> BlockHeadSums(D di, const hn::Vec<D>* acc) {
+  const hn::Repartition<int64_t, D> d64;
   const auto t01 = hn::Add(hn::InterleaveLower(di, acc[0], acc[1]), hn::InterleaveUpper(di, acc[0], acc[1]));
   const auto t23 = hn::Add(hn::InterleaveLower(di, acc[2], acc[3]), hn::InterleaveUpper(di, acc[2], acc[3]));
   const auto a = hn::BitCast(d64, t01), b = hn::BitCast(d64, t23);
   return hn::Add(hn::BitCast(di, hn::InterleaveLower(d64, a, b)), hn::BitCast(di, hn::InterleaveUpper(d64, a, b)));
 }
+
+#if HWY_TARGET != HWY_AVX2 && HWY_TARGET != HWY_AVX3  // AVX2 and AVX3 have their own kernels
 
 // acc lane e += the four products u[4e + t] * s[4e + t], u unsigned below 128 (the scores' table
 // plus its offset) and s signed: vpdpbusd with VNNI; elsewhere pmaddubsw, whose pairs of products
@@ -51,10 +53,8 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
       for (int g = 0; g < kGroups; ++g) acc[g][h] = DotBytes(acc[g][h], values[g], q);
     }
   }
-  for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(acc[g]), di32, sums + g * hn::Lanes(di32));
+  for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(di32, acc[g]), di32, sums + g * hn::Lanes(di32));
 }
-
-
 #endif
 
 // out[h * stride + r] = scores[4 r + h] * factor[r] for r < rows, h < heads: four rows at a time
@@ -212,7 +212,6 @@ HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, s
     }
   }
 }
-
 
 // Where PairAccumulator's lanes go: lane l of a head holds coordinate coordinate[l] (lanes past dim
 // are dropped).
