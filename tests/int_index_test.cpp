@@ -175,117 +175,117 @@ TEST(IntIndexKernels, FusedAttentionMatchesItsDefinition) {
       {{{{32, 3}, {32, 1}}, {{96, 2}, {96, 1}}}, {{32, 3}, {96, 2}}}};
   constexpr size_t kCounts = 5, kHeadCounts = 4;
   for (const bool vnni : {true, false}) {  // the AVX2 and AVX3 kernels with VNNI where the CPU has it, and without
-  const bool previous_vnni = simd::set_shuffle_vnni_allowed(vnni);
-  SCOPED_TRACE(vnni ? "VNNI allowed" : "VNNI off");
-  testutil::for_each_target([&] {
-    int fused_runs = 0;
-    for (size_t l = 0; l < layouts.size(); ++l)
-      for (const size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{200}, size_t{1000}})
-        for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{9}}) {
-          const Layout& layout = layouts[l];
-          SCOPED_TRACE(testing::Message() << "layout " << l << " n " << n << " heads " << heads);
-          std::vector<std::unique_ptr<IndexRowsData>> rows;
-          const auto make_rows = [&](const Part& part, uint64_t seed) -> IndexRowsData& {
-            const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, part.dim, part.bits).centroids;
-            return *rows.emplace_back(std::make_unique<IndexRowsData>(n, part.dim, part.bits, table.data(), seed));
-          };
-          std::vector<std::vector<float>> queries;
-          std::vector<std::vector<simd::AttentionPart>> key_parts(layout.groups.size());
-          std::vector<simd::RowFactor> group_factors(layout.groups.size());
-          std::vector<simd::AttentionKeyGroup> groups;
-          for (size_t g = 0; g < layout.groups.size(); ++g) {
-            const bool product = layout.groups[g].size() == 2;
-            for (size_t p = 0; p < layout.groups[g].size(); ++p) {
-              const Part& shape = layout.groups[g][p];
-              IndexRowsData& part = make_rows(shape, 3 * n + 7 * g + p);
-              const size_t factor_at = packed_bytes(shape.dim, shape.bits);
-              if (p == 0)
-                for (size_t i = 0; i < n; ++i) {  // norms rising from 1 to 5 along the rows
-                  const uint16_t norm = float_to_half(1.0f + 4.0f * static_cast<float>(i) / static_cast<float>(n));
-                  std::memcpy(part.codes.data() + i * part.source.stride + factor_at, &norm, sizeof(norm));
-                }
-              queries.push_back(gaussians(heads * shape.dim, 7 * heads + 3 * g + p));
-              simd::AttentionPart key{part.source, simd::RowFactor{factor_at, true}, queries.back().data()};
-              key.scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
-              if (product && p == 0) key.factor.reset();  // the norm comes after the sum
-              if (product && p == 1) key.scale = 0.7f;
-              key_parts[g].push_back(key);
+    const bool previous_vnni = simd::set_shuffle_vnni_allowed(vnni);
+    SCOPED_TRACE(vnni ? "VNNI allowed" : "VNNI off");
+    testutil::for_each_target([&] {
+      int fused_runs = 0;
+      for (size_t l = 0; l < layouts.size(); ++l)
+        for (const size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{200}, size_t{1000}})
+          for (const size_t heads : {size_t{1}, size_t{4}, size_t{6}, size_t{9}}) {
+            const Layout& layout = layouts[l];
+            SCOPED_TRACE(testing::Message() << "layout " << l << " n " << n << " heads " << heads);
+            std::vector<std::unique_ptr<IndexRowsData>> rows;
+            const auto make_rows = [&](const Part& part, uint64_t seed) -> IndexRowsData& {
+              const auto& table = lloyd_max_codebook(CoordinateLaw::kBeta, part.dim, part.bits).centroids;
+              return *rows.emplace_back(std::make_unique<IndexRowsData>(n, part.dim, part.bits, table.data(), seed));
+            };
+            std::vector<std::vector<float>> queries;
+            std::vector<std::vector<simd::AttentionPart>> key_parts(layout.groups.size());
+            std::vector<simd::RowFactor> group_factors(layout.groups.size());
+            std::vector<simd::AttentionKeyGroup> groups;
+            for (size_t g = 0; g < layout.groups.size(); ++g) {
+              const bool product = layout.groups[g].size() == 2;
+              for (size_t p = 0; p < layout.groups[g].size(); ++p) {
+                const Part& shape = layout.groups[g][p];
+                IndexRowsData& part = make_rows(shape, 3 * n + 7 * g + p);
+                const size_t factor_at = packed_bytes(shape.dim, shape.bits);
+                if (p == 0)
+                  for (size_t i = 0; i < n; ++i) {  // norms rising from 1 to 5 along the rows
+                    const uint16_t norm = float_to_half(1.0f + 4.0f * static_cast<float>(i) / static_cast<float>(n));
+                    std::memcpy(part.codes.data() + i * part.source.stride + factor_at, &norm, sizeof(norm));
+                  }
+                queries.push_back(gaussians(heads * shape.dim, 7 * heads + 3 * g + p));
+                simd::AttentionPart key{part.source, simd::RowFactor{factor_at, true}, queries.back().data()};
+                key.scale = 3.0f;  // logits spanning tens of units: weights down to e^-40
+                if (product && p == 0) key.factor.reset();  // the norm comes after the sum
+                if (product && p == 1) key.scale = 0.7f;
+                key_parts[g].push_back(key);
+              }
+              group_factors[g] = simd::RowFactor{packed_bytes(layout.groups[g][0].dim, layout.groups[g][0].bits), true};
             }
-            group_factors[g] = simd::RowFactor{packed_bytes(layout.groups[g][0].dim, layout.groups[g][0].bits), true};
-          }
-          for (size_t g = 0; g < layout.groups.size(); ++g)
-            groups.push_back({key_parts[g].data(), key_parts[g].size(),
-                              key_parts[g].size() == 2 ? &group_factors[g] : nullptr});
-          std::vector<float> shift(heads);
-          for (size_t h = 0; h < heads; ++h) shift[h] = 0.5f * static_cast<float>(h) - 1.0f;
-          const bool shifted = l >= 4;
-          const simd::AttentionKeys keys{groups.data(), groups.size(), shifted ? shift.data() : nullptr};
+            for (size_t g = 0; g < layout.groups.size(); ++g)
+              groups.push_back({key_parts[g].data(), key_parts[g].size(),
+                                key_parts[g].size() == 2 ? &group_factors[g] : nullptr});
+            std::vector<float> shift(heads);
+            for (size_t h = 0; h < heads; ++h) shift[h] = 0.5f * static_cast<float>(h) - 1.0f;
+            const bool shifted = l >= 4;
+            const simd::AttentionKeys keys{groups.data(), groups.size(), shifted ? shift.data() : nullptr};
 
-          size_t width = 0;
-          for (const Part& part : layout.values) width += part.dim;
-          std::vector<simd::AttentionPart> values;
-          std::vector<float> acc(heads * width, 0.0f), ref_acc(heads * width, 0.0f);
-          for (size_t p = 0, offset = 0; p < layout.values.size(); offset += layout.values[p].dim, ++p) {
-            IndexRowsData& part = make_rows(layout.values[p], 5 * n + p);
-            values.push_back({part.source, simd::RowFactor{packed_bytes(layout.values[p].dim, layout.values[p].bits),
-                                                           true},
-                              nullptr, acc.data() + offset, width});
-          }
-          std::vector<float> max(heads), sum(heads);
-          if (!simd::int_index_attention(keys, values.data(), values.size(), n, heads, max.data(), sum.data()))
-            continue;  // no kernel on this target
-          ++fused_runs;
-          std::vector<simd::AttentionPart> ref_values = values;
-          for (size_t p = 0, offset = 0; p < values.size(); offset += layout.values[p].dim, ++p)
-            ref_values[p].acc = ref_acc.data() + offset;
-          std::vector<float> ref_max(heads), ref_sum(heads);
-          ASSERT_TRUE(simd::reference::int_index_attention(keys, ref_values.data(), values.size(), n, heads,
-                                                           ref_max.data(), ref_sum.data()));
-          EXPECT_EQ(max, ref_max);
-          EXPECT_EQ(acc, ref_acc);
-          for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(sum[h], ref_sum[h], 1e-6 * ref_sum[h]) << h;
-
-          // The separate passes over all rows.
-          std::vector<float> logits(heads * n, 0.0f), group_logits(heads * n), part_logits(heads * n);
-          for (const simd::AttentionKeyGroup& group : groups) {
-            std::fill(group_logits.begin(), group_logits.end(), 0.0f);
-            for (size_t p = 0; p < group.count; ++p) {
-              const simd::AttentionPart& part = group.parts[p];
-              simd::int_index_scores(part.rows, n, part.queries, heads, part.scale, part_logits.data(), n,
-                                     part.row_factor());
-              for (size_t k = 0; k < logits.size(); ++k) group_logits[k] += part_logits[k];
+            size_t width = 0;
+            for (const Part& part : layout.values) width += part.dim;
+            std::vector<simd::AttentionPart> values;
+            std::vector<float> acc(heads * width, 0.0f), ref_acc(heads * width, 0.0f);
+            for (size_t p = 0, offset = 0; p < layout.values.size(); offset += layout.values[p].dim, ++p) {
+              IndexRowsData& part = make_rows(layout.values[p], 5 * n + p);
+              values.push_back({part.source, simd::RowFactor{packed_bytes(layout.values[p].dim, layout.values[p].bits),
+                                                             true},
+                                nullptr, acc.data() + offset, width});
             }
-            std::vector<float> norms(n, 1.0f);
-            if (group.factor) simd::load_row_factors(group.parts[0].rows, group.factor, 0, n, norms.data());
-            for (size_t h = 0; h < heads; ++h)
-              for (size_t i = 0; i < n; ++i) logits[h * n + i] += group_logits[h * n + i] * norms[i];
+            std::vector<float> max(heads), sum(heads);
+            if (!simd::int_index_attention(keys, values.data(), values.size(), n, heads, max.data(), sum.data()))
+              continue;  // no kernel on this target
+            ++fused_runs;
+            std::vector<simd::AttentionPart> ref_values = values;
+            for (size_t p = 0, offset = 0; p < values.size(); offset += layout.values[p].dim, ++p)
+              ref_values[p].acc = ref_acc.data() + offset;
+            std::vector<float> ref_max(heads), ref_sum(heads);
+            ASSERT_TRUE(simd::reference::int_index_attention(keys, ref_values.data(), values.size(), n, heads,
+                                                             ref_max.data(), ref_sum.data()));
+            EXPECT_EQ(max, ref_max);
+            EXPECT_EQ(acc, ref_acc);
+            for (size_t h = 0; h < heads; ++h) EXPECT_NEAR(sum[h], ref_sum[h], 1e-6 * ref_sum[h]) << h;
+
+            // The separate passes over all rows.
+            std::vector<float> logits(heads * n, 0.0f), group_logits(heads * n), part_logits(heads * n);
+            for (const simd::AttentionKeyGroup& group : groups) {
+              std::fill(group_logits.begin(), group_logits.end(), 0.0f);
+              for (size_t p = 0; p < group.count; ++p) {
+                const simd::AttentionPart& part = group.parts[p];
+                simd::int_index_scores(part.rows, n, part.queries, heads, part.scale, part_logits.data(), n,
+                                       part.row_factor());
+                for (size_t k = 0; k < logits.size(); ++k) group_logits[k] += part_logits[k];
+              }
+              std::vector<float> norms(n, 1.0f);
+              if (group.factor) simd::load_row_factors(group.parts[0].rows, group.factor, 0, n, norms.data());
+              for (size_t h = 0; h < heads; ++h)
+                for (size_t i = 0; i < n; ++i) logits[h * n + i] += group_logits[h * n + i] * norms[i];
+            }
+            if (shifted)
+              for (size_t h = 0; h < heads; ++h)
+                for (size_t i = 0; i < n; ++i) logits[h * n + i] += shift[h];
+            for (size_t h = 0; h < heads; ++h) {
+              float* row = logits.data() + h * n;
+              EXPECT_EQ(max[h], *std::max_element(row, row + n));
+              const float total = simd::exp_shifted_sum(row, n, max[h]);
+              EXPECT_NEAR(sum[h], total, 1e-5 * total) << h;
+            }
+            std::vector<float> two_pass(heads * width, 0.0f);
+            for (size_t p = 0, offset = 0; p < values.size(); offset += layout.values[p].dim, ++p)
+              simd::int_index_weighted_sum(values[p].rows, n, logits.data(), heads, n, two_pass.data() + offset, width,
+                                           &*values[p].factor);
+            std::vector<float> difference(acc.size());
+            for (size_t k = 0; k < acc.size(); ++k) difference[k] = acc[k] - two_pass[k];
+            EXPECT_LT(testutil::norm(difference.data(), difference.size()),
+                      1e-5 * testutil::norm(two_pass.data(), two_pass.size()));
           }
-          if (shifted)
-            for (size_t h = 0; h < heads; ++h)
-              for (size_t i = 0; i < n; ++i) logits[h * n + i] += shift[h];
-          for (size_t h = 0; h < heads; ++h) {
-            float* row = logits.data() + h * n;
-            EXPECT_EQ(max[h], *std::max_element(row, row + n));
-            const float total = simd::exp_shifted_sum(row, n, max[h]);
-            EXPECT_NEAR(sum[h], total, 1e-5 * total) << h;
-          }
-          std::vector<float> two_pass(heads * width, 0.0f);
-          for (size_t p = 0, offset = 0; p < values.size(); offset += layout.values[p].dim, ++p)
-            simd::int_index_weighted_sum(values[p].rows, n, logits.data(), heads, n, two_pass.data() + offset, width,
-                                         &*values[p].factor);
-          std::vector<float> difference(acc.size());
-          for (size_t k = 0; k < acc.size(); ++k) difference[k] = acc[k] - two_pass[k];
-          EXPECT_LT(testutil::norm(difference.data(), difference.size()),
-                    1e-5 * testutil::norm(two_pass.data(), two_pass.size()));
-        }
-    // The kernel runs every case on every SIMD target but AVX3_DL with AMX (whose tile kernels take
-    // the separate passes).
-    const int64_t supported = hwy::SupportedTargets(), target = supported & -supported;  // the best
-    const bool runs = target != HWY_SCALAR && target != HWY_EMU128 && !(target == HWY_AVX3_DL && simd::amx_usable());
-    std::printf("%s: fused attention ran %d times\n", hwy::TargetName(target), fused_runs);
-    EXPECT_EQ(fused_runs, runs ? static_cast<int>(layouts.size() * kCounts * kHeadCounts) : 0);
-  });
-  simd::set_shuffle_vnni_allowed(previous_vnni);
+      // The kernel runs every case on every SIMD target but AVX3_DL with AMX (whose tile kernels take
+      // the separate passes).
+      const int64_t supported = hwy::SupportedTargets(), target = supported & -supported;  // the best
+      const bool runs = target != HWY_SCALAR && target != HWY_EMU128 && !(target == HWY_AVX3_DL && simd::amx_usable());
+      std::printf("%s: fused attention ran %d times\n", hwy::TargetName(target), fused_runs);
+      EXPECT_EQ(fused_runs, runs ? static_cast<int>(layouts.size() * kCounts * kHeadCounts) : 0);
+    });
+    simd::set_shuffle_vnni_allowed(previous_vnni);
   }
 }
 
