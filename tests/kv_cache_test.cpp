@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
-
-#include <fstream>
-#include <iterator>
+#include <zlib.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <utility>
 
 #include "kvsketch/error.hpp"
 #include "kvsketch/attention.hpp"
@@ -256,6 +258,27 @@ TEST(KVCacheFile, RoundTripIsBitExactAndCorruptFilesAreRefused) {
     }
   }
   EXPECT_THROW(KVCache::load(write("kvsketch_extra.kvc", bytes + "x")), Error);
+  // Headers whose checksum holds but whose counts the file cannot back: refused before anything of
+  // their size is allocated (4096 x 4096 heads took 24 GB before the check).
+  const auto resealed = [&](size_t at, uint64_t value) {
+    std::string payload = bytes.substr(0, bytes.size() - 16);
+    std::memcpy(payload.data() + at, &value, sizeof(value));
+    const uint32_t crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size())));
+    const uint64_t length = payload.size();
+    const uint32_t reserved = 0;
+    for (const auto& [field, size] : {std::pair<const void*, size_t>{&length, 8}, {&crc, 4}, {&reserved, 4}})
+      payload.append(static_cast<const char*>(field), size);
+    return write("kvsketch_resealed.kvc", payload);
+  };
+  const size_t layers_at = 24, kv_heads_at = 32;
+  EXPECT_EQ(KVCache::load(resealed(layers_at, 2)).bytes(), loaded.bytes());  // its own layer count: loads
+  for (const auto& [at, value] : {std::pair<size_t, uint64_t>{layers_at, 4096}, {kv_heads_at, 4096},
+                                  {kv_heads_at, uint64_t{1} << 62}, {layers_at, ~uint64_t{0}}}) {
+    SCOPED_TRACE(testing::Message() << "field at " << at << " = " << value);
+    const std::string message = testutil::error_of([&] { KVCache::load(resealed(at, value)); });
+    EXPECT_TRUE(message.find("heads claimed") != std::string::npos) << message;
+  }
   EXPECT_THROW(KVCache::load(testing::TempDir() + "kvsketch_no_such_file.kvc"), Error);
   EXPECT_THROW(cache.save("/nonexistent-directory/cache.kvc"), Error);
 }

@@ -62,6 +62,13 @@ KVCache KVCache::load(const std::string& path) {
   const uint64_t layers = in.u64("layers"), kv_heads = in.u64("kv_heads"), head_dim = in.u64("head_dim");
   const uint64_t seed = in.u64("seed"), policy_bytes = in.u64("policy length");
   const uint8_t* policy_text = in.take(policy_bytes, "policy");
+  // Every head stores at least its three counts (and, from version 2, two calibration lengths): a
+  // header that claims more heads than the file could hold is refused before the cache and its
+  // codecs are built (a 200 KB file claiming 4096 x 4096 heads would otherwise take tens of GB).
+  const uint64_t head_bytes = (version >= 2 ? 5 : 3) * sizeof(uint64_t), room = (end - in.position()) / head_bytes;
+  require(layers == 0 || kv_heads == 0 || (layers <= room && kv_heads <= room / layers),
+          "load: {} is truncated or corrupted: {} layers x {} kv heads claimed, room for at most {} heads", path, layers,
+          kv_heads, room);
   KVCache cache(layers, kv_heads, head_dim,
                 KVPolicy::parse(std::string(reinterpret_cast<const char*>(policy_text), policy_bytes)), seed);
   for (size_t i = 0; i < cache.heads_.size(); ++i) {
