@@ -150,6 +150,35 @@ TEST(Io, ReadsSafetensorsInEveryFloatType) {
   EXPECT_NE(message(temp_path("bad.safetensors")).find("header"), std::string::npos);
 }
 
+// Shapes whose element count (or byte count) wraps around 64 bits: before the check, a wrapped size
+// passed the length tests and left rows x cols above the values read (a crafted .npy crashed
+// `kvsketch attention`).
+TEST(Io, RefusesShapesWhoseSizeOverflows) {
+  auto message = [](const std::string& p) { return testutil::error_of([&] { read_matrix(p); }); };
+  auto npy = [](const std::string& shape) {
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    header.append(128 - 10 - header.size() - 1, ' ');
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size() + 1) + '\0' + header + '\n';
+  };
+  for (const std::string shape : {"(4611686018427387904, 128)", "(4294967296, 4294967296)", "(18446744073709551615,)"}) {
+    SCOPED_TRACE(shape);
+    write(temp_path("huge.npy"), npy(shape));
+    EXPECT_NE(message(temp_path("huge.npy")).find("is too large"), std::string::npos);
+  }
+  write(temp_path("negative.npy"), npy("(-1, 128)"));
+  EXPECT_NE(message(temp_path("negative.npy")).find("'-1' is not a non-negative integer"), std::string::npos);
+
+  // IDX: 2^32 - 1 rows of (2^32 - 1)^3 bytes.
+  write(temp_path("huge-idx3-ubyte"), std::string("\0\0\x08\x04", 4) + std::string(16, '\xff'));
+  EXPECT_NE(message(temp_path("huge-idx3-ubyte")).find("is too large"), std::string::npos);
+
+  // safetensors: 2^62 x 128 F32 is 2^71 bytes, 0 after wrapping, as the empty data claims.
+  const std::string header = R"({"keys":{"dtype":"F32","shape":[4611686018427387904,128],"data_offsets":[0,0]}})";
+  const uint64_t length = header.size();
+  write(temp_path("huge.safetensors"), std::string(reinterpret_cast<const char*>(&length), 8) + header);
+  EXPECT_NE(message(temp_path("huge.safetensors")).find("is too large"), std::string::npos);
+}
+
 TEST(Io, ReadsAnnBenchmarksHdf5) {
   const std::string path = temp_path("ann.hdf5");
   const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);

@@ -2,6 +2,7 @@
 // "distances" (float32). Any numeric 2-D (or 1-D) dataset is read, converted to float by HDF5.
 #include <hdf5.h>
 
+#include "io/shape_product.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
 
@@ -45,8 +46,9 @@ Matrix read_hdf5(const std::string& path, const std::string& name) {
   Matrix m;
   m.rows = rank == 2 ? dims[0] : 1;
   m.cols = rank == 2 ? dims[1] : dims[0];
-  require(m.rows > 0 && m.cols > 0, "'{}': dataset '{}' is empty", path, name);
-  m.values.resize(m.rows * m.cols);
+  const size_t count = shape_product(path, {m.rows, m.cols}, sizeof(float));
+  require(count > 0, "'{}': dataset '{}' is empty", path, name);
+  m.values.resize(count);
   require(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.values.data()) >= 0,
           "'{}': cannot read dataset '{}' (truncated or corrupt file)", path, name);
   return m;

@@ -3,7 +3,9 @@
 #include <zlib.h>
 
 #include <memory>
+#include <vector>
 
+#include "io/shape_product.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
 
@@ -43,15 +45,16 @@ Matrix read_idx(const std::string& path) {
   require(type == 0x08, "'{}': IDX element type 0x{:02x} is not supported (only unsigned bytes, 0x08)", path, type);
   require(ndims >= 1 && ndims <= 4, "'{}': IDX with {} dimensions", path, ndims);
   require(bytes.size() >= 4 + 4 * ndims, "'{}': truncated IDX header", path);
+  std::vector<uint64_t> dims;
+  for (unsigned i = 0; i < ndims; ++i) dims.push_back(big_endian_u32(bytes, 4 + 4 * i));
   Matrix m;
-  m.rows = big_endian_u32(bytes, 4);
-  m.cols = 1;
-  for (unsigned i = 1; i < ndims; ++i) m.cols *= big_endian_u32(bytes, 4 + 4 * i);
-  const size_t start = 4 + 4 * ndims;
-  require(m.rows > 0 && m.cols > 0, "'{}': empty IDX array", path);
-  require(bytes.size() - start >= m.rows * m.cols, "'{}': truncated IDX data: {} bytes, expected {}", path,
-          bytes.size() - start, m.rows * m.cols);
-  m.values.resize(m.rows * m.cols);
+  m.rows = dims[0];
+  m.cols = shape_product(path, std::vector<uint64_t>(dims.begin() + 1, dims.end()), 1);
+  const size_t start = 4 + 4 * ndims, count = shape_product(path, dims, sizeof(float));
+  require(count > 0, "'{}': empty IDX array", path);
+  require(bytes.size() - start >= count, "'{}': truncated IDX data: {} bytes, expected {}", path, bytes.size() - start,
+          count);
+  m.values.resize(count);
   for (size_t i = 0; i < m.values.size(); ++i) m.values[i] = static_cast<unsigned char>(bytes[start + i]);
   return m;
 }

@@ -1,7 +1,9 @@
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "io/shape_product.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
 
@@ -110,21 +112,29 @@ Matrix read_npy(const std::string& path) {
           "'{}': Fortran-ordered arrays are not supported", path);
   const std::string shape_text = field("shape");
   const std::string inside = shape_text.substr(shape_text.find('(') + 1, shape_text.find(')') - shape_text.find('(') - 1);
-  std::vector<size_t> shape;
+  std::vector<uint64_t> shape;
   std::istringstream dims(inside);
   std::string item;
-  while (std::getline(dims, item, ','))
-    if (item.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoull(item));
+  while (std::getline(dims, item, ',')) {
+    const size_t first = item.find_first_not_of(' '), last = item.find_last_not_of(' ');
+    if (first == std::string::npos) continue;
+    uint64_t dim = 0;
+    const char* end = item.data() + last + 1;
+    const auto [stop, error] = std::from_chars(item.data() + first, end, dim);
+    require(error == std::errc() && stop == end, "'{}': shape entry '{}' is not a non-negative integer", path,
+            item.substr(first, last + 1 - first));
+    shape.push_back(dim);
+  }
   require(shape.size() == 1 || shape.size() == 2, "'{}': expected a 1-D or 2-D array, got {} dimensions", path,
           shape.size());
+  const size_t element = is_f4 ? 4 : 8, count = shape_product(path, shape, element);
   Matrix m;
   m.rows = shape.size() == 2 ? shape[0] : 1;
   m.cols = shape.back();
-  const size_t element = is_f4 ? 4 : 8;
   const size_t data_start = header_start + header_length;
-  require(bytes.size() - data_start >= m.rows * m.cols * element, "'{}': truncated data: {} bytes, expected {}", path,
-          bytes.size() - data_start, m.rows * m.cols * element);
-  m.values.resize(m.rows * m.cols);
+  require(bytes.size() - data_start >= count * element, "'{}': truncated data: {} bytes, expected {}", path,
+          bytes.size() - data_start, count * element);
+  m.values.resize(count);
   for (size_t i = 0; i < m.values.size(); ++i) {
     if (is_f4) {
       std::memcpy(&m.values[i], bytes.data() + data_start + 4 * i, 4);

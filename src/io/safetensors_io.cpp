@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "io/shape_product.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/io.hpp"
@@ -70,20 +71,18 @@ Matrix read_safetensors(const std::string& path, const std::string& name) {
   const nlohmann::json& tensor = header[chosen];
   try {
     const std::string dtype = tensor.at("dtype").get<std::string>();
-    const auto shape = tensor.at("shape").get<std::vector<size_t>>();
+    const auto shape = tensor.at("shape").get<std::vector<uint64_t>>();
     const auto offsets = tensor.at("data_offsets").get<std::vector<size_t>>();
     require(!shape.empty(), "'{}': tensor '{}' is a scalar; expected [rows, cols]", path, chosen);
     require(offsets.size() == 2 && offsets[0] <= offsets[1], "'{}': tensor '{}' has invalid data_offsets", path,
             chosen);
+    const size_t size = element_bytes(path, chosen, dtype), count = shape_product(path, shape, size);
     Matrix m;
     m.cols = shape.back();
-    m.rows = 1;
-    for (size_t i = 0; i + 1 < shape.size(); ++i) m.rows *= shape[i];
-    const size_t size = element_bytes(path, chosen, dtype);
-    require(m.rows > 0 && m.cols > 0, "'{}': tensor '{}' is empty", path, chosen);
-    require(offsets[1] - offsets[0] == m.rows * m.cols * size,
-            "'{}': tensor '{}' has {} bytes of data, its shape needs {}", path, chosen, offsets[1] - offsets[0],
-            m.rows * m.cols * size);
+    m.rows = shape_product(path, std::vector<uint64_t>(shape.begin(), shape.end() - 1), 1);
+    require(count > 0, "'{}': tensor '{}' is empty", path, chosen);
+    require(offsets[1] - offsets[0] == count * size, "'{}': tensor '{}' has {} bytes of data, its shape needs {}", path,
+            chosen, offsets[1] - offsets[0], count * size);
     const size_t start = 8 + header_length + offsets[0];
     require(offsets[1] <= bytes.size() - 8 - header_length, "'{}': truncated data of tensor '{}'", path, chosen);
     m.values.resize(m.rows * m.cols);
