@@ -143,6 +143,10 @@ TEST(Cli, AnnBuildSearchAndBadInput) {
   std::tie(status, output) = run("ann search --index " + index + " --queries " + small);
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("dimension 3, the index 128"), std::string::npos) << output;
+  // Without --queries a matrix file is indexed whole (it used to lose its last 500 rows).
+  std::tie(status, output) = run("ann build --data " + small + " --codec tq_mse:b=4 --out " + index);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("2 vectors x 3 dims"), std::string::npos) << output;
 }
 
 TEST(Cli, SparseJsonHasTheDocumentedKeys) {

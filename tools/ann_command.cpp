@@ -98,7 +98,13 @@ RerankStore parse_store(const std::string& name) {
 }
 
 void run_build(const BuildArguments& args) {
-  const AnnDataset data = load_ann_dataset(args.data, args.queries, parse_metric(args.metric));
+  // A matrix file is indexed whole unless --queries holds its last rows out (as ann eval splits it).
+  AnnDataset data;
+  if (args.queries == 0 && is_matrix_file_dataset(args.data)) {
+    data = {args.data, read_matrix(args.data), {}, parse_metric(args.metric)};
+  } else {
+    data = load_ann_dataset(args.data, args.queries, parse_metric(args.metric));
+  }
   FlatIndexOptions options;
   options.codec = args.codec;
   options.metric = data.metric;
@@ -170,7 +176,8 @@ std::function<void()> add_ann_command(CLI::App& app) {
   build->add_option("--codec", build_args->codec, "Codec spec (default tq_pca:b=4)");
   build->add_option("--metric", build_args->metric, "ip | cosine | l2");
   build->add_option("--out", build_args->out, "Index file to write")->required();
-  build->add_option("--queries", build_args->queries, "Rows held out as queries (one-file data)");
+  build->add_option("--queries", build_args->queries,
+                    "Rows held out as queries: a matrix file's last N (default none: every row is indexed)");
   build->add_option("--rerank", build_args->rerank, "Re-rank this many candidates from stored vectors");
   build->add_option("--rerank-store", build_args->rerank_store, "none | fp16 | fp32 copies for re-ranking");
   build->add_option("--threads", build_args->threads, "Threads (0 = all)")->check(CLI::Range(0, 4096));

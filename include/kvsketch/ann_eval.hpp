@@ -27,6 +27,10 @@ struct AnnDataset {
 // `queries` = 0 keeps all of a separate query set. metric overrides the dataset's own when given.
 AnnDataset load_ann_dataset(const std::string& name_or_file, size_t queries, std::optional<Metric> metric = {});
 
+// Whether NAME_OR_FILE is "any other matrix file" above (split by `queries`) rather than a dataset
+// with a base of its own.
+bool is_matrix_file_dataset(const std::string& name_or_file);
+
 // The true k nearest rows of base for each query (float32 arithmetic, multithreaded; ties to the
 // lower row). Scores as FlatIndex::search returns them (similarity, or squared distance for l2).
 Neighbors exact_neighbors(const Matrix& base, const Matrix& queries, Metric metric, size_t k, int threads = 0);

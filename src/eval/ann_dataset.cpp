@@ -18,6 +18,7 @@ namespace {
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool is_hdf5(const std::string& name) { return contains(name, ".hdf5") || contains(name, ".h5"); }
 
 Matrix first_rows(const Matrix& m, size_t rows) {
   Matrix out;
@@ -73,6 +74,10 @@ AnnDataset gaussian(const std::string& spec, size_t queries) {
 
 }  // namespace
 
+bool is_matrix_file_dataset(const std::string& name) {
+  return name != "sift-5k" && name != "fashion-mnist" && name.rfind("gaussian", 0) != 0 && !is_hdf5(name);
+}
+
 AnnDataset load_ann_dataset(const std::string& name, size_t queries, std::optional<Metric> metric) {
   AnnDataset data;
   if (name == "sift-5k") {
@@ -87,7 +92,7 @@ AnnDataset load_ann_dataset(const std::string& name, size_t queries, std::option
     data = {name, read_matrix(dir + "/train-images-idx3-ubyte.gz"), first_rows(test, count), Metric::kL2};
   } else if (name.rfind("gaussian", 0) == 0) {
     data = gaussian(name, queries);
-  } else if (contains(name, ".hdf5") || contains(name, ".h5")) {
+  } else if (is_hdf5(name)) {
     const Matrix test = read_hdf5(name, "test");
     const size_t count = queries == 0 ? test.rows : std::min(queries, test.rows);
     const Metric own = contains(name, "angular") || contains(name, "cosine") ? Metric::kCosine
