@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
+#include "ann/top_k.hpp"
 #include "kvsketch/ann.hpp"
 #include "kvsketch/ann_eval.hpp"
 #include "kvsketch/error.hpp"
@@ -192,6 +194,14 @@ TEST(FlatIndex, BadInputNamesTheProblemAndChangesNothing) {
   EXPECT_NE(testutil::error_of([&] { index.search(query.data(), 1, 1); }).find("queries"), std::string::npos);
   EXPECT_NE(testutil::error_of([&] { index.add(query.data(), 2); }).find("row 0"), std::string::npos);
   EXPECT_EQ(index.size(), 10u);
+  // Finite coordinates whose squares overflow: refused (its scores overflowed to NaN, the top k
+  // came back short and search read past it). Large but representable ones still rank.
+  std::vector<float> huge(d, 3e38f);
+  EXPECT_NE(testutil::error_of([&] { index.search(huge.data(), 1, 3); }).find("norm beyond the float range"),
+            std::string::npos);
+  std::fill(huge.begin(), huge.end(), 1e18f);
+  const Neighbors far = index.search(huge.data(), 1, 3);
+  for (const int64_t id : far.ids) EXPECT_TRUE(id >= 0 && id < 10) << id;
   EXPECT_NE(testutil::error_of([] { parse_metric("manhattan"); }).find("unknown metric 'manhattan'"), std::string::npos);
   EXPECT_NE(testutil::error_of([] { FlatIndex(8, "tq_mse:b=9", Metric::kL2); }).find("b"), std::string::npos);
   EXPECT_NE(testutil::error_of([] { FlatIndex(8, "kivi_k:b=2,group=32", Metric::kL2); }).find("groups"), std::string::npos)
@@ -218,6 +228,20 @@ TEST(FlatIndex, BadInputNamesTheProblemAndChangesNothing) {
       fresh_index.add(base.data(), 10);  // the refused batch left no centre behind
       EXPECT_EQ(fresh_index.size(), 10u);
     }
+}
+
+TEST(TopK, NanScoresRankLast) {
+  TopK top(3);
+  top.push({NAN, 0});
+  top.push({1.0f, 1});
+  top.push({NAN, 2});
+  top.push({-5.0f, 3});
+  const std::vector<ScoredRow> best = top.take_sorted();
+  ASSERT_EQ(best.size(), 3u);
+  EXPECT_EQ(best[0].row, 1u);
+  EXPECT_EQ(best[1].row, 3u);
+  EXPECT_EQ(best[2].row, 0u);  // -infinity, the lower row of the two NaNs
+  EXPECT_EQ(best[2].score, -INFINITY);
 }
 
 TEST(AnnEval, GroundTruthAndRecallDefinitions) {

@@ -26,7 +26,7 @@ constexpr size_t kCalibrationRows = 4096;   // the first rows added: the centre 
 void push_scores(TopK& top, const float* scores, size_t first, size_t count) {
   float threshold = top.threshold();
   for (size_t i = 0; i < count; ++i)
-    if (scores[i] >= threshold) {
+    if (!(scores[i] < threshold)) {  // NaN too, which push ranks as -infinity
       top.push({scores[i], static_cast<uint32_t>(first + i)});
       threshold = top.threshold();
     }
@@ -250,6 +250,9 @@ size_t FlatIndex::remove(const int64_t* ids, size_t n) {
 
 std::vector<float> FlatIndex::prepared_queries(const float* queries, size_t nq) const {
   require_finite(queries, nq, dim_, "queries");
+  for (size_t q = 0; q < nq; ++q)
+    require(std::isfinite(simd::sum_of_squares(queries + q * dim_, dim_)),
+            "search: query {} has a norm beyond the float range (its squares overflow)", q);
   std::vector<float> out(queries, queries + nq * dim_);
   if (!center_.empty() && options_.metric == Metric::kL2)
     for (size_t q = 0; q < nq; ++q)

@@ -2,6 +2,7 @@
 // merging partial results (row ranges, threads) gives the same answer as one pass.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -23,7 +24,9 @@ class TopK {
   size_t capacity() const { return k_; }
   // Scores below this cannot enter (ties are decided by push).
   float threshold() const { return heap_.size() < k_ ? -std::numeric_limits<float>::infinity() : heap_.front().score; }
+  // A NaN score ranks as -infinity: left as NaN it would break the heap's ordering.
   void push(ScoredRow candidate) {
+    if (std::isnan(candidate.score)) candidate.score = -std::numeric_limits<float>::infinity();
     if (heap_.size() < k_) {
       heap_.push_back(candidate);
       std::push_heap(heap_.begin(), heap_.end(), better);  // front: the worst kept
