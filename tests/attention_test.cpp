@@ -210,6 +210,11 @@ TEST(Attention, BadQueriesAreRefused) {
   }
   EXPECT_THROW(decode_attention(cache, 1, 0, q.data(), 1), Error);
   EXPECT_THROW(decode_attention(cache, 0, 1, q.data(), 1), Error);
+  // Finite, but its squares overflow: the scores and softmax would be NaN.
+  std::vector<float> huge(16, 1e20f);
+  EXPECT_NE(testutil::error_of([&] { decode_attention(cache, 0, 0, huge.data(), 1); })
+                .find("row 0 has a norm beyond the float range"),
+            std::string::npos);
   const auto empty = decode_attention(cache, 0, 0, q.data(), 1);
   EXPECT_TRUE(std::isinf(empty.lse[0]) && empty.lse[0] < 0);
 }

@@ -53,6 +53,36 @@ TEST(Cli, FileInputAndBadArguments) {
   EXPECT_NE(output.find("cannot open"), std::string::npos) << output;
 }
 
+// Captured tensors: the rows used are checked (NaN, Inf, norms whose squares overflow), named by
+// file and row; rows past --tokens are not read.
+TEST(Cli, CapturedTensorsAreCheckedWhereUsed) {
+  const std::string dir = ::testing::TempDir();
+  auto write_rows = [&](const std::string& name, size_t rows, const std::string& special, size_t special_row) {
+    std::FILE* file = std::fopen((dir + name).c_str(), "w");
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < 8; ++c) {
+        const std::string value =
+            r == special_row && c == 2 ? special : std::to_string(0.1 * ((r * 7 + c * 3) % 11) + 0.5);
+        std::fputs((value + (c == 7 ? "\n" : "\t")).c_str(), file);
+      }
+    std::fclose(file);
+    return dir + name;
+  };
+  const std::string keys = write_rows("kvsketch_keys.tsv", 20, "nan", 15);
+  const std::string values = write_rows("kvsketch_values.tsv", 20, "", 99);
+  const std::string queries = write_rows("kvsketch_queries.tsv", 2, "", 99);
+  const std::string huge = write_rows("kvsketch_huge.tsv", 2, "1e20", 1);
+  const std::string files = " --policies fp16 --keys " + keys + " --values " + values + " --queries ";
+  auto [status, output] = run("attention --tokens 10" + files + queries);
+  EXPECT_EQ(status, 0) << output;
+  std::tie(status, output) = run("attention --tokens 16" + files + queries);
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find(keys + ": row 15 column 2 is NaN"), std::string::npos) << output;
+  std::tie(status, output) = run("attention --tokens 10" + files + huge);
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find(huge + ": row 1 has a norm beyond the float range"), std::string::npos) << output;
+}
+
 TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
   auto [status, output] = run("attention --synthetic flat --tokens 600 --num-queries 4 --policies 'fp16;tq_mse:b=3' --json");
   ASSERT_EQ(status, 0) << output;

@@ -160,7 +160,8 @@ TEST(Io, RefusesShapesWhoseSizeOverflows) {
     header.append(128 - 10 - header.size() - 1, ' ');
     return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size() + 1) + '\0' + header + '\n';
   };
-  for (const std::string shape : {"(4611686018427387904, 128)", "(4294967296, 4294967296)", "(18446744073709551615,)"}) {
+  for (const std::string shape :
+       {"(4611686018427387904, 128)", "(4294967296, 4294967296)", "(18446744073709551615,)"}) {
     SCOPED_TRACE(shape);
     write(temp_path("huge.npy"), npy(shape));
     EXPECT_NE(message(temp_path("huge.npy")).find("is too large"), std::string::npos);

@@ -1,5 +1,8 @@
 #include "attention_cases.hpp"
 
+#include <tuple>
+
+#include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
 #include "kvsketch/synthetic_cache.hpp"
@@ -22,6 +25,10 @@ std::vector<AttentionCase> load_attention_cases(const CaseArguments& args) {
     AttentionCase c{args.keys, tokens, k.cols, q.rows, {}, {}, q.values};
     c.keys.assign(k.values.begin(), k.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));
     c.values.assign(v.values.begin(), v.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));
+    // The rows used: NaN, Inf, or norms whose squares overflow (scores and softmax would be NaN).
+    for (const auto& [rows, count, path] : {std::tuple{&c.keys, tokens, &args.keys}, {&c.values, tokens, &args.values},
+                                            {&c.query_rows, q.rows, &args.queries}})
+      require_finite_rows(rows->data(), count, k.cols, path->c_str());
     cases.push_back(std::move(c));
     return cases;
   }

@@ -191,5 +191,8 @@ std::string codec_spec_help();
 
 // Throws Error naming the first row and column that is NaN or Inf.
 void require_finite(const float* x, size_t rows, size_t cols, const char* what, size_t first_row = 0);
+// require_finite, and every row's sum of squares finite too (finite coordinates up to 3.4e38 may
+// overflow it, and the scores and softmax of queries or keys with it, to NaN); throws naming the row.
+void require_finite_rows(const float* x, size_t rows, size_t cols, const char* what);
 
 }  // namespace kvsketch

@@ -249,10 +249,7 @@ size_t FlatIndex::remove(const int64_t* ids, size_t n) {
 }
 
 std::vector<float> FlatIndex::prepared_queries(const float* queries, size_t nq) const {
-  require_finite(queries, nq, dim_, "queries");
-  for (size_t q = 0; q < nq; ++q)
-    require(std::isfinite(simd::sum_of_squares(queries + q * dim_, dim_)),
-            "search: query {} has a norm beyond the float range (its squares overflow)", q);
+  require_finite_rows(queries, nq, dim_, "queries");
   std::vector<float> out(queries, queries + nq * dim_);
   if (!center_.empty() && options_.metric == Metric::kL2)
     for (size_t q = 0; q < nq; ++q)

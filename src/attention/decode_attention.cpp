@@ -127,7 +127,7 @@ void check_queries(const KVCache& cache, size_t layer, const float* queries, siz
   require(queries != nullptr, "attention: null queries");
   require(heads >= 1, "attention: at least one query head is needed");
   require(layer < cache.layers(), "attention: layer {} out of range; the cache has {} layers", layer, cache.layers());
-  require_finite(queries, heads, cache.head_dim(), "attention (queries: row = query head)");
+  require_finite_rows(queries, heads, cache.head_dim(), "attention (queries: row = query head)");
 }
 
 }  // namespace

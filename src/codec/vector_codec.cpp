@@ -30,6 +30,13 @@ void require_finite(const float* x, size_t rows, size_t cols, const char* what, 
     }
 }
 
+void require_finite_rows(const float* x, size_t rows, size_t cols, const char* what) {
+  require_finite(x, rows, cols, what);
+  for (size_t r = 0; r < rows; ++r)
+    require(std::isfinite(simd::sum_of_squares(x + r * cols, cols)),
+            "{}: row {} has a norm beyond the float range (its squares overflow)", what, r);
+}
+
 float VectorCodec::finite_norm(const float* row, size_t row_index, const float* squared_norm) const {
   const float squares = squared_norm ? *squared_norm : simd::sum_of_squares(row, dim_);
   if (std::isfinite(squares)) return std::sqrt(squares);

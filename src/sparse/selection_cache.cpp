@@ -62,7 +62,7 @@ AttentionResult SelectionCache::attention(size_t layer, const float* queries, si
           cache_.layers());
   require(queries != nullptr && q_heads > 0 && q_heads % kv_heads == 0,
           "attention: {} query heads is not a positive multiple of the {} kv heads", q_heads, kv_heads);
-  require_finite(queries, q_heads, d, "attention (queries)");
+  require_finite_rows(queries, q_heads, d, "attention (queries)");
   const size_t group = q_heads / kv_heads;
   std::vector<AttentionResult> heads(q_heads);
   // Query heads are independent and selectors answer concurrently: the same bits on any thread count.
