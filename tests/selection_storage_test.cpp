@@ -205,6 +205,24 @@ TEST(SparseEval, SelectionFromATurboQuantBody) {
   EXPECT_NE(testutil::error_of([&] { run_sparse_eval(data, config); }).find("groups of 32"), std::string::npos);
 }
 
+// Identical keys and all-zero values: the standard comparison still runs (MagicPIG's centred keys
+// are all zero and it samples nothing; its baselines used to be asked for budget=0.0000, which is
+// refused) and every row's rel_error is a number (0/0 was NaN).
+TEST(SparseEval, DegenerateCachesGiveNumbers) {
+  const size_t tokens = 400, d = 16, queries = 2;
+  const AttentionCase data{"constant", tokens, d, queries, std::vector<float>(tokens * d, 1.0f),
+                           std::vector<float>(tokens * d, 0.0f), testutil::gaussian_matrix(queries, d, 3)};
+  const auto rows = run_sparse_eval(data, SparseEvalConfig{});
+  ASSERT_GT(rows.size(), 3u);
+  EXPECT_EQ(rows[0].budget, 0.0) << rows[0].method;
+  EXPECT_EQ(rows[1].method, "topk:budget=0.0001");
+  for (const SparseEvalRow& row : rows) {
+    SCOPED_TRACE(row.method);
+    EXPECT_EQ(row.rel_error, 0.0);
+    EXPECT_TRUE(std::isfinite(row.kl) && std::isfinite(row.lse_error));
+  }
+}
+
 // Selectors answer queries from several threads at once with the bits of one thread.
 TEST(Selectors, ConcurrentQueriesGiveTheBitsOfOneThread) {
   const size_t d = 128, n = 70000, queries = 16;  // past one LSH block (61,440 tokens)

@@ -28,6 +28,10 @@ struct AttentionEvalRow {
   double ns_per_query = 0;    // decode_attention time per query, the median of the repetitions
 };
 
+// One query's rel_error: ||approximate - exact|| / ||exact|| over d outputs, in double; 0 where
+// both are zero (values all zero), and huge, not NaN, where only the exact output is.
+double output_relative_error(const float* approximate, const float* exact, size_t d);
+
 // The policies of the standard comparison (fp16, int8, KIVI-style, TurboQuant, QJL).
 std::vector<std::string> standard_policies();
 

@@ -32,6 +32,16 @@ double log_sum_exp(const double* x, size_t n) {
 
 }  // namespace
 
+double output_relative_error(const float* approximate, const float* exact, size_t d) {
+  double diff = 0.0, norm = 0.0;
+  for (size_t j = 0; j < d; ++j) {
+    const double e = exact[j], a = approximate[j];
+    diff += (a - e) * (a - e);
+    norm += e * e;
+  }
+  return std::sqrt(diff / std::max(norm, 1e-300));
+}
+
 std::vector<std::string> standard_policies() {
   // TurboQuant keys as the paper stores them (mse or prod, the outlier split at k.5 bits); values
   // centred and rescaled (unbiased), which attention's averaging needs.
@@ -71,13 +81,7 @@ AttentionEvalRow evaluate_policy(const std::string& policy_spec, const Attention
   std::vector<double> exact_logits(n), approx_logits(n);
   std::vector<float> exact_float(n);
   for (size_t q = 0; q < queries; ++q) {
-    double diff = 0.0, norm = 0.0;
-    for (size_t j = 0; j < d; ++j) {
-      const double e = exact.output[q * d + j], a = approximate.output[q * d + j];
-      diff += (a - e) * (a - e);
-      norm += e * e;
-    }
-    row.rel_error += std::sqrt(diff / std::max(norm, 1e-300));
+    row.rel_error += output_relative_error(approximate.output.data() + q * d, exact.output.data() + q * d, d);
     for (size_t i = 0; i < n; ++i) {
       double dot = 0.0;
       for (size_t j = 0; j < d; ++j) dot += static_cast<double>(data.query_rows[q * d + j]) * data.keys[i * d + j];
