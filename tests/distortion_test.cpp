@@ -2,8 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
 
 #include "kvsketch/distortion.hpp"
+#include "test_util.hpp"
 
 using namespace kvsketch;
 
@@ -118,4 +122,38 @@ TEST(Distortion, MseWithRescaleIsUnbiasedAndBeatsProd) {
     EXPECT_LT(r.ip_var_d, (r.bits == 1 ? 1.0 : 0.6) * prod[i].ip_var_d);  // b = 1: about equal
     EXPECT_EQ(r.code_bytes, prod[i].code_bytes - 2);  // prod also stores gamma (fp16)
   }
+}
+
+// Real data may hold a query parallel or antiparallel to a base vector (duplicate rows): the query
+// at rho cannot be built from such a pair. It is left out (its NaN made every statistic NaN); data
+// with no two usable vectors is refused.
+TEST(Distortion, ParallelPairsAreLeftOut) {
+  const size_t dim = 16, vectors = 60;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> gaussian;
+  std::vector<float> rows((vectors + 2) * dim);
+  for (auto& v : rows) v = gaussian(rng);
+  for (size_t j = 0; j < dim; ++j) {
+    rows[vectors * dim + j] = 2.0f * rows[3 * dim + j];  // query 0: vector 3, scaled
+    rows[(vectors + 1) * dim + j] = -rows[5 * dim + j];  // query 1: vector 5, negated
+  }
+  auto write = [&](const std::string& name, const std::vector<float>& values) {
+    const std::string path = ::testing::TempDir() + name;
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    for (size_t i = 0; i < values.size(); ++i)
+      std::fprintf(file, "%.9g%c", values[i], i % dim == dim - 1 ? '\n' : '\t');
+    std::fclose(file);
+    return path;
+  };
+  const auto result = run(write("kvsketch_parallel.tsv", rows), 0, {"tq_mse", "tq_prod"}, vectors, 2);
+  ASSERT_EQ(result.size(), 8u);
+  for (const auto& r : result) {
+    SCOPED_TRACE(r.spec);
+    EXPECT_TRUE(std::isfinite(r.ip_bias) && std::isfinite(r.ip_bias_stderr) && r.ip_bias_stderr > 0);
+    EXPECT_TRUE(std::isfinite(r.ip_bias_factor) && std::isfinite(r.ip_var_d) && r.ip_var_d > 0);
+  }
+  const std::vector<float> same(rows.size(), 1.0f);
+  EXPECT_NE(testutil::error_of([&] { run(write("kvsketch_same.tsv", same), 0, {"tq_mse"}, vectors, 2); })
+                .find("0 of the vectors have a query not parallel to them"),
+            std::string::npos);
 }

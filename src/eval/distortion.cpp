@@ -83,10 +83,34 @@ std::string spec_for(const std::string& codec, int bits, size_t dim, const std::
   return spec;
 }
 
-// One codec instance: MSE and inner-product statistics over all (vector, query) pairs.
+// The (vector, query) pairs the inner-product statistics use. A pair's query at rho is built from
+// the part of the query direction z orthogonal to the vector x, which a z (anti)parallel to x (a
+// duplicate row in real data) does not have: such pairs are left out and the means are over the rest.
+struct MeasuredPairs {
+  std::vector<char> used;                      // [i * q + j]
+  std::vector<size_t> per_vector, per_query;   // pairs used per vector and per query
+  size_t pairs = 0, vectors = 0, queries = 0;  // pairs used; vectors and queries with any
+
+  MeasuredPairs(const std::vector<double>& truth_z, size_t n, size_t q)
+      : used(n * q), per_vector(n, 0), per_query(q, 0) {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < q; ++j) {
+        const double t = truth_z[i * q + j];
+        used[i * q + j] = 1.0 - t * t > 1e-9;
+        per_vector[i] += used[i * q + j];
+        per_query[j] += used[i * q + j];
+      }
+    for (const size_t count : per_vector) pairs += count, vectors += count > 0;
+    for (const size_t count : per_query) queries += count > 0;
+    require(vectors >= 2, "distortion: {} of the vectors have a query not parallel to them (duplicate rows?); "
+            "the inner-product statistics need 2", vectors);
+  }
+};
+
+// One codec instance: MSE and inner-product statistics over the vectors and the used pairs.
 DistortionRow measure(const std::string& spec, uint64_t seed, size_t dim, const std::vector<float>& base,
                       const std::vector<float>& queries, const std::vector<double>& rho,
-                      const std::vector<double>& truth_z, size_t n, size_t q) {
+                      const std::vector<double>& truth_z, const MeasuredPairs& measured, size_t n, size_t q) {
   auto codec = make_codec(spec, dim, seed);
   codec->calibrate(base.data(), n);
   CodeBuffer codes = codec->make_buffer();
@@ -114,6 +138,7 @@ DistortionRow measure(const std::string& spec, uint64_t seed, size_t dim, const 
   std::vector<double> per_vector(n, 0.0), per_query(q, 0.0), per_query_sq(q, 0.0);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < q; ++j) {
+      if (!measured.used[i * q + j]) continue;
       const double t = truth_z[i * q + j];
       const double s = std::sqrt(1.0 - rho[j] * rho[j]);
       const double estimate = rho[j] * self[i] + s / std::sqrt(1.0 - t * t) * (cross[j * n + i] - t * self[i]);
@@ -121,26 +146,27 @@ DistortionRow measure(const std::string& spec, uint64_t seed, size_t dim, const 
       sum_error += error;
       sum_cross += estimate * rho[j];
       sum_truth_sq += rho[j] * rho[j];
-      per_vector[i] += error / q;
-      per_query[j] += error / n;
-      per_query_sq[j] += error * error / n;
+      per_vector[i] += error / static_cast<double>(measured.per_vector[i]);
+      per_query[j] += error / static_cast<double>(measured.per_query[j]);
+      per_query_sq[j] += error * error / static_cast<double>(measured.per_query[j]);
     }
   }
-  const double pairs = static_cast<double>(n * q);
+  const double pairs = static_cast<double>(measured.pairs), vectors = static_cast<double>(measured.vectors);
   DistortionRow row;
   row.spec = codec->spec();
   row.code_bytes = codec->code_bytes();
   row.mse = squared_error / n;
   row.ip_bias = sum_error / pairs;
   double spread = 0;
-  for (double e : per_vector) spread += (e - row.ip_bias) * (e - row.ip_bias);
-  row.ip_bias_stderr = std::sqrt(spread / (n - 1) / n);
+  for (size_t i = 0; i < n; ++i)
+    if (measured.per_vector[i]) spread += (per_vector[i] - row.ip_bias) * (per_vector[i] - row.ip_bias);
+  row.ip_bias_stderr = std::sqrt(spread / (vectors - 1) / vectors);
   row.ip_bias_factor = sum_cross / sum_truth_sq;
   // Variance around the mean error at each true inner product: the estimator's spread, not the
   // spread of a biased codec's bias over the range of rho.
   double within = 0;
-  for (size_t j = 0; j < q; ++j) within += per_query_sq[j] - per_query[j] * per_query[j];
-  row.ip_var_d = dim * within / q;
+  for (size_t j = 0; j < q; ++j) within += per_query_sq[j] - per_query[j] * per_query[j];  // 0 for unused
+  row.ip_var_d = dim * within / measured.queries;
   if (codec->unbiased_inner_products()) row.ip_var_d_upper_bound = 0.0;  // filled in by the caller
   return row;
 }
@@ -162,6 +188,7 @@ std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
   std::vector<double> truth_z(n * q);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < q; ++j) truth_z[i * q + j] = simd::reference::dot(&base[i * dim], &queries[j * dim], dim);
+  const MeasuredPairs measured(truth_z, n, q);
 
   std::vector<DistortionRow> rows;
   for (const std::string& name : config.codecs) {
@@ -170,7 +197,7 @@ std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
       double stderr_sq = 0, bias_sq = 0;
       for (size_t k = 0; k < config.codec_seeds; ++k) {
         const DistortionRow r = measure(spec_for(name, bits, dim, config.options), config.seed + k, dim, base,
-                                        queries, rho, truth_z, n, q);
+                                        queries, rho, truth_z, measured, n, q);
         mean.mse += r.mse / config.codec_seeds;
         mean.ip_bias += r.ip_bias / config.codec_seeds;
         mean.ip_bias_factor += r.ip_bias_factor / config.codec_seeds;
