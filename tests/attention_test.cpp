@@ -210,6 +210,11 @@ TEST(Attention, BadQueriesAreRefused) {
   }
   EXPECT_THROW(decode_attention(cache, 1, 0, q.data(), 1), Error);
   EXPECT_THROW(decode_attention(cache, 0, 1, q.data(), 1), Error);
+  AttentionOptions negative;
+  negative.threads = -3;  // was taken as "all threads"
+  EXPECT_NE(testutil::error_of([&] { decode_attention(cache, 0, 0, q.data(), 1, negative); })
+                .find("threads must be >= 0"),
+            std::string::npos);
   // Finite, but its squares overflow: the scores and softmax would be NaN.
   std::vector<float> huge(16, 1e20f);
   EXPECT_NE(testutil::error_of([&] { decode_attention(cache, 0, 0, huge.data(), 1); })

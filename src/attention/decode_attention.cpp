@@ -123,7 +123,9 @@ std::vector<ExactPiece> exact_pieces(const HeadCache& head, size_t dim) {
   return pieces;
 }
 
-void check_queries(const KVCache& cache, size_t layer, const float* queries, size_t heads) {
+void check_queries(const KVCache& cache, size_t layer, const float* queries, size_t heads,
+                   const AttentionOptions& options) {
+  require(options.threads >= 0, "attention: threads must be >= 0 (0: all), got {}", options.threads);
   require(queries != nullptr, "attention: null queries");
   require(heads >= 1, "attention: at least one query head is needed");
   require(layer < cache.layers(), "attention: layer {} out of range; the cache has {} layers", layer, cache.layers());
@@ -134,7 +136,7 @@ void check_queries(const KVCache& cache, size_t layer, const float* queries, siz
 
 AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,
                                  size_t heads, const AttentionOptions& options) {
-  check_queries(cache, layer, queries, heads);
+  check_queries(cache, layer, queries, heads, options);
   const HeadCache& head = cache.head(layer, kv_head);
   const size_t dim = cache.head_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
@@ -188,7 +190,7 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
 
 AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const float* queries, size_t q_heads,
                                        const AttentionOptions& options) {
-  check_queries(cache, layer, queries, q_heads);
+  check_queries(cache, layer, queries, q_heads, options);
   const size_t kv_heads = cache.kv_heads(), dim = cache.head_dim();
   require(q_heads % kv_heads == 0, "attention: {} query heads is not a multiple of the {} kv heads", q_heads,
           kv_heads);
@@ -206,7 +208,7 @@ AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const
 
 std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,
                                  size_t heads) {
-  check_queries(cache, layer, queries, heads);
+  check_queries(cache, layer, queries, heads, {});
   const HeadCache& head = cache.head(layer, kv_head);
   const size_t dim = cache.head_dim(), n = head.tokens(), body = head.body_count();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
