@@ -27,7 +27,10 @@ std::vector<std::string> default_methods() {
 
 std::vector<SparseBenchRow> bench_sparse(const SparseBenchConfig& config) {
   const size_t d = config.head_dim, n = config.tokens;
-  require(n > kSinks + kWindow + config.decode_tokens, "bench sparse: {} tokens leave no body to prefill", n);
+  require(n > kSinks + kWindow + config.decode_tokens,
+          "bench sparse: {} tokens leave no body to prefill; more than {} are needed ({} sinks, a window of {} and "
+          "{} tokens appended one at a time)",
+          n, kSinks + kWindow + config.decode_tokens, kSinks, kWindow, config.decode_tokens);
   const std::vector<std::string> methods = config.methods.empty() ? default_methods() : config.methods;
   const SyntheticCache data = make_synthetic_cache("long-tailed", n, d, kQueries, config.seed);
   const size_t body_tokens = n - kSinks - kWindow, prefill = body_tokens - config.decode_tokens;
