@@ -203,7 +203,17 @@ TEST(Selectors, DeterministicAndBadSpecsNameTheProblem) {
     EXPECT_EQ(a->select(query.data(), body, 4).log_weights, b->select(query.data(), body, 4).log_weights) << spec;
   }
   auto topk = make_selector("topk:budget=0.02", d);
+  // The baselines index only the count of tokens, but a body other than the appended one (here,
+  // none yet) is refused as MagicPIG's is: it used to be taken, and one of another dimension read
+  // part of the query.
+  EXPECT_NE(testutil::error_of([&] { topk->select(query.data(), body, 0); }).find("topk: the body has 1000 tokens"),
+            std::string::npos);
+  topk->append(keys.data(), values.data(), n);
   EXPECT_EQ(topk->select(query.data(), body, 0).tokens.size(), 20u);
+  const BodyView narrow{keys.data(), values.data(), n, d / 2};
+  EXPECT_NE(testutil::error_of([&] { topk->select(query.data(), narrow, 0); })
+                .find("of dimension 16, the index 1000 of 32"),
+            std::string::npos);
   EXPECT_NE(testutil::error_of([] { make_selector("magicpig:K=0,L=150", 8); }).find("K=0 out of range"), std::string::npos);
   EXPECT_NE(testutil::error_of([] { make_selector("magicpig:K=33,L=150", 8); }).find("K=33 out of range"), std::string::npos);
   EXPECT_NE(testutil::error_of([] { make_selector("magicpig:K=10,L=0", 8); }).find("L=0 out of range"), std::string::npos);

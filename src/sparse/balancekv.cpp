@@ -28,6 +28,7 @@
 
 #include "kvsketch/error.hpp"
 #include "simd/kernels.hpp"
+#include "sparse/body_rows.hpp"
 
 namespace kvsketch {
 namespace {
@@ -150,8 +151,7 @@ void BalanceKV::append(const float* keys, const float* values, size_t n) {
 }
 
 TokenSelection BalanceKV::select(const float*, const BodyView& body, uint64_t) const {
-  require(body.tokens == tokens_ && body.dim == dim_, "balancekv: the body has {} tokens of dimension {}, the index {} of {}",
-          body.tokens, body.dim, tokens_, dim_);
+  require_indexed_body(body, tokens_, dim_, "balancekv");
   TokenSelection s;
   if (mode_ == BalanceMode::kJoint) append_levelled(joint_->kept(), s.tokens, s.log_weights);
   if (mode_ == BalanceMode::kPrefill) {

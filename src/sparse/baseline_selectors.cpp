@@ -36,20 +36,28 @@ size_t budget_count(double budget, size_t n) {
   return std::clamp<size_t>(static_cast<size_t>(std::llround(budget * static_cast<double>(n))), 1, std::max<size_t>(n, 1));
 }
 
+// The baselines index nothing but the count of tokens appended; a body other than those is refused.
 class CountingSelector : public TokenSelector {
  public:
+  CountingSelector(size_t dim, const char* name) : dim_(dim), name_(name) {}
   void append(const float*, const float*, size_t n) override { tokens_ += n; }
   size_t tokens() const override { return tokens_; }
 
+ protected:
+  void check(const BodyView& body) const { require_indexed_body(body, tokens_, dim_, name_); }
+
  private:
-  size_t tokens_ = 0;
+  size_t tokens_ = 0, dim_;
+  const char* name_;
 };
 
 class ExactSelector final : public CountingSelector {
  public:
+  explicit ExactSelector(size_t dim) : CountingSelector(dim, "exact") {}
   std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<ExactSelector>(*this); }
   std::string spec() const override { return "exact"; }
   TokenSelection select(const float*, const BodyView& body, uint64_t) const override {
+    check(body);
     TokenSelection s;
     s.tokens.resize(body.tokens);
     std::iota(s.tokens.begin(), s.tokens.end(), 0u);
@@ -60,17 +68,22 @@ class ExactSelector final : public CountingSelector {
 
 class WindowSelector final : public CountingSelector {
  public:
+  explicit WindowSelector(size_t dim) : CountingSelector(dim, "window") {}
   std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<WindowSelector>(*this); }
   std::string spec() const override { return "window"; }
-  TokenSelection select(const float*, const BodyView&, uint64_t) const override { return {}; }
+  TokenSelection select(const float*, const BodyView& body, uint64_t) const override {
+    check(body);
+    return {};
+  }
 };
 
 class TopKSelector final : public CountingSelector {
  public:
   std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<TopKSelector>(*this); }
-  explicit TopKSelector(double budget) : budget_(budget) {}
+  TopKSelector(size_t dim, double budget) : CountingSelector(dim, "topk"), budget_(budget) {}
   std::string spec() const override { return fmt::format("topk:budget={}", budget_); }
   TokenSelection select(const float* query, const BodyView& body, uint64_t) const override {
+    check(body);
     const std::vector<float> logits = body_logits(query, body);
     std::vector<uint32_t> order(body.tokens);
     std::iota(order.begin(), order.end(), 0u);
@@ -91,9 +104,11 @@ class TopKSelector final : public CountingSelector {
 class UniformSelector final : public CountingSelector {
  public:
   std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<UniformSelector>(*this); }
-  UniformSelector(double budget, uint64_t seed) : budget_(budget), seed_(seed) {}
+  UniformSelector(size_t dim, double budget, uint64_t seed)
+      : CountingSelector(dim, "uniform"), budget_(budget), seed_(seed) {}
   std::string spec() const override { return fmt::format("uniform:budget={}", budget_); }
   TokenSelection select(const float*, const BodyView& body, uint64_t draw) const override {
+    check(body);
     const size_t n = body.tokens, keep = std::min(budget_count(budget_, n), n);
     // Partial Fisher-Yates over the body, from a stream per (seed, draw).
     RandomStream rng(seed_, StreamPurpose::kQueries, {0x5a3d, draw});
@@ -116,9 +131,11 @@ class UniformSelector final : public CountingSelector {
 class OracleSamplingSelector final : public CountingSelector {
  public:
   std::unique_ptr<TokenSelector> clone() const override { return std::make_unique<OracleSamplingSelector>(*this); }
-  OracleSamplingSelector(double budget, uint64_t seed) : budget_(budget), seed_(seed) {}
+  OracleSamplingSelector(size_t dim, double budget, uint64_t seed)
+      : CountingSelector(dim, "oracle"), budget_(budget), seed_(seed) {}
   std::string spec() const override { return fmt::format("oracle:budget={}", budget_); }
   TokenSelection select(const float* query, const BodyView& body, uint64_t draw) const override {
+    check(body);
     const std::vector<float> logits = body_logits(query, body);
     const double lse = log_sum_exp(logits);
     std::vector<double> cumulative(body.tokens);
@@ -151,19 +168,19 @@ class OracleSamplingSelector final : public CountingSelector {
 
 }  // namespace
 
-std::unique_ptr<TokenSelector> make_baseline_selector(const ParsedSpec& parsed, uint64_t seed) {
+std::unique_ptr<TokenSelector> make_baseline_selector(const ParsedSpec& parsed, size_t dim, uint64_t seed) {
   if (parsed.name == "exact" || parsed.name == "window") {
     SpecParameters(parsed.name, parsed.values, {});
-    if (parsed.name == "exact") return std::make_unique<ExactSelector>();
-    return std::make_unique<WindowSelector>();
+    if (parsed.name == "exact") return std::make_unique<ExactSelector>(dim);
+    return std::make_unique<WindowSelector>(dim);
   }
   if (parsed.name != "topk" && parsed.name != "uniform" && parsed.name != "oracle") return nullptr;
   const SpecParameters p(parsed.name, parsed.values, {"budget"});
   require(p.has("budget"), "'{}': parameter budget (fraction of the body, in (0, 1]) is required", parsed.name);
   const double budget = p.real("budget", 0.0, 1e-9, 1.0);
-  if (parsed.name == "topk") return std::make_unique<TopKSelector>(budget);
-  if (parsed.name == "uniform") return std::make_unique<UniformSelector>(budget, seed);
-  return std::make_unique<OracleSamplingSelector>(budget, seed);
+  if (parsed.name == "topk") return std::make_unique<TopKSelector>(dim, budget);
+  if (parsed.name == "uniform") return std::make_unique<UniformSelector>(dim, budget, seed);
+  return std::make_unique<OracleSamplingSelector>(dim, budget, seed);
 }
 
 }  // namespace kvsketch

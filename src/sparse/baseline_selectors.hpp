@@ -8,6 +8,6 @@
 namespace kvsketch {
 
 // nullptr when parsed.name is not a baseline.
-std::unique_ptr<TokenSelector> make_baseline_selector(const ParsedSpec& parsed, uint64_t seed);
+std::unique_ptr<TokenSelector> make_baseline_selector(const ParsedSpec& parsed, size_t dim, uint64_t seed);
 
 }  // namespace kvsketch

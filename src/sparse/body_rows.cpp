@@ -38,6 +38,11 @@ void check_side(const float* floats, const uint16_t* halves, const VectorCodec* 
 
 }  // namespace
 
+void require_indexed_body(const BodyView& body, size_t tokens, size_t dim, const char* selector) {
+  require(body.tokens == tokens && body.dim == dim, "{}: the body has {} tokens of dimension {}, the index {} of {}",
+          selector, body.tokens, body.dim, tokens, dim);
+}
+
 void check_body(const BodyView& body, const char* operation) {
   check_side(body.keys, body.half_keys, body.key_codec, body.key_codes, body, "keys", operation);
   check_side(body.values, body.half_values, body.value_codec, body.value_codes, body, "values", operation);

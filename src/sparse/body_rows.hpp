@@ -14,6 +14,9 @@ namespace kvsketch {
 // on tokens or dimension.
 void check_body(const BodyView& body, const char* operation);
 
+// Refuses a body other than the one a selector indexed: `tokens` appended rows of `dim` values.
+void require_indexed_body(const BodyView& body, size_t tokens, size_t dim, const char* selector);
+
 // out[s] = scale * <query, k_{tokens[s]}> for s < n; tokens == nullptr reads rows 0..n-1. Keys in
 // a codec are scored from the codes (the query prepared once per call).
 void body_key_scores(const float* query, const BodyView& body, const uint32_t* tokens, size_t n, float scale,

@@ -149,8 +149,7 @@ void MagicPig::append(const float* keys, const float*, size_t n) {
 }
 
 TokenSelection MagicPig::select(const float* query, const BodyView& body, uint64_t) const {
-  require(body.tokens == tokens_ && body.dim == dim_, "magicpig: the body has {} tokens of dimension {}, the index {} of {}",
-          body.tokens, body.dim, tokens_, dim_);
+  require_indexed_body(body, tokens_, dim_, "magicpig");
   TokenSelection s;
   if (tokens_ == 0) return s;
   std::vector<uint32_t> query_codes;

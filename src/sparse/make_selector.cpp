@@ -11,7 +11,7 @@ namespace kvsketch {
 std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim, uint64_t seed) {
   require(dim >= 2 && dim <= 8192, "selector: dimension must be in 2..8192, got {}", dim);
   const ParsedSpec parsed = parse_spec(spec);
-  if (auto baseline = make_baseline_selector(parsed, seed)) return baseline;
+  if (auto baseline = make_baseline_selector(parsed, dim, seed)) return baseline;
   if (parsed.name == "magicpig") {
     const SpecParameters p(parsed.name, parsed.values, {"K", "L", "hits", "center"});
     require(p.has("K") && p.has("L"), "'magicpig': parameters K (bits, 1..32) and L (tables) are required, "
