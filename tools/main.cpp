@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <new>
 
 #include "commands.hpp"
 #include "kvsketch/error.hpp"
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
     for (auto& action : actions) action();
   } catch (const kvsketch::Error& e) {
     std::cerr << "kvsketch: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kvsketch: error: out of memory: the data this command asked for (tokens, dimensions, vectors, "
+                 "layers) does not fit in this machine's memory\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "kvsketch: error: " << e.what() << "\n";
