@@ -279,6 +279,15 @@ TEST(KVCacheFile, RoundTripIsBitExactAndCorruptFilesAreRefused) {
     const std::string message = testutil::error_of([&] { KVCache::load(resealed(at, value)); });
     EXPECT_TRUE(message.find("heads claimed") != std::string::npos) << message;
   }
+  // An fp16 +Inf as head 0's first sink key (after the header, the policy text and the head's
+  // three counts), checksum resealed: refused, as append() would refuse it.
+  uint64_t policy_length = 0, first_sink = 0;
+  std::memcpy(&policy_length, bytes.data() + 56, 8);
+  const size_t sink_at = 64 + policy_length + 24;
+  std::memcpy(&first_sink, bytes.data() + sink_at, 8);
+  const uint64_t with_inf = (first_sink & ~uint64_t{0xFFFF}) | 0x7C00;
+  const std::string infinite = testutil::error_of([&] { KVCache::load(resealed(sink_at, with_inf)); });
+  EXPECT_NE(infinite.find("head 0 holds a NaN or Inf fp16 value"), std::string::npos) << infinite;
   EXPECT_THROW(KVCache::load(testing::TempDir() + "kvsketch_no_such_file.kvc"), Error);
   EXPECT_THROW(cache.save("/nonexistent-directory/cache.kvc"), Error);
 }

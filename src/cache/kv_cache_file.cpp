@@ -83,6 +83,10 @@ KVCache KVCache::load(const std::string& path) {
     in.into(h.sink_values, sinks * d, "sink values");
     in.into(h.window_keys, window * d, "window keys");
     in.into(h.window_values, window * d, "window values");
+    // append() keeps only finite values: so does a file (its checksum may hold over others).
+    for (const auto* halves : {&h.sink_keys, &h.sink_values, &h.window_keys, &h.window_values})
+      for (const uint16_t bits : *halves)
+        require((bits & 0x7C00u) != 0x7C00u, "load: {} is corrupted: head {} holds a NaN or Inf fp16 value", path, i);
     h.sink_count = sinks;
     h.window_count = window;
     for (CodeBuffer* codes : {&h.body_keys, &h.body_values}) {
