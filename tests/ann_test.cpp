@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "ann/top_k.hpp"
@@ -164,6 +165,13 @@ TEST(FlatIndex, SaveLoadIsExactAndBadFilesAreRefused) {
   corrupt[bytes.size() / 2] ^= 0x10;
   std::ofstream(temp_path("corrupt.kvi"), std::ios::binary) << corrupt;
   EXPECT_NE(testutil::error_of([&] { FlatIndex::load(temp_path("corrupt.kvi")); }).find("CRC-32 mismatch"), std::string::npos);
+  // The last row's fp16 L2 norm (the payload's last 2 bytes) made +Inf, checksum resealed.
+  uint64_t last = 0;
+  std::memcpy(&last, bytes.data() + bytes.size() - 24, 8);
+  const uint64_t with_inf = (last & ~(uint64_t{0xFFFF} << 48)) | (uint64_t{0x7C00} << 48);
+  std::ofstream(temp_path("infinite.kvi"), std::ios::binary) << testutil::resealed(bytes, bytes.size() - 24, with_inf);
+  EXPECT_NE(testutil::error_of([&] { FlatIndex::load(temp_path("infinite.kvi")); }).find("NaN or Inf"),
+            std::string::npos);
   std::ofstream(temp_path("short.kvi"), std::ios::binary) << bytes.substr(0, bytes.size() - 100);
   const std::string short_error = testutil::error_of([&] { FlatIndex::load(temp_path("short.kvi")); });
   EXPECT_NE(short_error.find("truncated"), std::string::npos) << short_error;

@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <cmath>
 #include <cstring>
@@ -261,15 +260,7 @@ TEST(KVCacheFile, RoundTripIsBitExactAndCorruptFilesAreRefused) {
   // Headers whose checksum holds but whose counts the file cannot back: refused before anything of
   // their size is allocated (4096 x 4096 heads took 24 GB before the check).
   const auto resealed = [&](size_t at, uint64_t value) {
-    std::string payload = bytes.substr(0, bytes.size() - 16);
-    std::memcpy(payload.data() + at, &value, sizeof(value));
-    const uint32_t crc = static_cast<uint32_t>(
-        crc32(0, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size())));
-    const uint64_t length = payload.size();
-    const uint32_t reserved = 0;
-    for (const auto& [field, size] : {std::pair<const void*, size_t>{&length, 8}, {&crc, 4}, {&reserved, 4}})
-      payload.append(static_cast<const char*>(field), size);
-    return write("kvsketch_resealed.kvc", payload);
+    return write("kvsketch_resealed.kvc", testutil::resealed(bytes, at, value));
   };
   const size_t layers_at = 24, kv_heads_at = 32;
   EXPECT_EQ(KVCache::load(resealed(layers_at, 2)).bytes(), loaded.bytes());  // its own layer count: loads

@@ -1,9 +1,11 @@
-// Helpers shared by the tests: seeded data, error messages.
+// Helpers shared by the tests: seeded data, error messages, resealed files.
 #pragma once
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
+#include <zlib.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,6 +30,22 @@ inline std::string error_of(const std::function<void()>& call) {
     return e.what();
   }
   return "accepted";
+}
+
+// A cache or index file (checked_file.hpp: payload, then u64 payload bytes, u32 CRC-32, u32 0)
+// with `value` written over the 8 payload bytes at `at` and the trailer made to match: an edit
+// the checksum does not catch, for the loaders' own checks.
+inline std::string resealed(const std::string& file, size_t at, uint64_t value) {
+  std::string payload = file.substr(0, file.size() - 16);
+  std::memcpy(payload.data() + at, &value, sizeof(value));
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size())));
+  const uint64_t length = payload.size();
+  const uint32_t reserved = 0;
+  payload.append(reinterpret_cast<const char*>(&length), 8);
+  payload.append(reinterpret_cast<const char*>(&crc), 4);
+  payload.append(reinterpret_cast<const char*>(&reserved), 4);
+  return payload;
 }
 
 // Runs `check` once per SIMD target compiled in and supported by this CPU.

@@ -113,6 +113,12 @@ FlatIndex FlatIndex::load(const std::string& path) {
   if (options.rerank_store == RerankStore::kFp16) in.into(index.copy16_, rows * dim, "fp16 copies");
   if (options.rerank_store == RerankStore::kFp32) in.into(index.copy32_, rows * dim, "fp32 copies");
   require(in.remaining() == 0, "load: {} has {} unexpected bytes after the stored vectors", path, in.remaining());
+  // add() stores only finite norms and copies: so does a file (its checksum may hold over others).
+  for (const auto* halves : {&index.norms_, &index.copy16_})
+    for (const uint16_t bits : *halves)
+      require((bits & 0x7C00u) != 0x7C00u, "load: {} is corrupted: a stored norm or copy is NaN or Inf", path);
+  for (const float value : index.copy32_)
+    require(std::isfinite(value), "load: {} is corrupted: a stored copy is NaN or Inf", path);
   for (size_t i = 0; i < rows; ++i) {
     require(index.ids_[i] >= 0 && index.position_.emplace(index.ids_[i], i).second,
             "load: {} is inconsistent: row {} has id {}, negative or repeated", path, i, index.ids_[i]);
