@@ -31,6 +31,9 @@ inline uint16_t float_to_half(float value) {
   return static_cast<uint16_t>(half);
 }
 
+// False for NaN and +-Inf (an exponent of all ones).
+inline bool half_is_finite(uint16_t half) { return (half & 0x7C00u) != 0x7C00u; }
+
 inline float half_to_float(uint16_t half) {
   const uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
   uint32_t exponent = (half >> 10) & 0x1Fu;

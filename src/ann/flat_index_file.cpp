@@ -14,6 +14,7 @@
 #include "ann/fast_scan_store.hpp"
 #include "io/checked_file.hpp"
 #include "kvsketch/ann.hpp"
+#include "kvsketch/half.hpp"
 
 namespace kvsketch {
 namespace {
@@ -116,7 +117,7 @@ FlatIndex FlatIndex::load(const std::string& path) {
   // add() stores only finite norms and copies: so does a file (its checksum may hold over others).
   for (const auto* halves : {&index.norms_, &index.copy16_})
     for (const uint16_t bits : *halves)
-      require((bits & 0x7C00u) != 0x7C00u, "load: {} is corrupted: a stored norm or copy is NaN or Inf", path);
+      require(half_is_finite(bits), "load: {} is corrupted: a stored norm or copy is NaN or Inf", path);
   for (const float value : index.copy32_)
     require(std::isfinite(value), "load: {} is corrupted: a stored copy is NaN or Inf", path);
   for (size_t i = 0; i < rows; ++i) {

@@ -11,6 +11,7 @@
 
 #include "io/checked_file.hpp"
 #include "kvsketch/error.hpp"
+#include "kvsketch/half.hpp"
 #include "kvsketch/kv_cache.hpp"
 
 namespace kvsketch {
@@ -86,7 +87,7 @@ KVCache KVCache::load(const std::string& path) {
     // append() keeps only finite values: so does a file (its checksum may hold over others).
     for (const auto* halves : {&h.sink_keys, &h.sink_values, &h.window_keys, &h.window_values})
       for (const uint16_t bits : *halves)
-        require((bits & 0x7C00u) != 0x7C00u, "load: {} is corrupted: head {} holds a NaN or Inf fp16 value", path, i);
+        require(half_is_finite(bits), "load: {} is corrupted: head {} holds a NaN or Inf fp16 value", path, i);
     h.sink_count = sinks;
     h.window_count = window;
     for (CodeBuffer* codes : {&h.body_keys, &h.body_values}) {
