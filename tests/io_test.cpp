@@ -178,6 +178,18 @@ TEST(Io, RefusesShapesWhoseSizeOverflows) {
   const uint64_t length = header.size();
   write(temp_path("huge.safetensors"), std::string(reinterpret_cast<const char*>(&length), 8) + header);
   EXPECT_NE(message(temp_path("huge.safetensors")).find("is too large"), std::string::npos);
+
+  // HDF5: a chunked 2^32 x 2^32 dataset with no chunk written (a file of a few KB).
+  const std::string path = temp_path("huge.hdf5");
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[2] = {hsize_t{1} << 32, hsize_t{1} << 32}, chunk[2] = {1, 1};
+  const hid_t space = H5Screate_simple(2, dims, nullptr), layout = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(layout, 2, chunk);
+  H5Dclose(H5Dcreate2(file, "train", H5T_IEEE_F32LE, space, H5P_DEFAULT, layout, H5P_DEFAULT));
+  H5Pclose(layout);
+  H5Sclose(space);
+  H5Fclose(file);
+  EXPECT_NE(message(path + ":train").find("is too large"), std::string::npos) << message(path + ":train");
 }
 
 TEST(Io, ReadsAnnBenchmarksHdf5) {
