@@ -94,6 +94,12 @@ TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
       EXPECT_TRUE(row.contains(key)) << key;
   EXPECT_EQ(rows[0]["bits_per_value"].get<double>(), 16.0);
   EXPECT_LT(rows[1]["bits_per_value"].get<double>(), 8.0);  // 600 tokens: the fp16 window weighs
+  EXPECT_GT(rows[1]["speedup_vs_fp16"].get<double>(), 0.0);
+  // Without fp16 in the run there is no speed-up to report: null, not 0.
+  std::tie(status, output) =
+      run("attention --synthetic flat --tokens 600 --num-queries 4 --policies 'tq_mse:b=3' --json");
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_TRUE(nlohmann::json::parse(output)[0]["speedup_vs_fp16"].is_null()) << output;
   std::tie(status, output) = run("attention --synthetic sharp --tokens 600");
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("unknown regime 'sharp'"), std::string::npos) << output;

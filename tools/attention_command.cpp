@@ -12,6 +12,7 @@
 #include "kvsketch/io.hpp"
 #include "kvsketch/synthetic_cache.hpp"
 #include "attention_cases.hpp"
+#include "json_values.hpp"
 #include "list_options.hpp"
 
 namespace kvsketch::tools {
@@ -45,7 +46,7 @@ void run(const Arguments& args) {
                         {"bits_per_value", r.bits_per_value}, {"bytes", r.bytes}, {"rel_error", r.rel_error},
                         {"kl", r.kl}, {"top8_overlap", r.top8_overlap}, {"score_bias", r.score_bias},
                         {"score_bias_stderr", r.score_bias_stderr}, {"ns_per_query", r.ns_per_query},
-                        {"speedup_vs_fp16", speedup}});
+                        {"speedup_vs_fp16", measured_ratio(speedup)}});
         continue;
       }
       std::cout << fmt::format("{:<28} {:<12} {:>6.2f} {:>10} {:>9.5f} {:>9.2e} {:>6.3f} {:>9.4f} ± {:<6.4f} {:>9.1f} {:>8}\n",

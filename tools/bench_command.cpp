@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "json_values.hpp"
 #include "kvsketch/attention_bench.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/sparse_bench.hpp"
@@ -52,7 +53,7 @@ void run_attention(const BenchArguments& args) {
       out.push_back({{"policy", r.policy}, {"tokens", r.tokens}, {"threads", r.threads},
                      {"bits_per_value", r.bits_per_value}, {"bytes", r.bytes}, {"layers", r.layers},
                      {"query_heads", args.heads}, {"head_dim", args.dim}, {"ns_per_query", r.ns_per_query},
-                     {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", r.speedup_vs_fp16},
+                     {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", measured_ratio(r.speedup_vs_fp16)},
                      {"memory_gbytes_per_s", r.memory_gbytes_per_s}, {"bandwidth_fraction", r.bandwidth_fraction},
                      {"target", simd::active_target()}, {"amx", amx}});
     std::cout << out.dump(2) << "\n";

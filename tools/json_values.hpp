@@ -1,0 +1,10 @@
+// Values the commands' JSON rows share.
+#pragma once
+#include <nlohmann/json.hpp>
+
+namespace kvsketch::tools {
+
+// A speed-up for JSON: null where none was measured (0: fp16 was not among the policies run).
+inline nlohmann::json measured_ratio(double ratio) { return ratio > 0.0 ? nlohmann::json(ratio) : nlohmann::json(); }
+
+}  // namespace kvsketch::tools
