@@ -85,7 +85,7 @@ Matrix read_safetensors(const std::string& path, const std::string& name) {
             chosen, offsets[1] - offsets[0], count * size);
     const size_t start = 8 + header_length + offsets[0];
     require(offsets[1] <= bytes.size() - 8 - header_length, "'{}': truncated data of tensor '{}'", path, chosen);
-    m.values.resize(m.rows * m.cols);
+    m.values.resize(count);
     for (size_t i = 0; i < m.values.size(); ++i) m.values[i] = element(dtype, bytes.data() + start + i * size);
     return m;
   } catch (const nlohmann::json::exception& e) {
