@@ -38,6 +38,10 @@ HWY_INLINE void TableBytes(const ByteTable& table, int offset, uint8_t* out) {
   for (int l = 0; l < 16; ++l) out[l] = out[16 + l] = static_cast<uint8_t>(table.levels[l] + offset);
 }
 
+// Chunks of 32 indices that reach below dim: the 256-bit kernels skip the rest (AVX3's rows are
+// padded to 64, so a split's 32-channel part would otherwise take twice the work).
+HWY_INLINE size_t LiveChunks(size_t dim) { return (dim + 31) / 32; }
+
 // Per 128-bit block b: the sums of heads 0..3 of the row whose partial sums block b of acc[h] holds
 // (BlockHeadSums on 256 bits).
 HWY_INLINE __m256i HeadSums(const __m256i* acc) {
@@ -56,7 +60,7 @@ class RowPairScorer {
   RowPairScorer(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
                 const ScoreQueries& queries, size_t heads, const RowFactor* factors)
       : rows_(rows), n_(n), shuffle_(unpacker.shuffle()), queries_(queries), heads_(heads), factors_(factors),
-        chunks_((rows.dim + 31) / 32), blocks_(PaddedDim(rows.dim) / 16), vnni_(ShuffleVnniUsable()) {
+        chunks_(LiveChunks(rows.dim)), blocks_(PaddedDim(rows.dim) / 16), vnni_(ShuffleVnniUsable()) {
     TableBytes(table, kScoreTableOffset, table_);
   }
 
@@ -141,8 +145,7 @@ class RowPairScorer {
   const ScoreQueries& queries_;
   size_t heads_;
   const RowFactor* factors_;
-  // Chunks of 32 indices that reach below dim (AVX3's rows are padded to 64: a split's 32-channel
-  // part would take twice the work), and blocks of 16 in the padded row.
+  // LiveChunks of the rows, and blocks of 16 in the padded row.
   size_t chunks_, blocks_;
   bool vnni_;
   uint8_t table_[32];  // the table plus its offset in both 128-bit blocks
@@ -181,8 +184,7 @@ class QuadByteAccumulator {
   // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
   // for row start + i, added to head h's lanes at lanes.Head(h).
   void Block(const float* weights, size_t weight_stride, size_t start, LaneAccumulators& lanes) {
-    // Chunks of 32 coordinates that reach below dim (see RowPairScorer::chunks_).
-    const size_t count = std::min(kIntBlockRows, n_ - start), live = (rows_.dim + 31) / 32 * 32;
+    const size_t count = std::min(kIntBlockRows, n_ - start), live = LiveChunks(rows_.dim) * 32;
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows_, factors_, start, count, row_factor);
     bool any_negative = false;
