@@ -1,11 +1,14 @@
 // Every dispatched kernel against its scalar reference, on every instruction set compiled in and
 // supported here. Encode-path kernels must agree bit for bit (same codes on every machine).
+#include <bit>
 #include <cmath>
+#include <random>
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/codebook.hpp"
+#include "kvsketch/half.hpp"
 #include "simd/affine_kernels.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/fast_scan_kernels.hpp"
@@ -335,6 +338,44 @@ TEST(Simd, MaxValueFindsTheLargestAnywhereOnEveryTarget) {
         ASSERT_EQ(simd::max_value(y.data(), n), y[at]) << "n " << n << " largest at " << at;
       }
     }
+  });
+}
+
+// The fp16 rows of the cache (sinks and window) convert as float_to_half does, rounding to nearest
+// even, on every target: F16C where the target has it, the scalar conversion where Highway would
+// emulate it (by truncating). Half to float is exact everywhere for finite halves.
+TEST(Simd, HalfRowsConvertAsTheScalarConversionOnEveryTarget) {
+  std::vector<float> values;
+  std::mt19937 rng(11);
+  for (uint32_t exponent = 100; exponent < 143; ++exponent)  // 2^-27 (flushed to zero) up to 2^15
+    for (int k = 0; k < 200; ++k) {
+      const uint32_t bits = (rng() & 0x80000000u) | (exponent << 23) | (rng() & 0x7FFFFFu);
+      values.push_back(std::bit_cast<float>(bits));
+    }
+  for (uint32_t exponent = 103; exponent < 143; ++exponent)  // ties: exactly half a half's last place
+    for (uint32_t mantissa = 0; mantissa < 8; ++mantissa) {
+      const float tie = std::bit_cast<float>((exponent << 23) | (mantissa << 13) | 0x1000u);
+      values.push_back(tie);
+      values.push_back(-tie);
+    }
+  for (float v : {0.0f, -0.0f, 65504.0f, -65504.0f, 65519.0f, 65520.0f, 6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f})
+    values.push_back(v);
+  std::vector<uint16_t> expected(values.size());
+  for (size_t i = 0; i < values.size(); ++i) expected[i] = float_to_half(values[i]);
+  std::vector<uint16_t> finite_halves;
+  for (uint32_t h = 0; h < 65536; ++h)
+    if (half_is_finite(static_cast<uint16_t>(h))) finite_halves.push_back(static_cast<uint16_t>(h));
+  for_each_target([&] {
+    std::vector<uint16_t> halves(values.size());
+    simd::float_to_half_row(values.data(), values.size(), halves.data());
+    size_t differ = 0;
+    for (size_t i = 0; i < values.size(); ++i) differ += halves[i] != expected[i];
+    EXPECT_EQ(differ, 0u) << "of " << values.size();
+    std::vector<float> floats(finite_halves.size());
+    simd::half_to_float_row(finite_halves.data(), finite_halves.size(), floats.data());
+    for (size_t i = 0; i < finite_halves.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(floats[i]), std::bit_cast<uint32_t>(half_to_float(finite_halves[i])))
+          << std::hex << finite_halves[i];
   });
 }
 
