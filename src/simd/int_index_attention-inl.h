@@ -7,7 +7,7 @@
 // three round trips through L2 and a setup per kernel. Here each block's logits stay in L1 and
 // its softmax is online (the running maximum rescales the sums when it grows): for tq_mse:b=3,
 // 216-221 -> 210-213 us for a cache-resident 16k-token step on the Emerald Rapids VM, 257-262 ->
-// 243-247 us from memory; 4-12% for the other TurboQuant policies (docs/RESULTS.md).
+// 243-247 us from memory; 4-12% for the other TurboQuant policies (docs/history/decode-speed.md).
 
 // The target's block kernels, the tables they take and where their accumulator lanes go.
 #if HWY_TARGET == HWY_AVX3_DL

@@ -54,7 +54,7 @@ HWY_INLINE __m256i HeadSums(const __m256i* acc) {
 // unpacked and looked up, its 128-bit halves paired into the grouped layout (block k of both rows in
 // one vector) and multiplied against the four heads' query bytes. GroupedScorer stored the unpacked
 // block and read it back (with the one-multiply shift, AVX2's tq_mse:b=3 16k-token step went from
-// 632 to 573 us on the Emerald Rapids VM; docs/RESULTS.md).
+// 632 to 573 us on the Emerald Rapids VM; docs/history/decode-speed.md).
 class RowPairScorer {
  public:
   RowPairScorer(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,

@@ -10,7 +10,7 @@
 // vector costs three shuffles: the gather, the vpmultishiftqb that pulls each field down, and the
 // table's vpermb. On Zen 4, where shuffles and multiplies share a pipe, the scores went from
 // 120-122 to 94-98 us for 16,384 cache-resident rows (kvsketch_bench_codecs
-// --benchmark_filter='int_index/scores.*16384', alternated; docs/RESULTS.md). With 16-bit weights
+// --benchmark_filter='int_index/scores.*16384', alternated; docs/history/decode-speed.md). With 16-bit weights
 // (as hi/lo bytes) the weighted sum gained nothing from these lookups (9 multiplies a row quad
 // against vpdpwssd's 8); with byte weights it takes 4.
 
@@ -112,7 +112,7 @@ class QuadLookup {
 // the same four rows plus 128 (unsigned bytes), so that one vpdpbusd takes 64 products where
 // vpdpwssd on words took 32. sum(w v) = sum(w (v + 128)) - 128 sum(w), exactly the reference's
 // sums. Zen 4, 16,384 cache-resident rows, 4 heads, d = 128, b = 3 (kvsketch_bench_codecs
-// --benchmark_filter='int_index/weighted'): see docs/RESULTS.md. Vectors [kFirst, kFirst +
+// --benchmark_filter='int_index/weighted'): see docs/history/decode-speed.md. Vectors [kFirst, kFirst +
 // kVectors) of the chunk: sums[h][m] for those m.
 template <int kHeads, int kVectors, int kFirst = 0>
 HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
