@@ -86,8 +86,11 @@ struct Case {
 TEST(RowKernels, ScoresAndWeightedSumsMatchTheReferenceOnEveryTarget) {
   const std::vector<Case> cases = {{simd::RowFormat::kFloat, 0}, {simd::RowFormat::kHalf, 0},
                                    {simd::RowFormat::kInt8, 0},  {simd::RowFormat::kSign, 0},
-                                   {simd::RowFormat::kIndex, 2}, {simd::RowFormat::kIndex, 3},
-                                   {simd::RowFormat::kIndex, 4}};
+                                   {simd::RowFormat::kIndex, 1}, {simd::RowFormat::kIndex, 2},
+                                   {simd::RowFormat::kIndex, 3}, {simd::RowFormat::kIndex, 4},
+                                   // 5-8: tables past two vectors, looked up by gathers
+                                   {simd::RowFormat::kIndex, 5}, {simd::RowFormat::kIndex, 6},
+                                   {simd::RowFormat::kIndex, 7}, {simd::RowFormat::kIndex, 8}};
   testutil::for_each_target([&] {
     for (const Case& c : cases)
       for (size_t dim : {8, 20, 80, 128})

@@ -52,7 +52,7 @@ TEST(Simd, FwhtBitExact) {
 
 TEST(Simd, ElementwiseAndReductionsBitExact) {
   for_each_target([] {
-    for (size_t n : {1, 5, 16, 17, 100, 128, 1536}) {
+    for (size_t n : {1, 5, 16, 17, 63, 65, 100, 128, 784, 1000, 1536}) {
       auto x = testutil::gaussian_matrix(1, n, 1);
       auto f = testutil::gaussian_matrix(1, n, 2);
       auto a = x, b = x;

@@ -235,36 +235,49 @@ void PcaTurboQuant::set_calibration(const std::vector<uint8_t>& state) {
   use_basis(std::move(basis), std::move(eigenvalues));
 }
 
-void PcaTurboQuant::project(const float* x, float* y) const {
-  const size_t d = dim();
-  for (size_t k = 0; k < coded_components_; ++k) y[k] = simd::fixed_order_dot(basis_.data() + k * d, x, d);
+// Basis rows outside, rows inside: each basis row is read from memory once for all the rows (at
+// d = 784 the basis is 2.4 MB, past L2, and was read again for every row: 80% of the build).
+void PcaTurboQuant::project(const float* x, size_t count, float* y) const {
+  const size_t d = dim(), coded = coded_components_;
+  for (size_t k = 0; k < coded; ++k)
+    for (size_t r = 0; r < count; ++r) y[r * coded + k] = simd::fixed_order_dot(basis_.data() + k * d, x + r * d, d);
 }
+
+// Rows projected at a time by encode: their floats stay in L2 while the basis streams past.
+constexpr size_t kProjectedRows = 16;
 
 float PcaTurboQuant::factor_of(const uint8_t* code) const { return load_norm(options_.norm, code + factor_offset_); }
 
 void PcaTurboQuant::encode_rows_given(const float* x, const float* squared_norms, size_t n, uint8_t* codes,
                                       size_t first_row) const {
   if (basis_.empty()) return plain_->encode_rows_given(x, squared_norms, n, codes, first_row);
-  const size_t d = dim(), bytes = code_bytes();
-  std::vector<float> y(coded_components_), unit(d);
+  const size_t d = dim(), bytes = code_bytes(), coded = coded_components_;
+  std::vector<float> projected(kProjectedRows * coded), norms(kProjectedRows), unit(d);
   std::vector<uint8_t> scratch(d);
-  for (size_t i = 0; i < n; ++i) {
-    const float* row = x + i * d;
-    uint8_t* code = codes + i * bytes;
-    std::memset(code, 0, bytes);
-    const float norm = finite_norm(row, first_row + i, squared_norms ? squared_norms + i : nullptr);
-    if (norm == 0.0f) continue;
-    project(row, y.data());
-    simd::scale(y.data(), 1.0f / norm, coded_components_);
-    // <y, y~> summed over the groups: w_g^2 <u_g, u_g~> each.
-    float inner = 0.0f;
-    for (const Group& group : groups_) {
-      group.rotation->apply(y.data() + group.first, unit.data());
-      simd::scale(unit.data(), 1.0f / group.weight, group.size);
-      inner += group.weight * group.weight * group.stage->encode_codeword_product(unit.data(), code + group.offset, scratch.data());
+  for (size_t start = 0; start < n; start += kProjectedRows) {
+    const size_t count = std::min(kProjectedRows, n - start);
+    for (size_t r = 0; r < count; ++r)
+      norms[r] = finite_norm(x + (start + r) * d, first_row + start + r,
+                             squared_norms ? squared_norms + start + r : nullptr);
+    project(x + start * d, count, projected.data());
+    for (size_t r = 0; r < count; ++r) {
+      uint8_t* code = codes + (start + r) * bytes;
+      std::memset(code, 0, bytes);
+      const float norm = norms[r];
+      if (norm == 0.0f) continue;
+      float* y = projected.data() + r * coded;
+      simd::scale(y, 1.0f / norm, coded);
+      // <y, y~> summed over the groups: w_g^2 <u_g, u_g~> each.
+      float inner = 0.0f;
+      for (const Group& group : groups_) {
+        group.rotation->apply(y + group.first, unit.data());
+        simd::scale(unit.data(), 1.0f / group.weight, group.size);
+        inner += group.weight * group.weight *
+                 group.stage->encode_codeword_product(unit.data(), code + group.offset, scratch.data());
+      }
+      // A row with (almost) nothing in the coded components scores 0 rather than a huge factor.
+      store_norm(options_.norm, inner > 1e-4f ? norm / inner : 0.0f, code + factor_offset_);
     }
-    // A row with (almost) nothing in the coded components scores 0 rather than a huge factor.
-    store_norm(options_.norm, inner > 1e-4f ? norm / inner : 0.0f, code + factor_offset_);
   }
 }
 
@@ -275,7 +288,7 @@ std::unique_ptr<PreparedQuery> PcaTurboQuant::prepare_query(const float* q) cons
     return prepared;
   }
   std::vector<float> y(coded_components_);
-  project(q, y.data());
+  project(q, 1, y.data());
   prepared->rotated.assign(dim(), 0.0f);
   for (const Group& group : groups_) {
     float* rotated = prepared->rotated.data() + group.first;

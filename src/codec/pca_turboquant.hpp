@@ -88,8 +88,9 @@ class PcaTurboQuant final : public VectorCodec {
   // are dropped) and builds the groups; an empty
   // basis returns to the plain codec.
   void use_basis(std::vector<float> basis, std::vector<float> eigenvalues);
-  // y = P x (the coded components only; the rest are not needed).
-  void project(const float* x, float* y) const;
+  // y = P x (the coded components only; the rest are not needed), for `count` rows x (d apart) and
+  // y (coded components apart).
+  void project(const float* x, size_t count, float* y) const;
   float factor_of(const uint8_t* code) const;
   simd::RowSource group_rows(const Group& group, const uint8_t* codes) const;
 

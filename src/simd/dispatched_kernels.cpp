@@ -182,16 +182,23 @@ HWY_INLINE float FixedOrderTerms(const float* x, const float* y, size_t n) {
       if constexpr (kProducts) return hn::Mul(hn::LoadU(d, x + at), hn::LoadU(d, y + at));
       else return hn::LoadU(d, x + at);
     };
-    HWY_ALIGN float partial[kPartials];
     hn::Vec<decltype(d)> acc[kVectors];
     for (size_t k = 0; k < kVectors; ++k) acc[k] = hn::Zero(d);
     size_t i = 0;
     for (; i + kPartials <= n; i += kPartials)
       for (size_t k = 0; k < kVectors; ++k) acc[k] = hn::Add(acc[k], term(i + k * kLanes));
-    if (i == n) return ReduceAccumulators(d, acc);
-    for (size_t k = 0; k < kVectors; ++k) hn::Store(acc[k], d, partial + k * kLanes);
-    for (; i < n; ++i) partial[i % kPartials] += kProducts ? x[i] * y[i] : x[i];
-    return reference::reduce_partials(partial);
+    if (i < n) {
+      // The last n - i terms go to partials 0, 1, ...: from zero-padded copies, so that the other
+      // partials gain +0, which leaves them as they are (a partial starts at +0 and is never -0).
+      HWY_ALIGN float tail_x[kPartials] = {}, tail_y[kPartials] = {};
+      std::copy(x + i, x + n, tail_x);
+      if constexpr (kProducts) std::copy(y + i, y + n, tail_y);
+      for (size_t k = 0; k < kVectors && k * kLanes < n - i; ++k) {
+        const auto v = hn::Load(d, tail_x + k * kLanes);
+        acc[k] = hn::Add(acc[k], kProducts ? hn::Mul(v, hn::Load(d, tail_y + k * kLanes)) : v);
+      }
+    }
+    return ReduceAccumulators(d, acc);
   }
 }
 

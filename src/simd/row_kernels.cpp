@@ -70,9 +70,11 @@ struct SignRows {
 };
 
 #if HWY_TARGET != HWY_SCALAR
-// b-bit indices into a table of up to 2 * lanes floats. A vector's indices lie in the 16 bytes
+// b-bit indices (b <= 8) into a table of 2^b floats. A vector's indices lie in the 16 bytes
 // loaded for it (repeated in every 128-bit block, as byte shuffles stay in blocks); each lane
-// picks the bytes holding its index, shifts and masks, then looks the float up in registers.
+// picks the bytes holding its index, shifts and masks, then looks the float up: in registers for
+// tables of up to 2 * lanes floats, by a gather beyond (the wide widths of tq_pca's leading
+// components, which took the scalar unpacking before).
 template <int kBits>
 class IndexRows {
  public:
@@ -89,10 +91,12 @@ class IndexRows {
     }
     pick_ = hn::Load(du8, picks);
     shift_ = hn::Load(du, shifts);
-    HWY_ALIGN float padded[2 * HWY_MAX_BYTES / sizeof(float)] = {};
-    std::memcpy(padded, src.table, (size_t{1} << kBits) * sizeof(float));
-    low_ = hn::Load(df, padded);
-    high_ = hn::Load(df, padded + lanes);
+    if (!Gathers()) {
+      HWY_ALIGN float padded[2 * HWY_MAX_BYTES / sizeof(float)] = {};
+      std::memcpy(padded, src.table, (size_t{1} << kBits) * sizeof(float));
+      low_ = hn::Load(df, padded);
+      high_ = hn::Load(df, padded + lanes);
+    }
     step_bytes_ = lanes * kBits / 8;
     row_bytes_ = packed_bytes(src.dim, kBits);
     // The last 16-byte load of a row may run past its indices; where it would run past the row,
@@ -108,8 +112,7 @@ class IndexRows {
   // must end within the next row's: rows shorter than that (a few coordinates) take ScalarIndexRows.
   static bool Usable(const RowSource& src) {
     const size_t lanes = hn::Lanes(DF());
-    if (!(lanes >= 4 && lanes <= 16 && (lanes * kBits) % 8 == 0 && (size_t{1} << kBits) <= 2 * lanes &&
-          packed_bytes(src.dim, kBits) <= sizeof(padded_row_) - 16))
+    if (!(lanes >= 4 && lanes <= 16 && (lanes * kBits) % 8 == 0 && packed_bytes(src.dim, kBits) <= sizeof(padded_row_) - 16))
       return false;
     const size_t steps = src.dim / lanes, readable = src.readable ? src.readable : src.stride;
     return steps == 0 || (steps - 1) * (lanes * kBits / 8) + 16 <= readable + src.stride;
@@ -125,6 +128,7 @@ class IndexRows {
     const auto bytes = hn::LoadDup128(du8, row + j / lanes * step_bytes_);
     const auto words = hn::BitCast(du, hn::TableLookupBytes(bytes, pick_));
     const auto index = hn::BitCast(di, hn::And(hn::Shr(words, shift_), hn::Set(du, (1u << kBits) - 1u)));
+    if (Gathers()) return hn::GatherIndex(df, src_.table, index);
     const auto wrapped = hn::IndicesFromVec(df, hn::And(index, hn::Set(di, static_cast<int32_t>(lanes - 1))));
     const auto in_low = hn::TableLookupLanes(low_, wrapped);
     if ((size_t{1} << kBits) <= lanes) return in_low;
@@ -139,6 +143,7 @@ class IndexRows {
   }
 
  private:
+  static bool Gathers() { return (size_t{1} << kBits) > 2 * hn::Lanes(DF()); }
   const RowSource& src_;
   hn::Vec<hn::Repartition<uint8_t, hn::RebindToUnsigned<DF>>> pick_;
   hn::Vec<hn::RebindToUnsigned<DF>> shift_;
@@ -434,6 +439,10 @@ void WithRows(const RowSource& src, size_t n, const Run& run) {
         case 2: if (IndexRows<2>::Usable(src)) return run(IndexRows<2>(src, n)); break;
         case 3: if (IndexRows<3>::Usable(src)) return run(IndexRows<3>(src, n)); break;
         case 4: if (IndexRows<4>::Usable(src)) return run(IndexRows<4>(src, n)); break;
+        case 5: if (IndexRows<5>::Usable(src)) return run(IndexRows<5>(src, n)); break;
+        case 6: if (IndexRows<6>::Usable(src)) return run(IndexRows<6>(src, n)); break;
+        case 7: if (IndexRows<7>::Usable(src)) return run(IndexRows<7>(src, n)); break;
+        case 8: if (IndexRows<8>::Usable(src)) return run(IndexRows<8>(src, n)); break;
         default: break;
       }
 #else
