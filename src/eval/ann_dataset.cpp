@@ -46,10 +46,16 @@ AnnDataset split_tail(std::string name, const Matrix& all, size_t queries, Metri
 
 AnnDataset gaussian(const std::string& spec, size_t queries) {
   const ParsedSpec parsed = parse_spec(spec);
-  const SpecParameters p(parsed.name, parsed.values, {"d", "n", "seed"});
+  const SpecParameters p(parsed.name, parsed.values, {"d", "n", "seed", "decay"});
   const size_t d = static_cast<size_t>(p.integer("d", 1536, 2, 65536));
   const size_t n = static_cast<size_t>(p.integer("n", 100000, 1, 100000000));
   const uint64_t seed = static_cast<uint64_t>(p.integer("seed", 1, 0, INT64_MAX));
+  // decay=H scales coordinate j by 1 / (1 + j / H) before the normalization: variance falling over
+  // the coordinates like the spectrum of real embeddings and images (0, the default: isotropic).
+  const double decay = p.real("decay", 0.0, 0.0, 1e9);
+  std::vector<float> spread(d, 1.0f);
+  if (decay > 0.0)
+    for (size_t j = 0; j < d; ++j) spread[j] = static_cast<float>(1.0 / (1.0 + static_cast<double>(j) / decay));
   if (queries == 0) queries = 1000;
   Matrix all;
   all.rows = n + queries;
@@ -62,14 +68,15 @@ AnnDataset gaussian(const std::string& spec, size_t queries) {
     float* row = all.values.data() + static_cast<size_t>(r) * d;
     double square = 0.0;
     for (size_t j = 0; j < d; ++j) {
-      row[j] = static_cast<float>(rng.gaussian());
+      row[j] = static_cast<float>(rng.gaussian()) * spread[j];
       square += static_cast<double>(row[j]) * row[j];
     }
     const float scale = static_cast<float>(1.0 / std::sqrt(square));
     for (size_t j = 0; j < d; ++j) row[j] *= scale;
   }
-  return {fmt::format("gaussian:d={},n={},seed={}", d, n, seed), first_rows(all, n), last_rows(all, queries),
-          Metric::kInnerProduct};
+  std::string name = fmt::format("gaussian:d={},n={},seed={}", d, n, seed);
+  if (decay > 0.0) name += fmt::format(",decay={}", decay);
+  return {std::move(name), first_rows(all, n), last_rows(all, queries), Metric::kInnerProduct};
 }
 
 }  // namespace
