@@ -30,7 +30,8 @@ class ScalarCodeStage {
   // accumulator[j] += weight * centroid of index j.
   void decode_add(const uint8_t* packed, float weight, float* accumulator) const;
 
-  // Tables for scoring a rotated query; then scores(...)[i] = <query, centroids of code i>.
+  // Tables for scoring a rotated query (byte tables for b = 1, 2, 4, 8; the query itself for the
+  // other widths); then scores(...)[i] = <query, centroids of code i>.
   void build_tables(const float* rotated_query, std::vector<float>& tables) const;
   void scores(const float* tables, const uint8_t* codes, size_t stride, size_t n, float* out) const;
 

@@ -194,6 +194,15 @@ HWY_INLINE auto SumFour(VF a0, VF a1, VF a2, VF a3) {
   return FoldBlocks(df, hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, a, b)),
                                 hn::BitCast(df, hn::InterleaveUpper(d64, a, b))));
 }
+
+// One accumulator's sum in SumFour's order: a row scored alone (the last rows of a call) gets the
+// bits it gets among four, so a row's score does not depend on where a range of rows starts.
+HWY_INLINE float LaneSum(VF acc) {
+  const auto zero = hn::Zero(DF());
+  return hn::GetLane(SumFour(acc, zero, zero, zero));
+}
+#else
+HWY_INLINE float LaneSum(VF acc) { return hn::GetLane(acc); }
 #endif
 
 // The tail of one row's dot product with a query: the columns past the last whole vector.
@@ -240,7 +249,7 @@ HWY_INLINE void ScoreRow(const Rows& rows, size_t i, size_t full, size_t d, cons
     for (int h = 0; h < kHeads; ++h) acc[h] = hn::MulAdd(hn::LoadU(df, queries + h * d + j), v, acc[h]);
   }
   for (int h = 0; h < kHeads; ++h)
-    out[h * out_stride + i] = (hn::GetLane(hn::SumOfLanes(df, acc[h])) + TailDot(rows, r, full, d, queries + h * d)) * scale;
+    out[h * out_stride + i] = (LaneSum(acc[h]) + TailDot(rows, r, full, d, queries + h * d)) * scale;
 }
 
 #if HWY_TARGET != HWY_SCALAR

@@ -84,17 +84,4 @@ void build_sign_byte_tables(const float* u, size_t m, float* tables) {
   }
 }
 
-float index_table_sum(const float* tables, size_t table_size, const uint8_t* indices, size_t count) {
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  size_t j = 0;
-  for (; j + 4 <= count; j += 4) {
-    s0 += tables[j * table_size + indices[j]];
-    s1 += tables[(j + 1) * table_size + indices[j + 1]];
-    s2 += tables[(j + 2) * table_size + indices[j + 2]];
-    s3 += tables[(j + 3) * table_size + indices[j + 3]];
-  }
-  for (; j < count; ++j) s0 += tables[j * table_size + indices[j]];
-  return (s0 + s1) + (s2 + s3);
-}
-
 }  // namespace kvsketch::simd

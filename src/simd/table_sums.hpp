@@ -17,7 +17,5 @@ void byte_table_sums(const float* tables, size_t table_count, const uint8_t* cod
 void build_value_byte_tables(const float* query, size_t dim, const float* centroids, int bits, float* tables);
 // Tables for sign bits: entry v of table p is sum_{i<8} (bit i of v ? +u : -u)[8p + i], u read as 0 beyond m.
 void build_sign_byte_tables(const float* u, size_t m, float* tables);
-// sum_j tables[j * table_size + indices[j]]
-float index_table_sum(const float* tables, size_t table_size, const uint8_t* indices, size_t count);
 
 }  // namespace kvsketch::simd
