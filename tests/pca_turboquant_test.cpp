@@ -118,6 +118,31 @@ TEST(PcaTurboQuant, WaterFillingBeatsOneWidthOnAnisotropicData) {
   }
 }
 
+// Same seed, same bits on every machine: calibration (second moments, eigenvectors, widths) and the
+// codes (projection by fixed-order dots, d = 72 leaving a tail past the last 64) are the same on
+// every SIMD target.
+TEST(PcaTurboQuant, CalibrationAndCodesAreTheSameOnEveryTarget) {
+  const size_t d = 72, n = 600;
+  const auto x = anisotropic_rows(n, d, 0.92, 21);
+  std::vector<uint8_t> first_state, first_codes;
+  testutil::for_each_target([&] {
+    auto codec = make_codec("tq_pca:b=3", d, 4);
+    codec->calibrate(x.data(), n);
+    ASSERT_EQ(dynamic_cast<const PcaTurboQuant&>(*codec).plain(), nullptr);
+    CodeBuffer codes = codec->make_buffer();
+    codec->encode(x.data(), n, codes);
+    const std::vector<uint8_t> state = codec->calibration();
+    const std::vector<uint8_t> bytes = codes.data();
+    if (first_state.empty()) {
+      first_state = state;
+      first_codes = bytes;
+      return;
+    }
+    EXPECT_EQ(state, first_state);
+    EXPECT_EQ(bytes, first_codes);
+  });
+}
+
 // scores and weighted sums agree between the single-query, multi-query and decoded forms.
 TEST(PcaTurboQuant, MultiQueryKernelsAgreeWithDecodedRows) {
   const size_t d = 80, n = 700, heads = 3;
