@@ -7,8 +7,10 @@
 #include <hwy/targets.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 #include "kvsketch/bitpack.hpp"
@@ -45,23 +47,52 @@ void BM_Encode(benchmark::State& state, const std::string& spec, size_t dim) {
   state.SetLabel(std::string(kvsketch::simd::active_target()));
 }
 
+// The one-query benchmarks' input: n Gaussian rows of dim, encoded.
+struct EncodedRows {
+  std::unique_ptr<kvsketch::VectorCodec> codec;
+  kvsketch::CodeBuffer codes;
+};
+
+EncodedRows encoded_rows(const std::string& spec, size_t dim, size_t n) {
+  auto codec = kvsketch::make_codec(spec, dim, 1);
+  kvsketch::CodeBuffer codes = codec->make_buffer();
+  const auto x = gaussian(n * dim, 3);
+  codec->encode(x.data(), n, codes);
+  return {std::move(codec), std::move(codes)};
+}
+
+// items = code coordinates read; bytes = code bytes read.
+void count_rows(benchmark::State& state, const EncodedRows& rows, size_t n, size_t dim) {
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n * dim));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * rows.codes.bytes()));
+  state.SetLabel(std::string(kvsketch::simd::active_target()));
+}
+
 void BM_Scores(benchmark::State& state, const std::string& spec, size_t dim) {
   const size_t n = 100000;
-  auto codec = kvsketch::make_codec(spec, dim, 1);
-  const auto x = gaussian(n * dim, 3);
-  auto codes = codec->make_buffer();
-  codec->encode(x.data(), n, codes);
+  const EncodedRows rows = encoded_rows(spec, dim, n);
   const auto q = gaussian(dim, 4);
-  auto prepared = codec->prepare(q.data());
+  auto prepared = rows.codec->prepare(q.data());
   std::vector<float> out(n);
   for (auto _ : state) {
-    codec->scores(*prepared, codes, 0, n, out.data());
+    rows.codec->scores(*prepared, rows.codes, 0, n, out.data());
     benchmark::DoNotOptimize(out.data());
   }
-  // items = code coordinates scored; bytes = code bytes read.
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n * dim));
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * codes.bytes()));
-  state.SetLabel(std::string(kvsketch::simd::active_target()));
+  count_rows(state, rows, n, dim);
+}
+
+// One query's weighted sum of the rows (codec->accumulate, into the codec's accumulator).
+void BM_Accumulate(benchmark::State& state, const std::string& spec, size_t dim) {
+  const size_t n = 100000;
+  const EncodedRows rows = encoded_rows(spec, dim, n);
+  auto weights = gaussian(n, 5);
+  for (float& w : weights) w = std::abs(w);
+  std::vector<float> accumulator(rows.codec->accumulator_size());
+  for (auto _ : state) {
+    rows.codec->accumulate(weights.data(), rows.codes, 0, n, accumulator.data());
+    benchmark::DoNotOptimize(accumulator.data());
+  }
+  count_rows(state, rows, n, dim);
 }
 
 // One rotated vector of 1536 coordinates to 4-bit indices: the boundary search against the
@@ -190,8 +221,13 @@ void register_all() {
            {"qjl:m=256", 128}, {"int8", 128}})
     benchmark::RegisterBenchmark(("encode/" + spec + "/d=" + std::to_string(dim)).c_str(), BM_Encode, spec, dim)
         ->Unit(benchmark::kMillisecond);
-  for (const std::string spec : {"tq_mse:b=4", "tq_mse:b=2", "tq_prod:b=3", "tq_mse:b=3", "qjl:m=256", "fp16", "int8"})
+  for (const std::string spec : {"tq_mse:b=4", "tq_mse:b=2", "tq_prod:b=3", "tq_mse:b=3", "qjl:m=256", "fp16", "int8",
+                                 "q4_0", "kivi_k:b=2,group=32", "kivi_v:b=2,group=32"})
     benchmark::RegisterBenchmark(("scores/" + spec + "/d=128/n=100000").c_str(), BM_Scores, spec, size_t{128})
+        ->Unit(benchmark::kMillisecond);
+  for (const std::string spec : {"tq_mse:b=4", "tq_mse:b=3", "tq_prod:b=3", "qjl:m=256", "int8", "q4_0",
+                                 "kivi_v:b=2,group=32"})
+    benchmark::RegisterBenchmark(("accumulate/" + spec + "/d=128/n=100000").c_str(), BM_Accumulate, spec, size_t{128})
         ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("rotate/hadamard", BM_Rotate)->ArgName("d")->Arg(128)->Arg(1536)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("quantize/search/b=4/d=1536", BM_Quantize, false)->Unit(benchmark::kMicrosecond);

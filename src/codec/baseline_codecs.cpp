@@ -56,26 +56,14 @@ void Int8Codec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t fir
 
 std::unique_ptr<PreparedQuery> Int8Codec::prepare_query(const float* q) const { return plain_query(q, dim()); }
 
+// One query: the multi-query forms with one head (the rows converted in registers).
 void Int8Codec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
-  const auto& query = static_cast<const PlainQuery&>(q).values;
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* code = codes + i * code_bytes();
-    float scale;
-    std::memcpy(&scale, code + dim(), 4);
-    float sum = 0.0f;
-    for (size_t j = 0; j < dim(); ++j) sum += query[j] * static_cast<float>(static_cast<int8_t>(code[j]));
-    out[i] = sum * scale;
-  }
+  const PreparedQuery* queries[1] = {&q};
+  score_rows_multi(queries, 1, codes, n, out, n, Arithmetic::kFloat);
 }
 
 void Int8Codec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* code = codes + i * code_bytes();
-    float scale;
-    std::memcpy(&scale, code + dim(), 4);
-    const float weight = weights[i] * scale;
-    for (size_t j = 0; j < dim(); ++j) accumulator[j] += weight * static_cast<float>(static_cast<int8_t>(code[j]));
-  }
+  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
 }
 
 // The GQA group's heads read the int8 rows where they lie (converted in registers, as fp16 is), in

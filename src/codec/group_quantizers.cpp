@@ -293,21 +293,15 @@ std::unique_ptr<PreparedQuery> GroupQuantizer::prepare_query(const float* q) con
   return plain_query(q, dim());
 }
 
+// One query: the multi-query forms with one head (the levels read where they lie, the affine maps
+// applied outside the sums).
 void GroupQuantizer::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
-  const auto& query = static_cast<const PlainQuery&>(q).values;
-  std::vector<float> rows(row_group() * dim());
-  for (size_t start = 0; start < n; start += row_group()) {
-    decode_rows(codes + start * code_bytes_, row_group(), rows.data());
-    for (size_t t = 0; t < row_group(); ++t) out[start + t] = simd::dot(query.data(), rows.data() + t * dim(), dim());
-  }
+  const PreparedQuery* queries[1] = {&q};
+  score_rows_multi(queries, 1, codes, n, out, n, Arithmetic::kFloat);
 }
 
 void GroupQuantizer::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  std::vector<float> rows(row_group() * dim());
-  for (size_t start = 0; start < n; start += row_group()) {
-    decode_rows(codes + start * code_bytes_, row_group(), rows.data());
-    for (size_t t = 0; t < row_group(); ++t) simd::axpy(weights[start + t], rows.data() + t * dim(), accumulator, dim());
-  }
+  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
 }
 
 bool GroupQuantizer::decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const {

@@ -246,8 +246,6 @@ void PcaTurboQuant::project(const float* x, size_t count, float* y) const {
 // Rows projected at a time by encode: their floats stay in L2 while the basis streams past.
 constexpr size_t kProjectedRows = 16;
 
-float PcaTurboQuant::factor_of(const uint8_t* code) const { return load_norm(options_.norm, code + factor_offset_); }
-
 void PcaTurboQuant::encode_rows_given(const float* x, const float* squared_norms, size_t n, uint8_t* codes,
                                       size_t first_row) const {
   if (basis_.empty()) return plain_->encode_rows_given(x, squared_norms, n, codes, first_row);
@@ -346,16 +344,9 @@ void PcaTurboQuant::accumulate_rows_multi(const float* weights, size_t heads, si
   }
 }
 
+// One query's weighted sum: the multi-query form with one head (the row kernels, once per group).
 void PcaTurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  if (basis_.empty()) return plain_->accumulate_rows(weights, codes, n, accumulator);
-  const size_t bytes = code_bytes();
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* code = codes + i * bytes;
-    const float weight = weights[i] * factor_of(code);
-    if (weight == 0.0f) continue;
-    for (const Group& group : groups_)
-      group.stage->decode_add(code + group.offset, weight * group.weight, accumulator + group.first);
-  }
+  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
 }
 
 void PcaTurboQuant::finish_accumulator(const float* accumulator, float* out) const {

@@ -113,14 +113,9 @@ void Qjl::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row
 
 size_t Qjl::accumulator_size() const { return options_.rows + (outlier_signs_ ? options_.outlier_rows : 0); }
 
+// One query's weighted sum: the multi-query form with one head (the sign rows in registers).
 void Qjl::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* code = codes + i * code_bytes_;
-    inlier_signs_->signs_add(code, weights[i] * inlier_scale_ * load(code, 0), accumulator);
-    if (outlier_signs_)
-      outlier_signs_->signs_add(code + outlier_offset_, weights[i] * outlier_scale_ * load(code, 1),
-                                accumulator + options_.rows);
-  }
+  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
 }
 
 void Qjl::finish_accumulator(const float* accumulator, float* out) const {

@@ -15,11 +15,6 @@ void SignCodeStage::encode(const float* x, uint8_t* packed, float* projection) c
   simd::sign_bits(projection, rows(), packed);
 }
 
-void SignCodeStage::signs_add(const uint8_t* packed, float weight, float* accumulator) const {
-  const size_t m = rows();
-  for (size_t t = 0; t < m; ++t) accumulator[t] += ((packed[t >> 3] >> (t & 7)) & 1) ? weight : -weight;
-}
-
 void SignCodeStage::build_tables(const float* query, std::vector<float>& tables) const {
   std::vector<float> projected(rows());
   sketch_.project(query, projected.data());

@@ -21,8 +21,6 @@ class SignCodeStage {
 
   // packed <- sign bits of S x. `projection` holds rows() floats of scratch.
   void encode(const float* x, uint8_t* packed, float* projection) const;
-  // accumulator (rows() floats) += weight * (+-1 per sign bit)
-  void signs_add(const uint8_t* packed, float weight, float* accumulator) const;
   // out (dim floats) += S^T accumulator
   void finish(const float* accumulator, float* out) const { sketch_.project_transpose_add(accumulator, out); }
 

@@ -124,14 +124,10 @@ void TurboQuant::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t
   }
 }
 
+// One query's weighted sum is the multi-query one with one head: the row kernels decode in registers
+// (5-15 times the speed of decoding each row into floats first, as this did before 2026-11-25).
 void TurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* code = codes + i * row_stride_;
-    const float weight = weights[i] * norm_of(code);
-    if (weight == 0.0f) continue;
-    scalar_.decode_add(code, weight, accumulator);
-    if (signs_) signs_->signs_add(code + sign_offset_, weight * sign_scale_ * gamma_of(code), accumulator + dim());
-  }
+  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
 }
 
 simd::RowSource TurboQuant::index_rows(const uint8_t* codes) const {
