@@ -146,8 +146,19 @@ void VectorCodec::check_rows(const CodeBuffer& codes, const uint32_t* rows, size
 namespace {
 // Scattered code rows: each fetched this many rows before it is read.
 constexpr size_t kRowsAhead = 8;
-void fetch_code_row(const CodeBuffer& codes, const uint32_t* rows, size_t s, size_t n) {
-  if (s + kRowsAhead < n) simd::prefetch_bytes(codes.row(rows[s + kRowsAhead]), codes.code_bytes());
+// and copied together this many at a time, so that the kernels' setup (tables, scratch, block
+// metadata) is paid once per block rather than once per row.
+constexpr size_t kGatheredRows = 256;
+
+// Rows rows[first, first + count) of codes, one after another in block.
+void gather_code_rows(const CodeBuffer& codes, const uint32_t* rows, size_t first, size_t count, size_t n,
+                      uint8_t* block) {
+  const size_t bytes = codes.code_bytes();
+  for (size_t k = 0; k < count; ++k) {
+    const size_t s = first + k;
+    if (s + kRowsAhead < n) simd::prefetch_bytes(codes.row(rows[s + kRowsAhead]), bytes);
+    std::memcpy(block + k * bytes, codes.row(rows[s]), bytes);
+  }
 }
 }  // namespace
 
@@ -155,18 +166,22 @@ void VectorCodec::scores_at(const PreparedQuery& q, const CodeBuffer& codes, con
                             float* out) const {
   require(q.owner == this, "scores: the query was prepared by a different codec than {}", SpecOf{*this});
   check_rows(codes, rows, n, "scores");
-  for (size_t s = 0; s < n; ++s) {
-    fetch_code_row(codes, rows, s, n);
-    score_rows(q, codes.row(rows[s]), 1, out + s);
+  std::vector<uint8_t> block(std::min(n, kGatheredRows) * codes.code_bytes());
+  for (size_t first = 0; first < n; first += kGatheredRows) {
+    const size_t count = std::min(kGatheredRows, n - first);
+    gather_code_rows(codes, rows, first, count, n, block.data());
+    score_rows(q, block.data(), count, out + first);
   }
 }
 
 void VectorCodec::accumulate_partial_at(const float* weights, const CodeBuffer& codes, const uint32_t* rows, size_t n,
                                         float* accumulator) const {
   check_rows(codes, rows, n, "accumulate");
-  for (size_t s = 0; s < n; ++s) {
-    fetch_code_row(codes, rows, s, n);
-    accumulate_rows(weights + s, codes.row(rows[s]), 1, accumulator);
+  std::vector<uint8_t> block(std::min(n, kGatheredRows) * codes.code_bytes());
+  for (size_t first = 0; first < n; first += kGatheredRows) {
+    const size_t count = std::min(kGatheredRows, n - first);
+    gather_code_rows(codes, rows, first, count, n, block.data());
+    accumulate_rows(weights + first, block.data(), count, accumulator);
   }
 }
 
