@@ -66,6 +66,15 @@ void Int8Codec::accumulate_rows(const float* weights, const uint8_t* codes, size
   accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
 }
 
+void Int8Codec::decode_rows(const uint8_t* codes, size_t n, float* out) const {
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* code = codes + i * code_bytes();
+    float scale;
+    std::memcpy(&scale, code + dim(), 4);
+    for (size_t j = 0; j < dim(); ++j) out[i * dim() + j] = scale * static_cast<float>(static_cast<int8_t>(code[j]));
+  }
+}
+
 // The GQA group's heads read the int8 rows where they lie (converted in registers, as fp16 is), in
 // blocks small enough that their scales are still in L2 when the block's scores are scaled.
 namespace {

@@ -38,6 +38,7 @@ class Int8Codec final : public VectorCodec {
                         size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
+  void decode_rows(const uint8_t* codes, size_t n, float* out) const override;
 
  private:
   simd::RowSource int8_rows(const uint8_t* codes) const;  // the int8 values of the rows from codes on
