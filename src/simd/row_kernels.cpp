@@ -426,9 +426,11 @@ void WeightedSumAllHeads(const Rows& rows, size_t n, size_t d, const float* weig
   for (; h + 4 <= heads; h += 4)
     WeightedSumFor<Rows, 4, kWeightedSumSteps>(rows, n, d, weights + h * weight_stride, weight_stride,
                                                acc + h * acc_stride, acc_stride);
+  // One head alone holds twice the vectors: fewer passes over each block of rows (the same
+  // products in the same order for every output coordinate, so the same bits).
   for (; h < heads; ++h)
-    WeightedSumFor<Rows, 1, kWeightedSumSteps>(rows, n, d, weights + h * weight_stride, weight_stride,
-                                               acc + h * acc_stride, acc_stride);
+    WeightedSumFor<Rows, 1, 2 * kWeightedSumSteps>(rows, n, d, weights + h * weight_stride, weight_stride,
+                                                   acc + h * acc_stride, acc_stride);
 }
 
 // Calls `run` with the rows class of the source's format.
