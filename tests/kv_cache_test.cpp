@@ -114,9 +114,10 @@ TEST(KVCache, StreamingEqualsOneBlock) {
 // without F16C truncated where F16C rounds, so their windows differed before float_to_half_row
 // converted there as float_to_half does.
 TEST(KVCache, EveryTargetHoldsTheSameBytes) {
-  for (const char* spec : {"fp16|window=100|block=16", "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1|window=100|block=16",
-                           "qjl:m=128,outliers=8|tq_prod:b=3.5|window=100|block=16", "kivi:b=2,group=16|window=100|block=16",
-                           "q4_0|int8|window=100|block=16"}) {
+  for (const char* spec : {"fp16|window=100|block=16",
+                           "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1|window=100|block=16",
+                           "qjl:m=128,outliers=8|tq_prod:b=3.5|window=100|block=16",
+                           "kivi:b=2,group=16|window=100|block=16", "q4_0|int8|window=100|block=16"}) {
     SCOPED_TRACE(spec);
     const size_t dim = 80, total = 400;
     auto keys = testutil::gaussian_matrix(total, dim, 1, 3.0);

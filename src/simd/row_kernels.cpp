@@ -112,7 +112,8 @@ class IndexRows {
   // must end within the next row's: rows shorter than that (a few coordinates) take ScalarIndexRows.
   static bool Usable(const RowSource& src) {
     const size_t lanes = hn::Lanes(DF());
-    if (!(lanes >= 4 && lanes <= 16 && (lanes * kBits) % 8 == 0 && packed_bytes(src.dim, kBits) <= sizeof(padded_row_) - 16))
+    if (!(lanes >= 4 && lanes <= 16 && (lanes * kBits) % 8 == 0 &&
+          packed_bytes(src.dim, kBits) <= sizeof(padded_row_) - 16))
       return false;
     const size_t steps = src.dim / lanes, readable = src.readable ? src.readable : src.stride;
     return steps == 0 || (steps - 1) * (lanes * kBits / 8) + 16 <= readable + src.stride;
