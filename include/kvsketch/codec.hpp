@@ -160,6 +160,10 @@ class VectorCodec {
                                 float* out, size_t stride, Arithmetic arithmetic) const;
   virtual void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                      size_t n, float* accumulators, Arithmetic arithmetic) const;
+  // One query through the multi-query hooks, as one head in float arithmetic: the single-query forms
+  // of the codecs whose multi-query kernels are also their fastest one-query path.
+  void score_rows_one_head(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const;
+  void accumulate_rows_one_head(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const;
   // Optional, for attend_multi: rows of codes from `codes` on as parts of b-bit indices for the
   // fused kernel, appended to `parts`: as keys with the query heads, as values with the
   // accumulators (head h's at accumulators + h * stride). False where the codec has no such form.

@@ -58,12 +58,11 @@ std::unique_ptr<PreparedQuery> Int8Codec::prepare_query(const float* q) const { 
 
 // One query: the multi-query forms with one head (the rows converted in registers).
 void Int8Codec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
-  const PreparedQuery* queries[1] = {&q};
-  score_rows_multi(queries, 1, codes, n, out, n, Arithmetic::kFloat);
+  score_rows_one_head(q, codes, n, out);
 }
 
 void Int8Codec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
+  accumulate_rows_one_head(weights, codes, n, accumulator);
 }
 
 void Int8Codec::decode_rows(const uint8_t* codes, size_t n, float* out) const {

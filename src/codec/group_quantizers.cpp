@@ -296,12 +296,11 @@ std::unique_ptr<PreparedQuery> GroupQuantizer::prepare_query(const float* q) con
 // One query: the multi-query forms with one head (the levels read where they lie, the affine maps
 // applied outside the sums).
 void GroupQuantizer::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
-  const PreparedQuery* queries[1] = {&q};
-  score_rows_multi(queries, 1, codes, n, out, n, Arithmetic::kFloat);
+  score_rows_one_head(q, codes, n, out);
 }
 
 void GroupQuantizer::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
+  accumulate_rows_one_head(weights, codes, n, accumulator);
 }
 
 bool GroupQuantizer::decode_domain_rows(const uint8_t* codes, size_t n, float* rows, float* row_scale) const {

@@ -71,6 +71,16 @@ bool VectorCodec::key_parts(const uint8_t*, const PreparedQuery* const*, size_t,
 
 bool VectorCodec::value_parts(const uint8_t*, float*, size_t, AttentionParts&) const { return false; }
 
+void VectorCodec::score_rows_one_head(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
+  const PreparedQuery* queries[1] = {&q};
+  score_rows_multi(queries, 1, codes, n, out, n, Arithmetic::kFloat);
+}
+
+void VectorCodec::accumulate_rows_one_head(const float* weights, const uint8_t* codes, size_t n,
+                                           float* accumulator) const {
+  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
+}
+
 void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                    float* out, size_t stride, Arithmetic) const {
   const size_t width = accumulator_size(), block = block_rows(*this);

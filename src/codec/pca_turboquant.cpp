@@ -236,7 +236,7 @@ void PcaTurboQuant::set_calibration(const std::vector<uint8_t>& state) {
 }
 
 // Basis rows outside, rows inside: each basis row is read from memory once for all the rows (at
-// d = 784 the basis is 2.4 MB, past L2, and was read again for every row: 80% of the build).
+// d = 784 the basis is 2.4 MB, past L2, and was read again for every row).
 void PcaTurboQuant::project(const float* x, size_t count, float* y) const {
   const size_t d = dim(), coded = coded_components_;
   for (size_t k = 0; k < coded; ++k)
@@ -258,25 +258,26 @@ void PcaTurboQuant::encode_rows_given(const float* x, const float* squared_norms
       norms[r] = finite_norm(x + (start + r) * d, first_row + start + r,
                              squared_norms ? squared_norms + start + r : nullptr);
     project(x + start * d, count, projected.data());
-    for (size_t r = 0; r < count; ++r) {
-      uint8_t* code = codes + (start + r) * bytes;
-      std::memset(code, 0, bytes);
-      const float norm = norms[r];
-      if (norm == 0.0f) continue;
-      float* y = projected.data() + r * coded;
-      simd::scale(y, 1.0f / norm, coded);
-      // <y, y~> summed over the groups: w_g^2 <u_g, u_g~> each.
-      float inner = 0.0f;
-      for (const Group& group : groups_) {
-        group.rotation->apply(y + group.first, unit.data());
-        simd::scale(unit.data(), 1.0f / group.weight, group.size);
-        inner += group.weight * group.weight *
-                 group.stage->encode_codeword_product(unit.data(), code + group.offset, scratch.data());
-      }
-      // A row with (almost) nothing in the coded components scores 0 rather than a huge factor.
-      store_norm(options_.norm, inner > 1e-4f ? norm / inner : 0.0f, code + factor_offset_);
-    }
+    for (size_t r = 0; r < count; ++r)
+      encode_projected(projected.data() + r * coded, norms[r], codes + (start + r) * bytes, unit.data(),
+                       scratch.data());
   }
+}
+
+// One row's code from its projection y = P x (overwritten) and ||x||; unit and scratch: d of each.
+void PcaTurboQuant::encode_projected(float* y, float norm, uint8_t* code, float* unit, uint8_t* scratch) const {
+  std::memset(code, 0, code_bytes());
+  if (norm == 0.0f) return;
+  simd::scale(y, 1.0f / norm, coded_components_);
+  // <y, y~> summed over the groups: w_g^2 <u_g, u_g~> each.
+  float inner = 0.0f;
+  for (const Group& group : groups_) {
+    group.rotation->apply(y + group.first, unit);
+    simd::scale(unit, 1.0f / group.weight, group.size);
+    inner += group.weight * group.weight * group.stage->encode_codeword_product(unit, code + group.offset, scratch);
+  }
+  // A row with (almost) nothing in the coded components scores 0 rather than a huge factor.
+  store_norm(options_.norm, inner > 1e-4f ? norm / inner : 0.0f, code + factor_offset_);
 }
 
 std::unique_ptr<PreparedQuery> PcaTurboQuant::prepare_query(const float* q) const {
@@ -303,8 +304,7 @@ simd::RowSource PcaTurboQuant::group_rows(const Group& group, const uint8_t* cod
 
 void PcaTurboQuant::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
   if (basis_.empty()) return plain_->score_rows(*static_cast<const PcaQuery&>(q).plain, codes, n, out);
-  const PreparedQuery* queries[1] = {&q};
-  score_rows_multi(queries, 1, codes, n, out, n, Arithmetic::kFloat);
+  score_rows_one_head(q, codes, n, out);
 }
 
 void PcaTurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes,
@@ -346,7 +346,7 @@ void PcaTurboQuant::accumulate_rows_multi(const float* weights, size_t heads, si
 
 // One query's weighted sum: the multi-query form with one head (the row kernels, once per group).
 void PcaTurboQuant::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
+  accumulate_rows_one_head(weights, codes, n, accumulator);
 }
 
 void PcaTurboQuant::finish_accumulator(const float* accumulator, float* out) const {

@@ -91,6 +91,7 @@ class PcaTurboQuant final : public VectorCodec {
   // y = P x (the coded components only; the rest are not needed), for `count` rows x (d apart) and
   // y (coded components apart).
   void project(const float* x, size_t count, float* y) const;
+  void encode_projected(float* y, float norm, uint8_t* code, float* unit, uint8_t* scratch) const;
   simd::RowSource group_rows(const Group& group, const uint8_t* codes) const;
 
   PcaTurboQuantOptions options_;

@@ -115,7 +115,7 @@ size_t Qjl::accumulator_size() const { return options_.rows + (outlier_signs_ ? 
 
 // One query's weighted sum: the multi-query form with one head (the sign rows in registers).
 void Qjl::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
-  accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
+  accumulate_rows_one_head(weights, codes, n, accumulator);
 }
 
 void Qjl::finish_accumulator(const float* accumulator, float* out) const {

@@ -150,14 +150,20 @@ constexpr size_t kRowsAhead = 8;
 // metadata) is paid once per block rather than once per row.
 constexpr size_t kGatheredRows = 256;
 
-// Rows rows[first, first + count) of codes, one after another in block.
-void gather_code_rows(const CodeBuffer& codes, const uint32_t* rows, size_t first, size_t count, size_t n,
-                      uint8_t* block) {
+// run(block, first, count) for the rows rows[first, first + count), copied one after another into
+// block, up to kGatheredRows at a time.
+template <class Run>
+void for_each_gathered_block(const CodeBuffer& codes, const uint32_t* rows, size_t n, const Run& run) {
   const size_t bytes = codes.code_bytes();
-  for (size_t k = 0; k < count; ++k) {
-    const size_t s = first + k;
-    if (s + kRowsAhead < n) simd::prefetch_bytes(codes.row(rows[s + kRowsAhead]), bytes);
-    std::memcpy(block + k * bytes, codes.row(rows[s]), bytes);
+  std::vector<uint8_t> block(std::min(n, kGatheredRows) * bytes);
+  for (size_t first = 0; first < n; first += kGatheredRows) {
+    const size_t count = std::min(kGatheredRows, n - first);
+    for (size_t k = 0; k < count; ++k) {
+      const size_t s = first + k;
+      if (s + kRowsAhead < n) simd::prefetch_bytes(codes.row(rows[s + kRowsAhead]), bytes);
+      std::memcpy(block.data() + k * bytes, codes.row(rows[s]), bytes);
+    }
+    run(block.data(), first, count);
   }
 }
 }  // namespace
@@ -166,23 +172,17 @@ void VectorCodec::scores_at(const PreparedQuery& q, const CodeBuffer& codes, con
                             float* out) const {
   require(q.owner == this, "scores: the query was prepared by a different codec than {}", SpecOf{*this});
   check_rows(codes, rows, n, "scores");
-  std::vector<uint8_t> block(std::min(n, kGatheredRows) * codes.code_bytes());
-  for (size_t first = 0; first < n; first += kGatheredRows) {
-    const size_t count = std::min(kGatheredRows, n - first);
-    gather_code_rows(codes, rows, first, count, n, block.data());
-    score_rows(q, block.data(), count, out + first);
-  }
+  for_each_gathered_block(codes, rows, n, [&](const uint8_t* block, size_t first, size_t count) {
+    score_rows(q, block, count, out + first);
+  });
 }
 
 void VectorCodec::accumulate_partial_at(const float* weights, const CodeBuffer& codes, const uint32_t* rows, size_t n,
                                         float* accumulator) const {
   check_rows(codes, rows, n, "accumulate");
-  std::vector<uint8_t> block(std::min(n, kGatheredRows) * codes.code_bytes());
-  for (size_t first = 0; first < n; first += kGatheredRows) {
-    const size_t count = std::min(kGatheredRows, n - first);
-    gather_code_rows(codes, rows, first, count, n, block.data());
-    accumulate_rows(weights + first, block.data(), count, accumulator);
-  }
+  for_each_gathered_block(codes, rows, n, [&](const uint8_t* block, size_t first, size_t count) {
+    accumulate_rows(weights + first, block, count, accumulator);
+  });
 }
 
 void VectorCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const {
