@@ -134,22 +134,52 @@ class ShuffleUnpacker {
   struct Constants {
     const uint8_t* shuffles;  // per chunk: the byte pairs of the L indices' 16-bit lanes
     const uint32_t* load_at;  // per chunk: where its 16-byte load starts in the row
-    hn::Vec<D16> first, second;  // the multipliers of the two halves
+    hn::Vec<D16> first, second;  // the multipliers of the two halves: 2^(16 - s)
     hn::Vec<D16> mask;           // 2^b - 1
     hn::Vec<DC> bit_masks;       // 1-bit indices: lane i's bit within its byte
     size_t short_bytes;
     bool one_bit;
+    hn::Vec<D16> first_high, second_high;  // Words<true>: 2^(8 - s)
+    hn::Vec<D16> mask_high;                // (2^b - 1) * 256
   };
   HWY_INLINE Constants constants() const {
     const D16 d16;
+    const auto first = hn::LoadU(d16, multipliers_.data()), second = hn::LoadU(d16, multipliers_.data() + hn::Lanes(d16));
+    const auto mask = hn::Set(d16, static_cast<uint16_t>((1 << bits_) - 1));
     return {shuffles_.data(),
             load_at_.data(),
-            hn::LoadU(d16, multipliers_.data()),
-            hn::LoadU(d16, multipliers_.data() + hn::Lanes(d16)),
-            hn::Set(d16, static_cast<uint16_t>((1 << bits_) - 1)),
+            first,
+            second,
+            mask,
             hn::LoadU(DC(), bit_masks_.data()),
             short_bytes_,
-            bits_ == 1};
+            bits_ == 1,
+            hn::ShiftRight<8>(first),
+            hn::ShiftRight<8>(second),
+            hn::ShiftLeft<8>(mask)};
+  }
+
+  // Chunk k of a full row (full_rows()) before packuswb makes bytes of it: 16-bit words, index i of
+  // the chunk in vector (i % 16) / 8 (first, second), word 8 * (i / 16) + i % 8, in the word's low
+  // byte, or with kHigh in its high byte: a multiply by 2^(8 - s) shifts it up from its offset s
+  // where the high half of one by 2^(16 - s) shifts it down. The words of two rows, one of each
+  // form, or together into the rows' indices interleaved by bytes.
+  template <bool kHigh>
+  static HWY_INLINE void Words(const Constants& c, const uint8_t* packed, size_t k, hn::Vec<D16>& first,
+                               hn::Vec<D16>& second) {
+    const DC dc;
+    const D16 d16;
+    const auto source = hn::LoadDup128(dc, packed + c.load_at[k]);
+    const uint8_t* shuffle = c.shuffles + k * 2 * hn::Lanes(dc);
+    first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
+    second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + hn::Lanes(dc))));
+    if constexpr (kHigh) {
+      first = hn::And(hn::Mul(first, c.first_high), c.mask_high);
+      second = hn::And(hn::Mul(second, c.second_high), c.mask_high);
+    } else {
+      first = hn::And(hn::MulHigh(first, c.first), c.mask);
+      second = hn::And(hn::MulHigh(second, c.second), c.mask);
+    }
   }
 
   // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim), as the class comment says.
