@@ -109,6 +109,27 @@ TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
   std::tie(status, output) = run("attention --keys /nonexistent.npy --values x.npy --queries q.npy");
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("cannot open"), std::string::npos) << output;
+  // A list option given empty is refused (CLI11's validation status), not read as the default list.
+  for (const char* command : {"attention --synthetic flat --tokens 600 --policies ';'",
+                              "bench attention --tokens 1000 --policies ''", "sparse --tokens 2048 --methods ''",
+                              "ann eval --data sift-5k --codecs ';'"}) {
+    std::tie(status, output) = run(command);
+    EXPECT_EQ(status, 105) << command;
+    EXPECT_NE(output.find("give at least one item"), std::string::npos) << command << ": " << output;
+  }
+}
+
+// Errors in a synthetic dataset's spec name the dataset, not a codec.
+TEST(Cli, DatasetSpecErrorsNameTheDataset) {
+  auto [status, output] = run("ann eval --data gaussian:d=8,n=100,q=1");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("dataset 'gaussian': unknown parameter 'q'"), std::string::npos) << output;
+  std::tie(status, output) = run("ann eval --data gaussian:d=1,n=100");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("dataset 'gaussian': parameter d=1 out of range"), std::string::npos) << output;
+  std::tie(status, output) = run("sparse --synthetic flat --tokens 2048 --methods 'topk:budget=x'");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("selector 'topk': parameter budget='x' is not a number"), std::string::npos) << output;
 }
 
 TEST(Cli, AnnEvalJsonHasTheDocumentedKeysAndFaissRows) {

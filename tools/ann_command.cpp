@@ -156,7 +156,8 @@ std::function<void()> add_ann_command(CLI::App& app) {
                    "sift-5k | fashion-mnist | gaussian:d=D,n=N | FILE.hdf5 (ann-benchmarks) | a matrix file")
       ->required();
   eval->add_option("--codecs", eval_args->codecs, "Codec specs separated by ';' (default: tq_pca, tq_mse rescaled, tq_mse, "
-                                                  "tq_prod at 2 and 4 bits)");
+                                                  "tq_prod at 2 and 4 bits)")
+      ->check(NonEmptyList(';'));
   eval->add_option("--k", eval_args->ks, "Depths of recall 1@k (1, 10, 100)");
   eval->add_option("--queries", eval_args->queries, "Queries (one-file data: the last N rows; default 500)");
   eval->add_option("--metric", eval_args->metric, "ip | cosine | l2 (default: the dataset's)");

@@ -65,7 +65,8 @@ std::function<void()> add_attention_command(CLI::App& app) {
   auto* command = app.add_subcommand("attention", "Attention fidelity of cache policies at equal bytes");
   command->add_option("--policies", args->policies,
                       "Policies separated by ';' (KEYCODEC|VALUECODEC|sinks=N|window=N|layerL=K/V); "
-                      "default: the standard comparison");
+                      "default: the standard comparison")
+      ->check(NonEmptyList(';'));
   command->add_option("--synthetic", args->cases.synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
   command->add_option("--synthetic-model", args->cases.model, kSyntheticModelHelp);
   command->add_option("--keys", args->cases.keys, "Captured keys, [tokens, head_dim] (.npy, .safetensors[:NAME], .fvecs, .tsv)");

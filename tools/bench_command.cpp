@@ -120,7 +120,8 @@ void run_sparse(const BenchArguments& args) {
 }
 
 void add_common(CLI::App* command, BenchArguments& args) {
-  command->add_option("--policies", args.policies, "Policies separated by ';' (default: a standard list)");
+  command->add_option("--policies", args.policies, "Policies separated by ';' (default: a standard list)")
+      ->check(NonEmptyList(';'));
   command->add_option("--dim", args.dim, "Head dimension")->check(CLI::Range(8, 1024));
   command->add_flag("--json", args.json, "JSON rows instead of a table");
 }
@@ -148,7 +149,8 @@ std::function<void()> add_bench_command(CLI::App& app) {
   auto* sparse = bench->add_subcommand(
       "sparse", "Sampling attention (MagicPIG, BalanceKV) against dense fp16 at one context length, one thread, "
                 "with insertion and prefill rates");
-  sparse->add_option("--methods", args->policies, "Selector specs separated by ';' (default: a standard list)");
+  sparse->add_option("--methods", args->policies, "Selector specs separated by ';' (default: a standard list)")
+      ->check(NonEmptyList(';'));
   sparse->add_option("--dim", args->dim, "Head dimension")->check(CLI::Range(8, 1024));
   sparse->add_flag("--json", args->json, "JSON rows instead of a table");
   sparse->add_option("--tokens", args->tokens, "Context length")->default_val("65536");

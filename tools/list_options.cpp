@@ -19,6 +19,14 @@ std::vector<std::string> split_list(const std::string& text, char separator) {
   return items;
 }
 
+CLI::Validator NonEmptyList(char separator) {
+  return CLI::Validator(
+      [separator](std::string& text) {
+        return split_list(text, separator).empty() ? std::string("give at least one item") : std::string();
+      },
+      "LIST");
+}
+
 std::vector<size_t> parse_sizes(const std::string& text, const char* option) {
   std::vector<size_t> sizes;
   for (const std::string& item : split_list(text, ',')) {

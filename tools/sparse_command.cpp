@@ -21,7 +21,8 @@ std::function<void()> add_sparse_command(CLI::App& app) {
   auto* command = app.add_subcommand("sparse", "Sampling and selection attention (MagicPIG, top-k, uniform) vs exact");
   command->add_option("--methods", *methods,
                       "Selectors separated by ';' (magicpig:K=10,L=150; topk:budget=F; uniform:budget=F; "
-                      "oracle:budget=F; window; exact); default: the standard comparison");
+                      "oracle:budget=F; window; exact); default: the standard comparison")
+      ->check(NonEmptyList(';'));
   command->add_option("--synthetic", args->synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
   command->add_option("--synthetic-model", args->model, kSyntheticModelHelp);
   command->add_option("--keys", args->keys, "Captured keys, [tokens, head_dim]");

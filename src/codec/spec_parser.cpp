@@ -16,7 +16,7 @@ std::string uncentred_spec(const std::string& spec) {
   return inner;
 }
 
-ParsedSpec parse_spec(const std::string& spec) {
+ParsedSpec parse_spec(const std::string& spec, const std::string& kind) {
   ParsedSpec parsed;
   const size_t colon = spec.find(':');
   parsed.name = spec.substr(0, colon);
@@ -29,21 +29,21 @@ ParsedSpec parse_spec(const std::string& spec) {
     const std::string item = rest.substr(start, comma - start);
     const size_t equals = item.find('=');
     require(!item.empty() && equals != std::string::npos && equals > 0 && equals + 1 < item.size(),
-            "codec spec '{}': expected key=value items after ':', got '{}'", spec, item);
+            "{} spec '{}': expected key=value items after ':', got '{}'", kind, spec, item);
     const std::string key = item.substr(0, equals);
-    require(!parsed.values.count(key), "codec spec '{}': parameter '{}' given twice", spec, key);
+    require(!parsed.values.count(key), "{} spec '{}': parameter '{}' given twice", kind, spec, key);
     parsed.values[key] = item.substr(equals + 1);
     start = comma + 1;
   }
   return parsed;
 }
 
-SpecParameters::SpecParameters(const std::string& codec, const std::map<std::string, std::string>& values,
-                               const std::vector<std::string>& allowed)
-    : codec_(codec), values_(values) {
+SpecParameters::SpecParameters(const std::string& name, const std::map<std::string, std::string>& values,
+                               const std::vector<std::string>& allowed, const std::string& kind)
+    : label_(fmt::format("{} '{}'", kind, name)), values_(values) {
   for (const auto& [key, value] : values)
     require(std::find(allowed.begin(), allowed.end(), key) != allowed.end(),
-            "codec '{}': unknown parameter '{}'; valid parameters: {}", codec, key,
+            "{}: unknown parameter '{}'; valid parameters: {}", label_, key,
             allowed.empty() ? std::string("none") : fmt::format("{}", fmt::join(allowed, ", ")));
 }
 
@@ -57,9 +57,9 @@ double SpecParameters::real(const std::string& key, double fallback, double min,
   } catch (const std::exception&) {
     used = 0;
   }
-  require(used == it->second.size() && used > 0 && std::isfinite(value), "'{}': parameter {}='{}' is not a number",
-          codec_, key, it->second);
-  require(value >= min && value <= max, "'{}': parameter {}={} out of range; expected {}..{}", codec_, key, value, min,
+  require(used == it->second.size() && used > 0 && std::isfinite(value), "{}: parameter {}='{}' is not a number", label_,
+          key, it->second);
+  require(value >= min && value <= max, "{}: parameter {}={} out of range; expected {}..{}", label_, key, value, min,
           max);
   return value;
 }
@@ -74,10 +74,10 @@ int64_t SpecParameters::integer(const std::string& key, int64_t fallback, int64_
   } catch (const std::exception&) {
     used = 0;
   }
-  require(used == it->second.size() && used > 0, "codec '{}': parameter {}='{}' is not an integer", codec_, key,
+  require(used == it->second.size() && used > 0, "{}: parameter {}='{}' is not an integer", label_, key,
           it->second);
-  require(value >= min && value <= max, "codec '{}': parameter {}={} out of range; expected {}..{}", codec_, key,
-          value, min, max);
+  require(value >= min && value <= max, "{}: parameter {}={} out of range; expected {}..{}", label_, key, value, min,
+          max);
   return value;
 }
 
@@ -86,7 +86,7 @@ std::string SpecParameters::choice(const std::string& key, const std::string& fa
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
   require(std::find(valid.begin(), valid.end(), it->second) != valid.end(),
-          "codec '{}': parameter {}='{}' is not valid; expected one of {}", codec_, key, it->second,
+          "{}: parameter {}='{}' is not valid; expected one of {}", label_, key, it->second,
           fmt::join(valid, ", "));
   return it->second;
 }

@@ -1,5 +1,6 @@
-// Parsing of codec spec strings "name:key=value,key=value" with range-checked accessors whose
-// errors name the codec, the parameter, the value and what is valid.
+// Parsing of spec strings "name:key=value,key=value" (codecs, token selectors, synthetic datasets)
+// with range-checked accessors whose errors name the kind and name of the spec, the parameter, the
+// value and what is valid.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -10,16 +11,17 @@ namespace kvsketch {
 
 class SpecParameters {
  public:
-  // `allowed` lists the valid keys for this codec; any other key is an error.
-  SpecParameters(const std::string& codec, const std::map<std::string, std::string>& values,
-                 const std::vector<std::string>& allowed);
+  // `allowed` lists the valid keys for this spec; any other key is an error. `kind` names what the
+  // spec describes in the errors ("codec 'tq_mse': ...").
+  SpecParameters(const std::string& name, const std::map<std::string, std::string>& values,
+                 const std::vector<std::string>& allowed, const std::string& kind = "codec");
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) const;
   double real(const std::string& key, double fallback, double min, double max) const;
   std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& valid) const;
 
  private:
-  std::string codec_;
+  std::string label_;  // kind and name, as the errors begin
   std::map<std::string, std::string> values_;
 };
 
@@ -28,7 +30,7 @@ struct ParsedSpec {
   std::map<std::string, std::string> values;
 };
 
-ParsedSpec parse_spec(const std::string& spec);
+ParsedSpec parse_spec(const std::string& spec, const std::string& kind = "codec");
 
 // The spec inside any "center:" wrappers ("center:tq_mse:b=3" -> "tq_mse:b=3"): its bits and
 // dimension rules are the wrapped codec's.

@@ -45,8 +45,8 @@ AnnDataset split_tail(std::string name, const Matrix& all, size_t queries, Metri
 }
 
 AnnDataset gaussian(const std::string& spec, size_t queries) {
-  const ParsedSpec parsed = parse_spec(spec);
-  const SpecParameters p(parsed.name, parsed.values, {"d", "n", "seed", "decay"});
+  const ParsedSpec parsed = parse_spec(spec, "dataset");
+  const SpecParameters p(parsed.name, parsed.values, {"d", "n", "seed", "decay"}, "dataset");
   const size_t d = static_cast<size_t>(p.integer("d", 1536, 2, 65536));
   const size_t n = static_cast<size_t>(p.integer("n", 100000, 1, 100000000));
   const uint64_t seed = static_cast<uint64_t>(p.integer("seed", 1, 0, INT64_MAX));

@@ -170,13 +170,13 @@ class OracleSamplingSelector final : public CountingSelector {
 
 std::unique_ptr<TokenSelector> make_baseline_selector(const ParsedSpec& parsed, size_t dim, uint64_t seed) {
   if (parsed.name == "exact" || parsed.name == "window") {
-    SpecParameters(parsed.name, parsed.values, {});
+    SpecParameters(parsed.name, parsed.values, {}, "selector");
     if (parsed.name == "exact") return std::make_unique<ExactSelector>(dim);
     return std::make_unique<WindowSelector>(dim);
   }
   if (parsed.name != "topk" && parsed.name != "uniform" && parsed.name != "oracle") return nullptr;
-  const SpecParameters p(parsed.name, parsed.values, {"budget"});
-  require(p.has("budget"), "'{}': parameter budget (fraction of the body, in (0, 1]) is required", parsed.name);
+  const SpecParameters p(parsed.name, parsed.values, {"budget"}, "selector");
+  require(p.has("budget"), "selector '{}': parameter budget (fraction of the body, in (0, 1]) is required", parsed.name);
   const double budget = p.real("budget", 0.0, 1e-9, 1.0);
   if (parsed.name == "topk") return std::make_unique<TopKSelector>(dim, budget);
   if (parsed.name == "uniform") return std::make_unique<UniformSelector>(dim, budget, seed);

@@ -10,11 +10,11 @@ namespace kvsketch {
 
 std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim, uint64_t seed) {
   require(dim >= 2 && dim <= 8192, "selector: dimension must be in 2..8192, got {}", dim);
-  const ParsedSpec parsed = parse_spec(spec);
+  const ParsedSpec parsed = parse_spec(spec, "selector");
   if (auto baseline = make_baseline_selector(parsed, dim, seed)) return baseline;
   if (parsed.name == "magicpig") {
-    const SpecParameters p(parsed.name, parsed.values, {"K", "L", "hits", "center"});
-    require(p.has("K") && p.has("L"), "'magicpig': parameters K (bits, 1..32) and L (tables) are required, "
+    const SpecParameters p(parsed.name, parsed.values, {"K", "L", "hits", "center"}, "selector");
+    require(p.has("K") && p.has("L"), "selector 'magicpig': parameters K (bits, 1..32) and L (tables) are required, "
                                       "e.g. magicpig:K=10,L=150");
     const int bits = static_cast<int>(p.integer("K", 0, 1, 32));
     const int tables = static_cast<int>(p.integer("L", 0, 1, 4096));
@@ -23,7 +23,7 @@ std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim
     return std::make_unique<MagicPig>(dim, bits, tables, hits, center, seed);
   }
   if (parsed.name == "balancekv") {
-    const SpecParameters p(parsed.name, parsed.values, {"ratio", "block", "gain", "temp", "mode"});
+    const SpecParameters p(parsed.name, parsed.values, {"ratio", "block", "gain", "temp", "mode"}, "selector");
     const double ratio = p.real("ratio", 0.25, 1.0 / 65536, 0.5);
     const int levels = static_cast<int>(std::lround(-std::log2(ratio)));
     require(std::fabs(std::ldexp(1.0, -levels) - ratio) < 1e-12,
