@@ -20,6 +20,27 @@ TEST(BitPack, RoundTripsEveryWidthAndLength) {
   }
 }
 
+// Every width's bytes are those of the definition, index j's bit k at stream bit bits * j + k
+// (LSB first), with the unused bits of the last byte zero.
+TEST(BitPack, BytesAreTheBitStreamOfTheDefinition) {
+  RandomStream stream(5);
+  for (int bits = 1; bits <= 8; ++bits) {
+    for (size_t count : {1, 5, 8, 15, 16, 17, 100, 128, 783}) {
+      std::vector<uint8_t> indices(count);
+      for (auto& i : indices) i = static_cast<uint8_t>(stream.below(size_t{1} << bits));
+      std::vector<uint8_t> expected(packed_bytes(count, bits), 0);
+      for (size_t j = 0; j < count; ++j)
+        for (int k = 0; k < bits; ++k) {
+          const size_t bit = static_cast<size_t>(bits) * j + static_cast<size_t>(k);
+          expected[bit / 8] |= static_cast<uint8_t>(((indices[j] >> k) & 1) << (bit % 8));
+        }
+      std::vector<uint8_t> packed(expected.size(), 0xCD);  // garbage: every byte must be written
+      pack_bits(indices.data(), count, bits, packed.data());
+      EXPECT_EQ(packed, expected) << "bits=" << bits << " count=" << count;
+    }
+  }
+}
+
 TEST(BitPack, LayoutIsLsbFirst) {
   const uint8_t indices[] = {1, 2, 3, 4, 5, 6, 7, 0};
   uint8_t packed[3];

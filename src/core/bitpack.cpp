@@ -7,6 +7,23 @@ namespace kvsketch {
 
 static_assert(std::endian::native == std::endian::little, "the packing below reads indices as little-endian words");
 
+namespace {
+
+// Whole groups of eight b-bit indices packed LSB first, each group's word stored as its b low
+// bytes (little-endian); returns the indices packed.
+template <int kBits>
+size_t pack_words(const uint8_t* indices, size_t count, uint8_t* out) {
+  size_t j = 0;
+  for (; j + 8 <= count; j += 8, out += kBits) {
+    uint64_t word = 0;
+    for (int k = 0; k < 8; ++k) word |= uint64_t{indices[j + k]} << (kBits * k);
+    std::memcpy(out, &word, kBits);
+  }
+  return j;
+}
+
+}  // namespace
+
 void pack_bits(const uint8_t* indices, size_t count, int bits, uint8_t* out) {
   const size_t bytes = packed_bytes(count, bits);
   if (bits == 8) {
@@ -44,10 +61,20 @@ void pack_bits(const uint8_t* indices, size_t count, int bits, uint8_t* out) {
     for (size_t j = 0; j < count; ++j) out[j >> 3] |= static_cast<uint8_t>(indices[j] << (j & 7));
     return;
   }
+  // 3, 5, 6 and 7 bits: eight indices make exactly `bits` bytes, built in one word (the bit at a
+  // time loop below took 6% of a tq_prod:b=3|tq_mse:b=3 append, the values' 3-bit codes).
+  size_t j = 0;
+  switch (bits) {
+    case 3: j = pack_words<3>(indices, count, out); break;
+    case 5: j = pack_words<5>(indices, count, out); break;
+    case 6: j = pack_words<6>(indices, count, out); break;
+    case 7: j = pack_words<7>(indices, count, out); break;
+    default: break;
+  }
+  size_t position = j / 8 * static_cast<size_t>(bits);
   uint64_t buffer = 0;
   int filled = 0;
-  size_t position = 0;
-  for (size_t j = 0; j < count; ++j) {
+  for (; j < count; ++j) {
     buffer |= static_cast<uint64_t>(indices[j]) << filled;
     filled += bits;
     while (filled >= 8) {
