@@ -2,6 +2,8 @@
 // supported here. Encode-path kernels must agree bit for bit (same codes on every machine).
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
@@ -337,6 +339,35 @@ TEST(Simd, MaxValueFindsTheLargestAnywhereOnEveryTarget) {
         y[at] = 5.0f + static_cast<float>(at);
         ASSERT_EQ(simd::max_value(y.data(), n), y[at]) << "n " << n << " largest at " << at;
       }
+    }
+  });
+}
+
+// The cache's input check: the largest magnitude's bits wherever it is (both chains, the scalar
+// tail), of either sign, and NaN and infinities above every finite value, on every target.
+TEST(Simd, LargestMagnitudeBitsOnEveryTarget) {
+  const auto bits_of = [](float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    return bits & 0x7FFFFFFFu;
+  };
+  for_each_target([&] {
+    EXPECT_EQ(simd::largest_magnitude_bits(nullptr, 0), 0u);
+    for (size_t n = 1; n <= 75; n += 3) {
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = (i % 2 ? -1.0f : 1.0f) * static_cast<float>((i * 37) % 101);
+      for (size_t at = 0; at < n; ++at)
+        for (const float special : {-65504.5f, 65504.0f, std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+          std::vector<float> y = x;
+          y[at] = special;
+          const uint32_t got = simd::largest_magnitude_bits(y.data(), n);
+          if (std::isnan(special)) {
+            ASSERT_GT(got, 0x7F800000u) << "n " << n << " NaN at " << at;
+          } else {
+            ASSERT_EQ(got, bits_of(special)) << "n " << n << " " << special << " at " << at;
+          }
+        }
     }
   });
 }

@@ -8,6 +8,7 @@
 #include "kvsketch/half.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/attention_kernels.hpp"
+#include "simd/kernels.hpp"
 
 namespace kvsketch {
 namespace {
@@ -15,14 +16,8 @@ namespace {
 // Refuses what an fp16 cache cannot hold, naming where it is.
 void check_values(const float* x, size_t layer, size_t kv_heads, size_t tokens, size_t first_position, size_t dim,
                   const char* what) {
-  // Fast scan (vectorizes): |x| > 65504 (0x477FE000), NaN and Inf all have larger magnitude bits.
-  uint32_t any_bad = 0;
-  for (size_t i = 0; i < kv_heads * tokens * dim; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    any_bad |= static_cast<uint32_t>((bits & 0x7FFFFFFFu) > 0x477FE000u);
-  }
-  if (!any_bad) return;
+  // Fast scan: |x| > 65504 (0x477FE000), NaN and Inf all have larger magnitude bits.
+  if (simd::largest_magnitude_bits(x, kv_heads * tokens * dim) <= 0x477FE000u) return;
   for (size_t h = 0; h < kv_heads; ++h)
     for (size_t t = 0; t < tokens; ++t)
       for (size_t c = 0; c < dim; ++c) {

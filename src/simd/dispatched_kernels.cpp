@@ -275,6 +275,26 @@ float DotImpl(const float* a, const float* b, size_t n) {
   return sum;
 }
 
+uint32_t LargestMagnitudeBitsImpl(const float* x, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const size_t lanes = hn::Lanes(df);
+  const auto magnitude = hn::Set(du, 0x7FFFFFFFu);
+  auto top0 = hn::Zero(du), top1 = hn::Zero(du);  // two chains
+  size_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    top0 = hn::Max(top0, hn::And(hn::BitCast(du, hn::LoadU(df, x + i)), magnitude));
+    top1 = hn::Max(top1, hn::And(hn::BitCast(du, hn::LoadU(df, x + i + lanes)), magnitude));
+  }
+  uint32_t top = hn::GetLane(hn::MaxOfLanes(du, hn::Max(top0, top1)));
+  for (; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof(bits));
+    top = std::max(top, bits & 0x7FFFFFFFu);
+  }
+  return top;
+}
+
 // Exact widening, one add per element: the same sums on every target.
 void AddToDoubleSumsImpl(const float* x, double* sums, size_t n) {
 #if HWY_HAVE_FLOAT64
@@ -322,6 +342,7 @@ HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(SubtractSumOfSquaresImpl);
 HWY_EXPORT(AddToDoubleSumsImpl);
+HWY_EXPORT(LargestMagnitudeBitsImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void fwht(float* data, size_t n) { HWY_DYNAMIC_DISPATCH(FwhtImpl)(data, n); }
@@ -348,6 +369,9 @@ float subtract_sum_of_squares(const float* in, const float* centre, float* out, 
 }
 void add_to_double_sums(const float* x, double* sums, size_t n) {
   HWY_DYNAMIC_DISPATCH(AddToDoubleSumsImpl)(x, sums, n);
+}
+uint32_t largest_magnitude_bits(const float* x, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(LargestMagnitudeBitsImpl)(x, n);
 }
 const char* active_target() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 

@@ -54,6 +54,10 @@ float dot(const float* a, const float* b, size_t n);
 void axpy(float w, const float* x, float* out, size_t n);
 // sums[i] += double(x[i]) (exact widening: the same sums on every target)
 void add_to_double_sums(const float* x, double* sums, size_t n);
+// The largest of the bit patterns of |x[i]| as unsigned integers (0 for n = 0): above 0x7F800000
+// where some x[i] is NaN, 0x7F800000 for an infinity, else the bits of max |x[i]|. Input checks
+// compare it with a finite bound's bits in one pass.
+uint32_t largest_magnitude_bits(const float* x, size_t n);
 
 // Asks for the cache lines of `bytes` bytes at `row` (scattered rows: sampled tokens).
 inline void prefetch_bytes(const void* row, size_t bytes) {
