@@ -13,14 +13,9 @@
 namespace kvsketch {
 
 void require_finite(const float* x, size_t rows, size_t cols, const char* what, size_t first_row) {
-  // Fast scan (vectorizes): an exponent of all ones means NaN or Inf. Locate it only if present.
-  uint32_t any_bad = 0;
-  for (size_t i = 0; i < rows * cols; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    any_bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
-  }
-  if (!any_bad) return;
+  // Fast scan: NaN and Inf have the largest magnitude bits, from an exponent of all ones. Locate
+  // it only if present.
+  if (simd::largest_magnitude_bits(x, rows * cols) < 0x7F800000u) return;
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 0; c < cols; ++c) {
       const float value = x[r * cols + c];
