@@ -101,8 +101,18 @@ class IndexRows {
     row_bytes_ = packed_bytes(src.dim, kBits);
     // The last 16-byte load of a row may run past its indices; where it would run past the row,
     // the last row (in memory: of a gather, the highest index) is read from a padded copy.
-    const size_t steps = src.dim / lanes;
+    size_t steps = src.dim / lanes;
     const size_t readable = src.readable ? src.readable : src.stride;
+    // A partial last vector is loaded whole where that load stays within what the rows may read
+    // (the query is zero past dim; the indices there, of the next bits of the row, look up finite
+    // values), instead of a scalar loop over its indices.
+    const size_t whole = (src.dim + lanes - 1) / lanes;
+    if (whole > steps && (whole - 1) * step_bytes_ + 16 <= std::min(readable + src.stride, sizeof(padded_row_))) {
+      steps = whole;
+      vector_end_ = whole * lanes;
+    } else {
+      vector_end_ = steps * lanes;
+    }
     if (n > 0 && steps > 0 && (steps - 1) * step_bytes_ + 16 > readable) {
       last_ = src.indices ? static_cast<size_t>(std::max_element(src.indices, src.indices + n) - src.indices) : n - 1;
       std::memcpy(padded_row_, src.row(last_), row_bytes_);
@@ -120,6 +130,9 @@ class IndexRows {
   }
   const uint8_t* Row(size_t i) const { return i == last_ ? padded_row_ : src_.row(i); }
   const RowSource& Source() const { return src_; }
+  // Coordinates the vector loads of the scores cover (VectorEnd): dim rounded up to whole vectors
+  // where the constructor found the last load safe, else down.
+  size_t ScoresVectorEnd() const { return vector_end_; }
   VF Load(const uint8_t* row, size_t j) const {
     const DF df;
     const hn::RebindToSigned<DF> di;
@@ -149,7 +162,7 @@ class IndexRows {
   hn::Vec<hn::Repartition<uint8_t, hn::RebindToUnsigned<DF>>> pick_;
   hn::Vec<hn::RebindToUnsigned<DF>> shift_;
   VF low_, high_;
-  size_t step_bytes_ = 0, row_bytes_ = 0, last_ = static_cast<size_t>(-1);
+  size_t step_bytes_ = 0, row_bytes_ = 0, last_ = static_cast<size_t>(-1), vector_end_ = 0;
   uint8_t padded_row_[1024 + 16] = {};
 };
 #endif
@@ -303,10 +316,30 @@ HWY_INLINE void ScoreFourRows(const Rows& rows, size_t i, size_t full, size_t d,
 }
 #endif
 
+// The columns the scores' vector loop covers: d rounded down to whole vectors, or up where the rows
+// can load a partial last vector whole (IndexRows::ScoresVectorEnd).
+template <class Rows>
+HWY_INLINE size_t VectorEnd(const Rows& rows, size_t d) {
+  if constexpr (requires { rows.ScoresVectorEnd(); }) {
+    return rows.ScoresVectorEnd();
+  } else {
+    (void)rows;
+    return d / hn::Lanes(DF()) * hn::Lanes(DF());
+  }
+}
+
 template <class Rows, int kHeads>
 void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float scale, float* out,
                size_t out_stride) {
-  const size_t full = d / hn::Lanes(DF()) * hn::Lanes(DF());
+  size_t full = VectorEnd(rows, d);
+  // Loaded past d: the queries zero-padded to `full` columns, which then stand for d.
+  std::vector<float> padded;
+  if (full > d) {
+    padded.assign(kHeads * full, 0.0f);
+    for (int h = 0; h < kHeads; ++h) std::copy_n(queries + h * d, d, padded.data() + h * full);
+    queries = padded.data();
+    d = full;
+  }
   size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (hn::MaxLanes(DF()) >= 4) {
