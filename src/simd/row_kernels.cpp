@@ -91,7 +91,9 @@ class IndexRows {
     }
     pick_ = hn::Load(du8, picks);
     shift_ = hn::Load(du, shifts);
-    if (!Gathers()) {
+    if constexpr (kPermutes) {
+      for (size_t t = 0; t < std::size(tables_); ++t) tables_[t] = hn::LoadU(df, src.table + t * lanes);
+    } else if (!Gathers()) {
       HWY_ALIGN float padded[2 * HWY_MAX_BYTES / sizeof(float)] = {};
       std::memcpy(padded, src.table, (size_t{1} << kBits) * sizeof(float));
       low_ = hn::Load(df, padded);
@@ -142,6 +144,15 @@ class IndexRows {
     const auto bytes = hn::LoadDup128(du8, row + j / lanes * step_bytes_);
     const auto words = hn::BitCast(du, hn::TableLookupBytes(bytes, pick_));
     const auto index = hn::BitCast(di, hn::And(hn::Shr(words, shift_), hn::Set(du, (1u << kBits) - 1u)));
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (kPermutes) {
+      // vpermt2ps looks 32 entries up in two registers (index bits 0-4); bit 5 picks the pair.
+      const VF first{_mm512_permutex2var_ps(tables_[0].raw, index.raw, tables_[1].raw)};
+      if constexpr (kBits == 5) return first;
+      const VF second{_mm512_permutex2var_ps(tables_[2].raw, index.raw, tables_[3].raw)};
+      return VF{_mm512_mask_blend_ps(_mm512_test_epi32_mask(index.raw, _mm512_set1_epi32(32)), first.raw, second.raw)};
+    }
+#endif
     if (Gathers()) return hn::GatherIndex(df, src_.table, index);
     const auto wrapped = hn::IndicesFromVec(df, hn::And(index, hn::Set(di, static_cast<int32_t>(lanes - 1))));
     const auto in_low = hn::TableLookupLanes(low_, wrapped);
@@ -157,11 +168,20 @@ class IndexRows {
   }
 
  private:
-  static bool Gathers() { return (size_t{1} << kBits) > 2 * hn::Lanes(DF()); }
+  // AVX-512: tables of 32 and 64 entries are looked up in registers by two-table permutes (one
+  // and two of them), where 64 took a gather (a single tq_pca query at d = 784 spent most of its
+  // time on the widths of 5-8 bits).
+#if HWY_TARGET <= HWY_AVX3
+  static constexpr bool kPermutes = hn::MaxLanes(DF()) == 16 && (kBits == 5 || kBits == 6);
+#else
+  static constexpr bool kPermutes = false;
+#endif
+  static bool Gathers() { return !kPermutes && (size_t{1} << kBits) > 2 * hn::Lanes(DF()); }
   const RowSource& src_;
   hn::Vec<hn::Repartition<uint8_t, hn::RebindToUnsigned<DF>>> pick_;
   hn::Vec<hn::RebindToUnsigned<DF>> shift_;
   VF low_, high_;
+  VF tables_[kPermutes ? (size_t{1} << kBits) / 16 : 1];
   size_t step_bytes_ = 0, row_bytes_ = 0, last_ = static_cast<size_t>(-1), vector_end_ = 0;
   uint8_t padded_row_[1024 + 16] = {};
 };
