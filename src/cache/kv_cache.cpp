@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"

@@ -56,8 +56,8 @@ void pack_bits(const uint8_t* indices, size_t count, int bits, uint8_t* out) {
     }
     return;
   }
-  std::memset(out, 0, bytes);
   if (bits == 1) {
+    std::memset(out, 0, bytes);  // the bits are or-ed in; every other width below writes each byte
     for (size_t j = 0; j < count; ++j) out[j >> 3] |= static_cast<uint8_t>(indices[j] << (j & 7));
     return;
   }

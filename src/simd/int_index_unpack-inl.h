@@ -107,19 +107,7 @@ class ShuffleUnpacker {
   template <bool kHigh>
   static HWY_INLINE void Words(const Constants& c, const uint8_t* packed, size_t k, hn::Vec<D16>& first,
                                hn::Vec<D16>& second) {
-    const DC dc;
-    const D16 d16;
-    const auto source = hn::LoadDup128(dc, packed + c.load_at[k]);
-    const uint8_t* shuffle = c.shuffles + k * 2 * hn::Lanes(dc);
-    first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
-    second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + hn::Lanes(dc))));
-    if constexpr (kHigh) {
-      first = hn::And(hn::Mul(first, c.first_high), c.mask_high);
-      second = hn::And(hn::Mul(second, c.second_high), c.mask_high);
-    } else {
-      first = hn::And(hn::MulHigh(first, c.first), c.mask);
-      second = hn::And(hn::MulHigh(second, c.second), c.mask);
-    }
+    SourceWords<kHigh>(c, hn::LoadDup128(DC(), packed + c.load_at[k]), k, first, second);
   }
 
   // Indices [k * L, (k + 1) * L) of the row at `packed` (zero past dim), as the class comment says.
@@ -127,7 +115,6 @@ class ShuffleUnpacker {
   template <bool kFull = false>
   static HWY_INLINE hn::Vec<DC> Chunk(const Constants& c, const uint8_t* packed, size_t k) {
     const DC dc;
-    const D16 d16;
     const auto source = !kFull && HWY_UNLIKELY(c.short_bytes) ? ShortRow(packed, c.short_bytes)
                                                                 : hn::LoadDup128(dc, packed + c.load_at[k]);
     const uint8_t* shuffle = c.shuffles + k * 2 * hn::Lanes(dc);
@@ -135,10 +122,8 @@ class ShuffleUnpacker {
       const auto bytes = hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle));
       return hn::IfThenElseZero(hn::TestBit(bytes, c.bit_masks), hn::Set(dc, uint8_t{1}));
     }
-    auto first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
-    auto second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + hn::Lanes(dc))));
-    first = hn::And(hn::MulHigh(first, c.first), c.mask);
-    second = hn::And(hn::MulHigh(second, c.second), c.mask);
+    hn::Vec<D16> first, second;
+    SourceWords<false>(c, source, k, first, second);
     return PackBlocks(first, second);
   }
 
@@ -158,6 +143,25 @@ class ShuffleUnpacker {
   }
 
  private:
+  // Words of chunk k from its 16 source bytes (in every 128-bit block): each index's 16-bit lane
+  // gathers its bytes, a multiply shifts it to the low (or with kHigh the high) byte, a mask keeps it.
+  template <bool kHigh>
+  static HWY_INLINE void SourceWords(const Constants& c, hn::Vec<DC> source, size_t k, hn::Vec<D16>& first,
+                                     hn::Vec<D16>& second) {
+    const DC dc;
+    const D16 d16;
+    const uint8_t* shuffle = c.shuffles + k * 2 * hn::Lanes(dc);
+    first = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle)));
+    second = hn::BitCast(d16, hn::TableLookupBytesOr0(source, hn::LoadU(dc, shuffle + hn::Lanes(dc))));
+    if constexpr (kHigh) {
+      first = hn::And(hn::Mul(first, c.first_high), c.mask_high);
+      second = hn::And(hn::Mul(second, c.second_high), c.mask_high);
+    } else {
+      first = hn::And(hn::MulHigh(first, c.first), c.mask);
+      second = hn::And(hn::MulHigh(second, c.second), c.mask);
+    }
+  }
+
   // packuswb: per 128-bit block, the words (< 256) of a's block, then b's, as bytes.
   static HWY_INLINE hn::Vec<DC> PackBlocks(hn::Vec<D16> a, hn::Vec<D16> b) {
 #if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
