@@ -13,7 +13,6 @@
 #include "kvsketch/error.hpp"
 #include "kvsketch/sparse_bench.hpp"
 #include "list_options.hpp"
-#include "simd/amx.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch::tools {
@@ -45,8 +44,6 @@ void run_attention(const BenchArguments& args) {
   config.repetitions = args.repetitions;
   config.layers = args.layers;
   const auto rows = bench_attention(config);
-  // The integer kernels multiply on AMX tiles where the AVX3_DL target runs on a CPU that has them.
-  const bool amx = simd::amx_usable() && std::string(simd::active_target()) == "AVX3_DL";
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows)
@@ -55,12 +52,12 @@ void run_attention(const BenchArguments& args) {
                      {"query_heads", args.heads}, {"head_dim", args.dim}, {"ns_per_query", r.ns_per_query},
                      {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", measured_ratio(r.speedup_vs_fp16)},
                      {"memory_gbytes_per_s", r.memory_gbytes_per_s}, {"bandwidth_fraction", r.bandwidth_fraction},
-                     {"target", simd::active_target()}, {"amx", amx}});
+                     {"target", simd::active_target()}});
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("target {}{}; one GQA group: {} query heads, 1 KV head, head_dim {}\n",
-                           simd::active_target(), amx ? " with AMX tiles" : "", args.heads, args.dim);
+  std::cout << fmt::format("target {}; one GQA group: {} query heads, 1 KV head, head_dim {}\n",
+                           simd::active_target(), args.heads, args.dim);
   std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6} {:>11} {:>10} {:>7} {:>8} {:>8}\n", "policy", "tokens", "thr",
                            "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16");
   for (const auto& r : rows)
