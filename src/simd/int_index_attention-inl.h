@@ -16,10 +16,10 @@ using BlockAccumulator = QuadAccumulator;
 __m512i ScorerTable(const ByteTable& table, int bits) { return FieldTable(table, bits, kScoreTableOffset); }
 __m512i AccumulatorTable(const ByteTable& table, int bits) { return FieldTable(table, bits, 0); }
 std::vector<uint32_t> BlockLaneCoordinates(size_t padded) { return QuadLaneCoordinates(padded); }
-// Whether the block kernels take rows of `padded` index bytes. They do on CPUs with AMX too: there,
-// on the 2.1 GHz Emerald Rapids host of the lent GPU machine (2026-11-26), a 16k-token tq_mse:b=3
-// step took 122-241 us with them against 134-261 us through the AMX tile kernels' separate passes,
-// and no more at 128k (docs/history/decode-speed.md). AMX keeps the separate kernels.
+// Whether the block kernels take rows of `padded` index bytes. They do on CPUs with AMX too: on an
+// Emerald Rapids host with AMX (2026-11-26), a 16k-token tq_mse:b=3 step took a median 241 us with
+// one thread and 126 with two, against 261 and 139 through the AMX tile kernels' separate passes,
+// and no longer at 128k (docs/history/decode-speed.md). The separate kernels keep AMX.
 bool BlockKernelsCover(size_t padded) { return Unpacker::FieldsCover(padded); }
 #else
 using BlockScorer = ShuffleScorer;
