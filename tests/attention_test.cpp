@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/team_size.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/attention_eval.hpp"
 #include "kvsketch/error.hpp"
@@ -123,13 +124,22 @@ TEST(Attention, DefaultRangesSplitAShortBodyInTwoOnAnyThreadCount) {
   thirds.tokens_per_task = 1700;
   const auto other = decode_attention(cache, 0, 0, data.query_rows.data(), 4, thirds);
   EXPECT_NE(other.output, expected.output) << "another split should round differently";
-  for (int threads : {1, 2}) {
+  for (int threads : {1, 2, 64}) {  // 64: more threads than tasks
     AttentionOptions defaults;
     defaults.threads = threads;
     const auto got = decode_attention(cache, 0, 0, data.query_rows.data(), 4, defaults);
     EXPECT_EQ(got.output, expected.output) << threads << " threads";
     EXPECT_EQ(got.lse, expected.lse) << threads << " threads";
   }
+}
+
+// A parallel loop wakes no more threads than it has tasks, and at least one.
+TEST(Attention, TeamSizeNeverExceedsTheTasks) {
+  EXPECT_EQ(team_size(16, 5), 5);
+  EXPECT_EQ(team_size(2, 5), 2);
+  EXPECT_EQ(team_size(3, 0), 1);
+  EXPECT_EQ(team_size(0, 1u << 20), omp_get_max_threads());
+  EXPECT_EQ(team_size(0, 1), 1);
 }
 
 // The integer kernels (the default) against the float ones: both near the exact answer, within

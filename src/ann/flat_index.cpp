@@ -7,6 +7,7 @@
 #include "ann/fast_scan_store.hpp"
 #include "ann/top_k.hpp"
 #include "core/huge_pages.hpp"
+#include "core/team_size.hpp"
 #include "kvsketch/ann.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
@@ -341,7 +342,7 @@ void FlatIndex::code_candidates(const float* queries, size_t nq, size_t keep, st
   ranges = std::min(ranges, chunks);
   std::vector<std::vector<ScoredRow>> partial(groups * ranges * group_size);
   const long tasks = static_cast<long>(groups * ranges);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (tasks > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team_size(threads, tasks)) if (tasks > 1)
   for (long task = 0; task < tasks; ++task) {
     const size_t group = static_cast<size_t>(task) / ranges, range = static_cast<size_t>(task) % ranges;
     const size_t first_query = group * group_size, heads = std::min(group_size, nq - first_query);

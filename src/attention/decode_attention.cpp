@@ -1,11 +1,10 @@
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <numeric>
 
+#include "core/team_size.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/attention_kernels.hpp"
@@ -152,7 +151,7 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   std::vector<Partials> exact_parts(exact.size()), task_parts(tasks);
   std::unique_ptr<const PreparedQueries> prepared;
   if (tasks > 0) prepared = std::make_unique<const PreparedQueries>(key_codec, queries, heads, scale);
-  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  const int threads = team_size(options.threads, items);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (items > 1)
   for (long item = 0; item < static_cast<long>(items); ++item) {
     const auto i = static_cast<size_t>(item);
@@ -196,7 +195,7 @@ AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const
           kv_heads);
   const size_t group = q_heads / kv_heads;
   std::vector<AttentionResult> groups(kv_heads);
-  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  const int threads = team_size(options.threads, kv_heads);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (kv_heads > 1)
   for (long g = 0; g < static_cast<long>(kv_heads); ++g) {
     AttentionOptions inner = options;

@@ -1,10 +1,10 @@
 // Exact k nearest neighbours by blocked float32 matrix products (Eigen), and the recall measures.
-#include <omp.h>
 
 #include <Eigen/Core>
 #include <cmath>
 
 #include "ann/top_k.hpp"
+#include "core/team_size.hpp"
 #include "eval/ann_eval_internal.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/kernels.hpp"
@@ -53,7 +53,7 @@ Neighbors exact_neighbors(const Matrix& base_in, const Matrix& queries_in, Metri
   out.ids.resize(nq * k);
   out.scores.resize(nq * k);
   const long blocks = static_cast<long>((nq + kQueryBlock - 1) / kQueryBlock);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads > 0 ? threads : omp_get_max_threads())
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team_size(threads, static_cast<size_t>(blocks)))
   for (long block = 0; block < blocks; ++block) {
     const size_t first = static_cast<size_t>(block) * kQueryBlock, count = std::min(kQueryBlock, nq - first);
     std::vector<TopK> tops(count, TopK(k));

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstddef>
+
+namespace kvsketch {
+
+// Threads for a parallel loop of `items` tasks: the requested count (0: all), never more than the
+// tasks. A thread with no task still costs its wake-up and the join: on a 16-core host, 16 threads
+// over a 16k-token decode step's 5 tasks took longer than 2 threads (docs/RESULTS.md).
+inline int team_size(int requested, size_t items) {
+  const int threads = requested > 0 ? requested : omp_get_max_threads();
+  return static_cast<int>(std::clamp<size_t>(items, 1, static_cast<size_t>(std::max(threads, 1))));
+}
+
+}  // namespace kvsketch
