@@ -372,6 +372,19 @@ TEST(Simd, LargestMagnitudeBitsOnEveryTarget) {
   });
 }
 
+// The bandwidth probe's pass: the sum, whatever the length (whole groups of lines, a tail).
+TEST(Simd, StreamedSumOnEveryTarget) {
+  for_each_target([] {
+    EXPECT_EQ(simd::streamed_sum(nullptr, 0), 0.0f);
+    for (size_t n : {1, 15, 16, 63, 64, 65, 200, 4099}) {
+      std::vector<float> x(n);
+      double expected = 0.0;
+      for (size_t i = 0; i < n; ++i) expected += x[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+      ASSERT_NEAR(simd::streamed_sum(x.data(), n), expected, 1e-3 * (1.0 + std::fabs(expected))) << n;
+    }
+  });
+}
+
 // The fp16 rows of the cache (sinks and window) convert as float_to_half does, rounding to nearest
 // even, on every target: F16C where the target has it, the scalar conversion where Highway would
 // emulate it (by truncating). Half to float is exact everywhere for finite halves.

@@ -58,6 +58,8 @@ void add_to_double_sums(const float* x, double* sums, size_t n);
 // where some x[i] is NaN, 0x7F800000 for an infinity, else the bits of max |x[i]|. Input checks
 // compare it with a finite bound's bits in one pass.
 uint32_t largest_magnitude_bits(const float* x, size_t n);
+// Sum of x[i] in any order, reading ahead as the row kernels do: the memory read bandwidth probe.
+float streamed_sum(const float* x, size_t n);
 
 // Asks for the cache lines of `bytes` bytes at `row` (scattered rows: sampled tokens).
 inline void prefetch_bytes(const void* row, size_t bytes) {
