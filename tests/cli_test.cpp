@@ -106,6 +106,15 @@ TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
   std::tie(status, output) = run("attention --synthetic flat --tokens 600 --policies 'zip:b=2'");
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("unknown codec 'zip'"), std::string::npos) << output;
+  // A bad policy late in the list is refused before any row is printed or measured.
+  for (const char* command : {"attention --synthetic flat --tokens 600 --policies 'fp16;tq_mse:b=9' --json",
+                              "attention --synthetic flat --tokens 600 --policies 'fp16;tq_mse:b=9'",
+                              "bench attention --tokens 1000 --repetitions 1 --policies 'fp16;tq_mse:b=9'",
+                              "bench append --tokens 1000 --policies 'fp16;tq_mse:b=9'"}) {
+    std::tie(status, output) = run(command);
+    EXPECT_EQ(status, 2) << command;
+    EXPECT_EQ(output.rfind("kvsketch: error: policy 'tq_mse:b=9'", 0), 0u) << command << ": " << output;
+  }
   std::tie(status, output) = run("attention --keys /nonexistent.npy --values x.npy --queries q.npy");
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("cannot open"), std::string::npos) << output;

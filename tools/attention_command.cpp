@@ -10,6 +10,7 @@
 #include "kvsketch/attention_eval.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
+#include "kvsketch/kv_policy.hpp"
 #include "kvsketch/synthetic_cache.hpp"
 #include "attention_cases.hpp"
 #include "json_values.hpp"
@@ -27,6 +28,7 @@ struct Arguments {
 void run(const Arguments& args) {
   std::vector<std::string> policies = split_list(args.policies, ';');
   if (policies.empty()) policies = standard_policies();
+  for (const std::string& policy : policies) KVPolicy::parse(policy);  // a bad one before any output or work
   const auto cases = load_attention_cases(args.cases);
   nlohmann::json rows = nlohmann::json::array();
   if (!args.json)

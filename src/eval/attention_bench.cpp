@@ -63,6 +63,7 @@ size_t layer_bytes(const KVPolicy& policy, const SyntheticCache& data, size_t to
 std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& config) {
   require(!config.policies.empty() && !config.tokens.empty() && !config.threads.empty(),
           "bench attention: policies, tokens and threads must not be empty");
+  for (const std::string& policy : config.policies) KVPolicy::parse(policy);  // a bad one before the minutes of work
   const size_t d = config.head_dim, heads = config.query_heads;
   const size_t most = *std::max_element(config.tokens.begin(), config.tokens.end());
   // One long-tailed cache; shorter contexts are its prefixes.
@@ -119,6 +120,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
 
 std::vector<AppendBenchRow> bench_append(const std::vector<std::string>& policies, size_t tokens, size_t head_dim,
                                          uint64_t seed) {
+  for (const std::string& policy : policies) KVPolicy::parse(policy);  // a bad one before any work
   const SyntheticCache data = make_synthetic_cache("long-tailed", tokens, head_dim, 1, seed);
   // Per core: encoding would otherwise spread a block append over every thread.
   const int previous_threads = omp_get_max_threads();
