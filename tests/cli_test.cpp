@@ -237,6 +237,13 @@ TEST(Cli, SparseJsonHasTheDocumentedKeys) {
   std::tie(status, output) = run("sparse --synthetic flat --tokens 2048 --synthetic-model latent --methods window");
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("unknown model 'latent'; expected independent or hidden-state"), std::string::npos) << output;
+  // Missing data or a bad method late in the list: refused before the table's header.
+  for (const char* command : {"sparse --tokens 2048 --methods window",
+                              "sparse --synthetic flat --tokens 2048 --methods 'window;nope'"}) {
+    std::tie(status, output) = run(command);
+    EXPECT_EQ(status, 2) << command;
+    EXPECT_EQ(output.rfind("kvsketch: error: ", 0), 0u) << command << ": " << output;
+  }
 }
 
 // The two synthetic models make different caches from one seed, each the same on every run.

@@ -7,6 +7,7 @@
 
 #include "attention_cases.hpp"
 #include "commands.hpp"
+#include "kvsketch/sparse_attention.hpp"
 #include "kvsketch/sparse_eval.hpp"
 #include "list_options.hpp"
 
@@ -42,11 +43,15 @@ std::function<void()> add_sparse_command(CLI::App& app) {
     if (!command->parsed()) return;
     config->methods = split_list(*methods, ';');
     config->seed = args->seed;
+    // The data and every method checked before any output or work.
+    const std::vector<AttentionCase> cases = load_attention_cases(*args);
+    for (const std::string& method : config->methods)
+      if (!cases.empty()) make_selector(method, cases.front().dim, config->seed);
     nlohmann::json out = nlohmann::json::array();
     if (!*json)
       std::cout << fmt::format("{:<40} {:<12} {:>8} {:>12} {:>10} {:>10} {:>10}  {}\n", "method", "regime", "budget",
                                "index B/tok", "rel_error", "lse_error", "kl", "body");
-    for (const AttentionCase& data : load_attention_cases(*args))
+    for (const AttentionCase& data : cases)
       for (const SparseEvalRow& r : run_sparse_eval(data, *config)) {
         const size_t body = data.tokens - config->sinks - config->window;
         if (*json) {
