@@ -208,6 +208,38 @@ TEST(Attention, GroupedQueryHeadsReadTheirKvHead) {
   EXPECT_THROW(decode_attention_layer(cache, 0, queries.data(), 5), Error);
 }
 
+// A layer's step runs every KV head's ranges in one parallel loop; each group's answer keeps the bits
+// of decode_attention on its own, on any number of threads (MQA and GQA).
+TEST(Attention, LayerStepHasEachGroupsBitsOnAnyThreadCount) {
+  const size_t dim = 128, n = 5000, group = 4;
+  const auto data = synthetic("long-tailed", n, 2 * group);
+  for (const size_t kv_heads : {1u, 2u}) {
+    KVCache cache(1, kv_heads, dim, KVPolicy::parse("tq_prod:b=3|tq_mse:b=3"), 5);
+    std::vector<float> keys(n * kv_heads * dim), values(n * kv_heads * dim);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t g = 0; g < kv_heads; ++g)
+        for (size_t j = 0; j < dim; ++j) {  // head g: the data's channels rotated by g
+          keys[(i * kv_heads + g) * dim + j] = data.keys[i * dim + (j + g) % dim];
+          values[(i * kv_heads + g) * dim + j] = data.values[i * dim + (j + g) % dim];
+        }
+    cache.append(0, keys.data(), values.data(), n);
+    const size_t q_heads = kv_heads * group;
+    AttentionOptions one;
+    one.threads = 1;
+    std::vector<AttentionResult> groups;
+    for (size_t g = 0; g < kv_heads; ++g)
+      groups.push_back(decode_attention(cache, 0, g, data.query_rows.data() + g * group * dim, group, one));
+    const AttentionResult expected = concat_attention(groups);
+    for (int threads : {1, 2, 3, 64}) {
+      AttentionOptions options;
+      options.threads = threads;
+      const auto got = decode_attention_layer(cache, 0, data.query_rows.data(), q_heads, options);
+      EXPECT_EQ(got.output, expected.output) << kv_heads << " kv heads, " << threads << " threads";
+      EXPECT_EQ(got.lse, expected.lse) << kv_heads << " kv heads, " << threads << " threads";
+    }
+  }
+}
+
 TEST(Attention, BadQueriesAreRefused) {
   KVCache cache(1, 1, 16, KVPolicy::parse("fp16"), 1);
   std::vector<float> q(32, 0.1f);

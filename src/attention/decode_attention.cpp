@@ -131,62 +131,100 @@ void check_queries(const KVCache& cache, size_t layer, const float* queries, siz
   require_finite_rows(queries, heads, cache.head_dim(), "attention (queries: row = query head)");
 }
 
+// One GQA group's decode step in three phases: its items (the exact fp16 pieces, then the body's
+// token ranges), each run by any thread, and their merge in a fixed order. The items depend on the
+// cache and the options only, so the merged answer has the same bits on any number of threads.
+class GroupStep {
+ public:
+  GroupStep(const KVCache& cache, size_t layer, size_t kv_head, const float* queries, size_t heads,
+            const AttentionOptions& options)
+      : head_(cache.head(layer, kv_head)), key_codec_(cache.key_codec(layer, kv_head)),
+        value_codec_(cache.value_codec(layer, kv_head)), queries_(queries), heads_(heads), dim_(cache.head_dim()),
+        scale_(1.0f / std::sqrt(static_cast<float>(dim_))), arithmetic_(options.arithmetic),
+        exact_(exact_pieces(head_, dim_)), body_(head_.body_count()),
+        per_task_(task_tokens(body_, options.tokens_per_task,
+                              std::lcm(key_codec_.row_group(), value_codec_.row_group()))),
+        exact_parts_(exact_.size()), task_parts_((body_ + per_task_ - 1) / per_task_) {
+    if (!task_parts_.empty()) prepared_ = std::make_unique<const PreparedQueries>(key_codec_, queries, heads, scale_);
+  }
+
+  size_t items() const { return exact_.size() + task_parts_.size(); }
+
+  // Item i's partial sums; distinct items may run at once.
+  void run(size_t i) {
+    if (i < exact_.size()) {
+      const ExactPiece& piece = exact_[i];
+      exact_parts_[i] = half_rows_attention(queries_, heads_, piece.keys, piece.values, piece.rows, dim_, scale_);
+      return;
+    }
+    const size_t task = i - exact_.size(), first = task * per_task_;
+    task_parts_[task] = body_attention(key_codec_, value_codec_, prepared_->pointers, head_, first,
+                                       std::min(per_task_, body_ - first), arithmetic_);
+  }
+
+  // The items' partial sums merged by log-sum-exp, in item order.
+  AttentionResult merge() const {
+    AttentionResult result{heads_, dim_, std::vector<float>(heads_ * dim_, 0.0f), std::vector<float>(heads_)};
+    std::vector<float> body_acc(value_codec_.accumulator_size());
+    for (size_t h = 0; h < heads_; ++h) {
+      float top = kMinusInfinity;
+      for (const auto& parts : exact_parts_) top = std::max(top, parts.max[h]);
+      for (const auto& parts : task_parts_) top = std::max(top, parts.max[h]);
+      if (top == kMinusInfinity) {
+        result.lse[h] = kMinusInfinity;  // no tokens: output stays zero
+        continue;
+      }
+      float sum = 0.0f;
+      std::fill(body_acc.begin(), body_acc.end(), 0.0f);
+      for (const auto& parts : task_parts_) add_scaled(parts, h, top, sum, body_acc.data());
+      float* out = result.output.data() + h * dim_;
+      if (!task_parts_.empty()) value_codec_.finish_accumulator(body_acc.data(), out);  // un-rotate once per head
+      for (const auto& parts : exact_parts_) add_scaled(parts, h, top, sum, out);
+      for (size_t j = 0; j < dim_; ++j) out[j] /= sum;
+      result.lse[h] = top + std::log(sum);
+    }
+    return result;
+  }
+
+ private:
+  const HeadCache& head_;
+  const VectorCodec& key_codec_;
+  const VectorCodec& value_codec_;
+  const float* queries_;
+  size_t heads_, dim_;
+  float scale_;
+  Arithmetic arithmetic_;
+  std::vector<ExactPiece> exact_;
+  size_t body_, per_task_;
+  std::vector<Partials> exact_parts_, task_parts_;
+  std::unique_ptr<const PreparedQueries> prepared_;
+};
+
+// Runs every item of `steps` on up to `threads` threads, dealt one at a time in order.
+void run_items(std::vector<GroupStep>& steps, int requested_threads) {
+  std::vector<std::pair<size_t, size_t>> items;  // (step, item)
+  for (size_t s = 0; s < steps.size(); ++s)
+    for (size_t i = 0; i < steps[s].items(); ++i) items.emplace_back(s, i);
+  const long count = static_cast<long>(items.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team_size(requested_threads, items.size())) if (count > 1)
+  for (long k = 0; k < count; ++k) steps[items[k].first].run(items[k].second);
+}
+
 }  // namespace
 
 AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,
                                  size_t heads, const AttentionOptions& options) {
   check_queries(cache, layer, queries, heads, options);
-  const HeadCache& head = cache.head(layer, kv_head);
-  const size_t dim = cache.head_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  const std::vector<ExactPiece> exact = exact_pieces(head, dim);
-
-  // The exact pieces and the body's token ranges run in parallel and merge in a fixed order.
-  const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
-  const VectorCodec& value_codec = cache.value_codec(layer, kv_head);
-  const size_t body = head.body_count();
-  const size_t per_task = task_tokens(body, options.tokens_per_task,
-                                      std::lcm(key_codec.row_group(), value_codec.row_group()));
-  const size_t tasks = (body + per_task - 1) / per_task, items = exact.size() + tasks;
-  std::vector<Partials> exact_parts(exact.size()), task_parts(tasks);
-  std::unique_ptr<const PreparedQueries> prepared;
-  if (tasks > 0) prepared = std::make_unique<const PreparedQueries>(key_codec, queries, heads, scale);
-  const int threads = team_size(options.threads, items);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (items > 1)
-  for (long item = 0; item < static_cast<long>(items); ++item) {
-    const auto i = static_cast<size_t>(item);
-    if (i < exact.size()) {
-      const ExactPiece& piece = exact[i];
-      exact_parts[i] = half_rows_attention(queries, heads, piece.keys, piece.values, piece.rows, dim, scale);
-      continue;
-    }
-    const size_t first = (i - exact.size()) * per_task;
-    task_parts[i - exact.size()] = body_attention(key_codec, value_codec, prepared->pointers, head, first,
-                                                  std::min(per_task, body - first), options.arithmetic);
-  }
-
-  AttentionResult result{heads, dim, std::vector<float>(heads * dim, 0.0f), std::vector<float>(heads)};
-  std::vector<float> body_acc(value_codec.accumulator_size());
-  for (size_t h = 0; h < heads; ++h) {
-    float top = kMinusInfinity;
-    for (const auto& parts : exact_parts) top = std::max(top, parts.max[h]);
-    for (const auto& parts : task_parts) top = std::max(top, parts.max[h]);
-    if (top == kMinusInfinity) {
-      result.lse[h] = kMinusInfinity;  // no tokens: output stays zero
-      continue;
-    }
-    float sum = 0.0f;
-    std::fill(body_acc.begin(), body_acc.end(), 0.0f);
-    for (const auto& parts : task_parts) add_scaled(parts, h, top, sum, body_acc.data());
-    float* out = result.output.data() + h * dim;
-    if (tasks > 0) value_codec.finish_accumulator(body_acc.data(), out);  // un-rotate once per query head
-    for (const auto& parts : exact_parts) add_scaled(parts, h, top, sum, out);
-    for (size_t j = 0; j < dim; ++j) out[j] /= sum;
-    result.lse[h] = top + std::log(sum);
-  }
-  return result;
+  require(kv_head < cache.kv_heads(), "attention: kv head {} out of range; the cache has {} kv heads", kv_head,
+          cache.kv_heads());
+  std::vector<GroupStep> steps;
+  steps.emplace_back(cache, layer, kv_head, queries, heads, options);
+  run_items(steps, options.threads);
+  return steps.front().merge();
 }
 
+// Every group's items in one parallel loop: with fewer KV heads than threads (MQA, or 8 KV heads
+// on 16 cores) the body ranges of a head share the threads too.
 AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const float* queries, size_t q_heads,
                                        const AttentionOptions& options) {
   check_queries(cache, layer, queries, q_heads, options);
@@ -194,14 +232,12 @@ AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const
   require(q_heads % kv_heads == 0, "attention: {} query heads is not a multiple of the {} kv heads", q_heads,
           kv_heads);
   const size_t group = q_heads / kv_heads;
-  std::vector<AttentionResult> groups(kv_heads);
-  const int threads = team_size(options.threads, kv_heads);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (kv_heads > 1)
-  for (long g = 0; g < static_cast<long>(kv_heads); ++g) {
-    AttentionOptions inner = options;
-    inner.threads = 1;
-    groups[g] = decode_attention(cache, layer, g, queries + g * group * dim, group, inner);
-  }
+  std::vector<GroupStep> steps;
+  steps.reserve(kv_heads);
+  for (size_t g = 0; g < kv_heads; ++g) steps.emplace_back(cache, layer, g, queries + g * group * dim, group, options);
+  run_items(steps, options.threads);
+  std::vector<AttentionResult> groups;
+  for (const GroupStep& step : steps) groups.push_back(step.merge());
   return concat_attention(groups);
 }
 
