@@ -39,7 +39,8 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
                                  size_t heads, const AttentionOptions& options = {});
 
 // All query heads of a layer: q_heads x head_dim, q_heads a multiple of kv_heads; query head h
-// reads kv head h / (q_heads / kv_heads) (MHA, GQA and MQA alike). Parallel over KV heads.
+// reads kv head h / (q_heads / kv_heads) (MHA, GQA and MQA alike). Parallel over KV heads and their
+// token ranges together; each group gets the bits decode_attention gives it.
 AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const float* queries, size_t q_heads,
                                        const AttentionOptions& options = {});
 
