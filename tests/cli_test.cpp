@@ -128,6 +128,32 @@ TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
   }
 }
 
+// The row keys; with --kv-heads a whole layer's step, its bytes those of every KV head.
+TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
+  const std::string common = "bench attention --tokens 1024 --threads 1 --repetitions 1 --layers 2 "
+                             "--policies 'fp16;tq_mse:b=3' --json";
+  auto [status, output] = run(common);
+  ASSERT_EQ(status, 0) << output;
+  const auto group = nlohmann::json::parse(output);
+  ASSERT_EQ(group.size(), 2u);
+  for (const auto& row : group)
+    for (const char* key : {"policy", "tokens", "threads", "bits_per_value", "ns_per_query", "gbytes_per_s",
+                            "speedup_vs_fp16", "memory_gbytes_per_s", "bandwidth_fraction", "kv_heads"})
+      EXPECT_TRUE(row.contains(key)) << key;
+  EXPECT_EQ(group[0]["speedup_vs_fp16"].get<double>(), 1.0);
+  EXPECT_EQ(group[0]["kv_heads"].get<size_t>(), 1u);
+  EXPECT_EQ(group[0]["bytes"].get<size_t>(), 1024u * 128 * 2 * 2);  // K and V in fp16
+  std::tie(status, output) = run(common + " --kv-heads 3");
+  ASSERT_EQ(status, 0) << output;
+  const auto layer = nlohmann::json::parse(output);
+  ASSERT_EQ(layer.size(), 2u);
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(layer[p]["kv_heads"].get<size_t>(), 3u);
+    EXPECT_EQ(layer[p]["bytes"].get<size_t>(), 3 * group[p]["bytes"].get<size_t>()) << layer[p]["policy"];
+    EXPECT_EQ(layer[p]["bits_per_value"].get<double>(), group[p]["bits_per_value"].get<double>());
+  }
+}
+
 // Errors in a synthetic dataset's spec name the dataset, not a codec.
 TEST(Cli, DatasetSpecErrorsNameTheDataset) {
   auto [status, output] = run("ann eval --data gaussian:d=8,n=100,q=1");

@@ -25,7 +25,7 @@ std::vector<std::string> default_bench_policies() {
 
 struct BenchArguments {
   std::string policies, tokens = "4096,16384,65536,131072", threads;
-  size_t dim = 128, heads = 4, layers = 0;
+  size_t dim = 128, heads = 4, kv_heads = 1, layers = 0;
   int repetitions = 5;
   bool json = false;
 };
@@ -41,6 +41,7 @@ void run_attention(const BenchArguments& args) {
       config.threads.push_back(static_cast<int>(t));
   config.head_dim = args.dim;
   config.query_heads = args.heads;
+  config.kv_heads = args.kv_heads;
   config.repetitions = args.repetitions;
   config.layers = args.layers;
   const auto rows = bench_attention(config);
@@ -49,15 +50,15 @@ void run_attention(const BenchArguments& args) {
     for (const auto& r : rows)
       out.push_back({{"policy", r.policy}, {"tokens", r.tokens}, {"threads", r.threads},
                      {"bits_per_value", r.bits_per_value}, {"bytes", r.bytes}, {"layers", r.layers},
-                     {"query_heads", args.heads}, {"head_dim", args.dim}, {"ns_per_query", r.ns_per_query},
+                     {"query_heads", args.heads}, {"kv_heads", args.kv_heads}, {"head_dim", args.dim}, {"ns_per_query", r.ns_per_query},
                      {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", measured_ratio(r.speedup_vs_fp16)},
                      {"memory_gbytes_per_s", r.memory_gbytes_per_s}, {"bandwidth_fraction", r.bandwidth_fraction},
                      {"target", simd::active_target()}});
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("target {}; one GQA group: {} query heads, 1 KV head, head_dim {}\n",
-                           simd::active_target(), args.heads, args.dim);
+  std::cout << fmt::format("target {}; {} KV head{} of {} query heads each, head_dim {}\n", simd::active_target(),
+                           args.kv_heads, args.kv_heads == 1 ? "" : "s", args.heads, args.dim);
   std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6} {:>11} {:>10} {:>7} {:>8} {:>8}\n", "policy", "tokens", "thr",
                            "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16");
   for (const auto& r : rows)
@@ -134,7 +135,9 @@ std::function<void()> add_bench_command(CLI::App& app) {
   add_common(attention, *args);
   attention->add_option("--tokens", args->tokens, "Context lengths, comma separated");
   attention->add_option("--threads", args->threads, "Thread counts, comma separated (default: 1 and all)");
-  attention->add_option("--heads", args->heads, "Query heads in the group")->check(CLI::Range(1, 64));
+  attention->add_option("--heads", args->heads, "Query heads per KV head (a GQA group)")->check(CLI::Range(1, 64));
+  attention->add_option("--kv-heads", args->kv_heads, "KV heads of the layer (default 1: one GQA group)")
+      ->check(CLI::Range(1, 64));
   attention->add_option("--layers", args->layers,
                          "Copies of the cache queried in turn (default: enough to be twice the last-level cache; "
                          "1 measures a cache-resident head)");

@@ -1,5 +1,6 @@
-// The decode-attention speed benchmark behind `kvsketch bench attention`: one GQA group (query
-// heads sharing one KV head) over a cache of `tokens` tokens, timed per decode step. Each policy's
+// The decode-attention speed benchmark behind `kvsketch bench attention`: one layer's decode step
+// over a cache of `tokens` tokens (decode_attention_layer): kv_heads GQA groups of query_heads
+// query heads each, by default one group. Each policy's
 // cache is repeated over enough layers that they are at least twice the last-level cache, and the
 // layers are queried in turn, as a decoder does: every step reads its bytes from memory, not from
 // a cache level that a single small head would fit in.
@@ -17,7 +18,8 @@ struct AttentionBenchConfig {
   std::vector<std::string> policies;
   std::vector<size_t> tokens;
   std::vector<int> threads;
-  size_t head_dim = 128, query_heads = 4;
+  size_t head_dim = 128, query_heads = 4;  // query heads per KV head
+  size_t kv_heads = 1;  // above 1: the whole layer's step; every KV head holds the same tokens
   int repetitions = 5;
   uint64_t seed = 1;
   size_t layers = 0;  // 0: per policy, enough that its cache is twice the last-level cache
@@ -28,8 +30,8 @@ struct AttentionBenchRow {
   size_t tokens = 0, layers = 0;
   int threads = 0;
   double bits_per_value = 0.0;
-  size_t bytes = 0;               // one layer's cache (one KV head), everything counted
-  double ns_per_query = 0.0;      // median time of one decode step of the group (all its query heads)
+  size_t bytes = 0;               // one layer's cache (all its KV heads), everything counted
+  double ns_per_query = 0.0;      // median time of one decode step of the layer (all its query heads)
   double gbytes_per_s = 0.0;      // bytes / ns_per_query
   double speedup_vs_fp16 = 0.0;   // median over passes of fp16's time over this one's in the same pass
   double memory_gbytes_per_s = 0.0;  // read bandwidth measured in the same run, same threads

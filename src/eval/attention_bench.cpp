@@ -52,22 +52,43 @@ double measure_read_bandwidth(size_t bytes, int threads, int repetitions) {
   return best;
 }
 
-// One layer's bytes under `policy` for the first `tokens` tokens of `data`.
-size_t layer_bytes(const KVPolicy& policy, const SyntheticCache& data, size_t tokens, uint64_t seed) {
+// One KV head's bytes under `policy` for the first `tokens` tokens of `data`.
+size_t head_bytes(const KVPolicy& policy, const SyntheticCache& data, size_t tokens, uint64_t seed) {
   KVCache probe(1, 1, data.dim, policy, seed);
   probe.append(0, data.keys.data(), data.values.data(), tokens);
   probe.shrink_to_fit();
   return probe.bytes(0);
 }
 
+// The first `tokens` tokens of `data` appended to every KV head of `layer` (tokens x kv_heads x dim
+// rows), in chunks that keep the interleaved copy small: a streamed append gives the same codes.
+void append_to_every_head(KVCache& cache, size_t layer, const SyntheticCache& data, size_t tokens) {
+  const size_t kv_heads = cache.kv_heads(), dim = data.dim;
+  if (kv_heads == 1) return cache.append(layer, data.keys.data(), data.values.data(), tokens);
+  constexpr size_t kChunk = 2048;
+  std::vector<float> keys(kChunk * kv_heads * dim), values(keys.size());
+  for (size_t first = 0; first < tokens; first += kChunk) {
+    const size_t count = std::min(kChunk, tokens - first);
+    for (size_t i = 0; i < count; ++i)
+      for (size_t g = 0; g < kv_heads; ++g) {
+        std::copy_n(data.keys.data() + (first + i) * dim, dim, keys.data() + (i * kv_heads + g) * dim);
+        std::copy_n(data.values.data() + (first + i) * dim, dim, values.data() + (i * kv_heads + g) * dim);
+      }
+    cache.append(layer, keys.data(), values.data(), count);
+  }
+}
+
 std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& config) {
   require(!config.policies.empty() && !config.tokens.empty() && !config.threads.empty(),
           "bench attention: policies, tokens and threads must not be empty");
   for (const std::string& policy : config.policies) KVPolicy::parse(policy);  // a bad one before the minutes of work
-  const size_t d = config.head_dim, heads = config.query_heads;
+  require(config.kv_heads >= 1, "bench attention: kv_heads must be at least 1");
+  const size_t d = config.head_dim, heads = config.query_heads, kv_heads = config.kv_heads;
   const size_t most = *std::max_element(config.tokens.begin(), config.tokens.end());
   // One long-tailed cache; shorter contexts are its prefixes.
   const SyntheticCache data = make_synthetic_cache("long-tailed", most, d, heads, config.seed);
+  std::vector<float> queries;  // each KV head's group asks the same queries
+  for (size_t g = 0; g < kv_heads; ++g) queries.insert(queries.end(), data.query_rows.begin(), data.query_rows.end());
   std::vector<double> bandwidth;
   for (int threads : config.threads) bandwidth.push_back(measure_read_bandwidth(4 * last_level_cache_bytes(), threads));
 
@@ -82,10 +103,10 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
     std::vector<size_t> layers;
     for (const std::string& policy : config.policies) {
       const KVPolicy parsed = KVPolicy::parse(policy);
-      layers.push_back(config.layers ? config.layers : bench::copies_beyond_cache(layer_bytes(parsed, data, tokens, config.seed)));
-      KVCache& cache = caches.emplace_back(layers.back(), 1, d, parsed, config.seed);
-      for (size_t layer = 0; layer < layers.back(); ++layer)
-        cache.append(layer, data.keys.data(), data.values.data(), tokens);
+      layers.push_back(config.layers ? config.layers
+                                     : bench::copies_beyond_cache(kv_heads * head_bytes(parsed, data, tokens, config.seed)));
+      KVCache& cache = caches.emplace_back(layers.back(), kv_heads, d, parsed, config.seed);
+      for (size_t layer = 0; layer < layers.back(); ++layer) append_to_every_head(cache, layer, data, tokens);
       cache.shrink_to_fit();
     }
     const auto fp16 = std::find(config.policies.begin(), config.policies.end(), "fp16");
@@ -94,8 +115,9 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
       options.threads = config.threads[t];
       const auto times = bench::interleaved_ns_per_copy(layers, config.repetitions,
                                                         [&](size_t policy, size_t layer, size_t) {
-                                                          decode_attention(caches[policy], layer, 0,
-                                                                           data.query_rows.data(), heads, options);
+                                                          decode_attention_layer(caches[policy], layer,
+                                                                                 queries.data(), kv_heads * heads,
+                                                                                 options);
                                                         });
       for (size_t p = 0; p < caches.size(); ++p) {
         AttentionBenchRow row;
