@@ -372,6 +372,22 @@ TEST(Simd, LargestMagnitudeBitsOnEveryTarget) {
   });
 }
 
+// The outlier split's channel gather: any order, whole vectors and a tail.
+TEST(Simd, GatherFloatsOnEveryTarget) {
+  for_each_target([] {
+    std::vector<float> x(300);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f - 7.0f;
+    for (size_t n : {0, 1, 7, 8, 16, 33, 96}) {
+      std::vector<uint32_t> indices(n);
+      for (size_t k = 0; k < n; ++k) indices[k] = static_cast<uint32_t>((k * 37 + 5) % x.size());
+      std::vector<float> out(n + 1, -1.0f);
+      simd::gather_floats(x.data(), indices.data(), n, out.data());
+      for (size_t k = 0; k < n; ++k) ASSERT_EQ(out[k], x[indices[k]]) << n << " " << k;
+      EXPECT_EQ(out[n], -1.0f) << n;  // nothing past n
+    }
+  });
+}
+
 // The bandwidth probe's pass: the sum, whatever the length (whole groups of lines, a tail).
 TEST(Simd, StreamedSumOnEveryTarget) {
   for_each_target([] {

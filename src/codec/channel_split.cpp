@@ -11,6 +11,7 @@
 #include "codec/attention_parts.hpp"
 #include "codec/channel_list.hpp"
 #include "codec/spec_parser.hpp"
+#include "simd/kernels.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
 
@@ -112,6 +113,9 @@ void ChannelSplit::assign_channels(const std::vector<size_t>& order) {
     std::sort(channels_[p].begin(), channels_[p].end());
     next += parts_[p]->dim();
   }
+  gather_indices_.assign(parts_.size(), {});
+  for (size_t p = 0; p < parts_.size(); ++p)
+    gather_indices_[p].assign(channels_[p].begin(), channels_[p].end());  // dim <= 8192 (make_codec)
 }
 
 void ChannelSplit::calibrate(const float* x, size_t n) {
@@ -142,7 +146,7 @@ void ChannelSplit::encode_rows(const float* x, size_t n, uint8_t* codes, size_t 
     const auto& channels = channels_[p];
     gathered.resize(n * channels.size());
     for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < channels.size(); ++j) gathered[i * channels.size() + j] = x[i * dim() + channels[j]];
+      simd::gather_floats(x + i * dim(), gather_indices_[p].data(), channels.size(), gathered.data() + i * channels.size());
     parts_[p]->encode_rows(gathered.data(), n, codes + code_offsets_[p], first_row);
   }
 }

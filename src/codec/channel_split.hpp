@@ -59,6 +59,7 @@ class ChannelSplit final : public VectorCodec {
 
   std::vector<std::unique_ptr<TurboQuant>> parts_;
   std::vector<std::vector<size_t>> channels_;
+  std::vector<std::vector<uint32_t>> gather_indices_;  // channels_ as the gather kernel takes them
   std::vector<size_t> code_offsets_, accumulator_offsets_;
   size_t code_bytes_ = 0, accumulator_size_ = 0;
 };

@@ -321,6 +321,19 @@ float StreamedSumImpl(const float* x, size_t n) {
   return total;
 }
 
+// out[k] = x[indices[k]]: a vector gather where the target has one. The outlier split gathered
+// its parts' channels one value at a time: 17% of a split policy's append.
+void GatherFloatsImpl(const float* x, const uint32_t* indices, size_t n, float* out) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t lanes = hn::Lanes(d);
+  size_t k = 0;
+  for (; k + lanes <= n; k += lanes)
+    hn::StoreU(hn::GatherIndex(d, x, hn::BitCast(di, hn::LoadU(hn::RebindToUnsigned<decltype(d)>(), indices + k))), d,
+               out + k);
+  for (; k < n; ++k) out[k] = x[indices[k]];
+}
+
 // Exact widening, one add per element: the same sums on every target.
 void AddToDoubleSumsImpl(const float* x, double* sums, size_t n) {
 #if HWY_HAVE_FLOAT64
@@ -370,6 +383,7 @@ HWY_EXPORT(SubtractSumOfSquaresImpl);
 HWY_EXPORT(AddToDoubleSumsImpl);
 HWY_EXPORT(LargestMagnitudeBitsImpl);
 HWY_EXPORT(StreamedSumImpl);
+HWY_EXPORT(GatherFloatsImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void fwht(float* data, size_t n) { HWY_DYNAMIC_DISPATCH(FwhtImpl)(data, n); }
@@ -396,6 +410,9 @@ float subtract_sum_of_squares(const float* in, const float* centre, float* out, 
 }
 void add_to_double_sums(const float* x, double* sums, size_t n) {
   HWY_DYNAMIC_DISPATCH(AddToDoubleSumsImpl)(x, sums, n);
+}
+void gather_floats(const float* x, const uint32_t* indices, size_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(GatherFloatsImpl)(x, indices, n, out);
 }
 float streamed_sum(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(StreamedSumImpl)(x, n); }
 uint32_t largest_magnitude_bits(const float* x, size_t n) {

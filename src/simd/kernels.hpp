@@ -58,6 +58,8 @@ void add_to_double_sums(const float* x, double* sums, size_t n);
 // where some x[i] is NaN, 0x7F800000 for an infinity, else the bits of max |x[i]|. Input checks
 // compare it with a finite bound's bits in one pass.
 uint32_t largest_magnitude_bits(const float* x, size_t n);
+// out[k] = x[indices[k]] for k < n (indices below 2^31).
+void gather_floats(const float* x, const uint32_t* indices, size_t n, float* out);
 // Sum of x[i] in any order, reading ahead as the row kernels do: the memory read bandwidth probe.
 float streamed_sum(const float* x, size_t n);
 
