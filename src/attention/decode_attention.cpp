@@ -200,7 +200,8 @@ class GroupStep {
   std::unique_ptr<const PreparedQueries> prepared_;
 };
 
-// Runs every item of `steps` on up to `threads` threads, dealt one at a time in order.
+// Runs every item of `steps`, dealt one at a time in order to up to `requested_threads` threads
+// (0: all).
 void run_items(std::vector<GroupStep>& steps, int requested_threads) {
   std::vector<std::pair<size_t, size_t>> items;  // (step, item)
   for (size_t s = 0; s < steps.size(); ++s)
