@@ -1,7 +1,7 @@
 // The two row kernels of decode attention (simd/row_kernels.hpp) against a double-precision
 // reference, for every stored format, on every target: row counts that are not whole groups of
-// four, one to six heads (groups of four and the rest), and dimensions with columns past the last
-// whole vector.
+// four, one to nine heads (groups of eight and four, and the rest), and dimensions with columns past
+// the last whole vector.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -97,7 +97,7 @@ TEST(RowKernels, ScoresAndWeightedSumsMatchTheReferenceOnEveryTarget) {
       // query zero past dim) within their exactly sized buffer: the last row from its padded copy.
       for (size_t dim : {8, 20, 80, 100, 128})
         for (size_t n : {1, 3, 4, 7, 70})
-          for (size_t heads : {1, 2, 3, 4, 6}) {
+          for (size_t heads : {1, 2, 3, 4, 6, 8, 9}) {  // 8 and 9: the eight-head tiles of AVX-512
             SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(c.format) << " bits " << c.bits << " dim "
                                             << dim << " n " << n << " heads " << heads);
             const StoredRows rows = make_rows(c.format, c.bits, n, dim, 100 + dim + n);
@@ -122,5 +122,33 @@ TEST(RowKernels, ScoresAndWeightedSumsMatchTheReferenceOnEveryTarget) {
               }
             }
           }
+  });
+}
+
+// Eight heads in one pass (AVX-512's tiles) give each head the bits of a four-head pass: the same
+// products, added in the same order.
+TEST(RowKernels, EightHeadsGiveTheBitsOfTwoFourHeadPasses) {
+  const size_t heads = 8;
+  testutil::for_each_target([&] {
+    for (const simd::RowFormat format : {simd::RowFormat::kFloat, simd::RowFormat::kHalf, simd::RowFormat::kInt8})
+      for (size_t dim : {20, 128})
+        for (size_t n : {3, 70}) {
+          SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(format) << " dim " << dim << " n " << n);
+          const StoredRows rows = make_rows(format, 0, n, dim, 11);
+          RandomStream stream(3);
+          std::vector<float> queries(heads * dim), weights(heads * n);
+          for (auto& q : queries) q = static_cast<float>(stream.gaussian());
+          for (auto& w : weights) w = static_cast<float>(stream.uniform());
+          std::vector<float> scores(heads * n), acc(heads * dim, 0.5f);
+          std::vector<float> quad_scores(heads * n), quad_acc(heads * dim, 0.5f);
+          simd::row_scores(rows.source, n, queries.data(), heads, 0.5f, scores.data(), n);
+          simd::row_weighted_sum(rows.source, n, weights.data(), heads, n, acc.data(), dim);
+          for (size_t h = 0; h < heads; h += 4) {
+            simd::row_scores(rows.source, n, queries.data() + h * dim, 4, 0.5f, quad_scores.data() + h * n, n);
+            simd::row_weighted_sum(rows.source, n, weights.data() + h * n, 4, n, quad_acc.data() + h * dim, dim);
+          }
+          EXPECT_EQ(scores, quad_scores);
+          EXPECT_EQ(acc, quad_acc);
+        }
   });
 }
