@@ -301,52 +301,21 @@ HWY_INLINE void StoreFourScores(const Rows& rows, const uint8_t* const* r, size_
   hn::StoreU(hn::Mul(sums, hn::Set(d4, scale)), d4, out);
 }
 
-// Four rows for up to four heads: sixteen accumulators share each query load, and each head's four
-// sums are reduced together and stored as one vector. The accumulators are named variables: as an
-// array GCC keeps them on the stack between the loop and the sums (twice the time of the FMAs).
+// Four rows for up to eight heads: the heads' accumulators share each row's load and conversion,
+// and each head's four sums are reduced together and stored as one vector. The accumulators are
+// named variables: as an array GCC keeps them on the stack between the loop and the sums (twice
+// the time of the FMAs). Eight heads (32 accumulators, on targets with 32 registers) leave a few
+// on the stack; their store-forwarded chains hide under the 32 FMAs of a step.
 template <class Rows, int kHeads>
 HWY_INLINE void ScoreFourRows(const Rows& rows, size_t i, size_t full, size_t d, const float* queries, float scale,
                               float* out, size_t out_stride) {
+  static_assert(kHeads >= 1 && kHeads <= 8);
   const DF df;
   const size_t lanes = hn::Lanes(df);
   const uint8_t *r0 = rows.Row(i), *r1 = rows.Row(i + 1), *r2 = rows.Row(i + 2), *r3 = rows.Row(i + 3);
   VF a00 = hn::Zero(df), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
   VF a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
-  for (size_t j = 0; j < full; j += lanes) {
-    const VF v0 = rows.Load(r0, j), v1 = rows.Load(r1, j), v2 = rows.Load(r2, j), v3 = rows.Load(r3, j);
-    const auto step = [&](const float* q, VF& b0, VF& b1, VF& b2, VF& b3) {
-      const VF qv = hn::LoadU(df, q + j);
-      b0 = hn::MulAdd(qv, v0, b0);
-      b1 = hn::MulAdd(qv, v1, b1);
-      b2 = hn::MulAdd(qv, v2, b2);
-      b3 = hn::MulAdd(qv, v3, b3);
-    };
-    step(queries, a00, a10, a20, a30);
-    if constexpr (kHeads > 1) step(queries + d, a01, a11, a21, a31);
-    if constexpr (kHeads > 2) step(queries + 2 * d, a02, a12, a22, a32);
-    if constexpr (kHeads > 3) step(queries + 3 * d, a03, a13, a23, a33);
-  }
-  const uint8_t* r[4] = {r0, r1, r2, r3};
-  StoreFourScores(rows, r, full, d, queries, scale, out + i, a00, a10, a20, a30);
-  if constexpr (kHeads > 1) StoreFourScores(rows, r, full, d, queries + d, scale, out + out_stride + i, a01, a11, a21, a31);
-  if constexpr (kHeads > 2)
-    StoreFourScores(rows, r, full, d, queries + 2 * d, scale, out + 2 * out_stride + i, a02, a12, a22, a32);
-  if constexpr (kHeads > 3)
-    StoreFourScores(rows, r, full, d, queries + 3 * d, scale, out + 3 * out_stride + i, a03, a13, a23, a33);
-}
-
-// Four rows for eight heads at once where the target has 32 vector registers: each row's vectors
-// are loaded and converted once for all eight (as two passes of four, twice). GCC keeps a few of
-// the 32 accumulators on the stack; their store-forwarded chains hide under the 32 FMAs of a step.
-template <class Rows>
-HWY_INLINE void ScoreFourRowsEightHeads(const Rows& rows, size_t i, size_t full, size_t d, const float* queries,
-                                        float scale, float* out, size_t out_stride) {
-  const DF df;
-  const size_t lanes = hn::Lanes(df);
-  const uint8_t *r0 = rows.Row(i), *r1 = rows.Row(i + 1), *r2 = rows.Row(i + 2), *r3 = rows.Row(i + 3);
-  VF a00 = hn::Zero(df), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-  VF a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
-  VF b00 = a00, b01 = a00, b02 = a00, b03 = a00, b10 = a00, b11 = a00, b12 = a00, b13 = a00;
+  VF b00 = a00, b01 = a00, b02 = a00, b03 = a00, b10 = a00, b11 = a00, b12 = a00, b13 = a00;  // heads 4-7
   VF b20 = a00, b21 = a00, b22 = a00, b23 = a00, b30 = a00, b31 = a00, b32 = a00, b33 = a00;
   for (size_t j = 0; j < full; j += lanes) {
     const VF v0 = rows.Load(r0, j), v1 = rows.Load(r1, j), v2 = rows.Load(r2, j), v3 = rows.Load(r3, j);
@@ -358,26 +327,26 @@ HWY_INLINE void ScoreFourRowsEightHeads(const Rows& rows, size_t i, size_t full,
       c3 = hn::MulAdd(qv, v3, c3);
     };
     step(queries, a00, a10, a20, a30);
-    step(queries + d, a01, a11, a21, a31);
-    step(queries + 2 * d, a02, a12, a22, a32);
-    step(queries + 3 * d, a03, a13, a23, a33);
-    step(queries + 4 * d, b00, b10, b20, b30);
-    step(queries + 5 * d, b01, b11, b21, b31);
-    step(queries + 6 * d, b02, b12, b22, b32);
-    step(queries + 7 * d, b03, b13, b23, b33);
+    if constexpr (kHeads > 1) step(queries + d, a01, a11, a21, a31);
+    if constexpr (kHeads > 2) step(queries + 2 * d, a02, a12, a22, a32);
+    if constexpr (kHeads > 3) step(queries + 3 * d, a03, a13, a23, a33);
+    if constexpr (kHeads > 4) step(queries + 4 * d, b00, b10, b20, b30);
+    if constexpr (kHeads > 5) step(queries + 5 * d, b01, b11, b21, b31);
+    if constexpr (kHeads > 6) step(queries + 6 * d, b02, b12, b22, b32);
+    if constexpr (kHeads > 7) step(queries + 7 * d, b03, b13, b23, b33);
   }
   const uint8_t* r[4] = {r0, r1, r2, r3};
   const auto store = [&](int h, VF c0, VF c1, VF c2, VF c3) {
     StoreFourScores(rows, r, full, d, queries + h * d, scale, out + h * out_stride + i, c0, c1, c2, c3);
   };
   store(0, a00, a10, a20, a30);
-  store(1, a01, a11, a21, a31);
-  store(2, a02, a12, a22, a32);
-  store(3, a03, a13, a23, a33);
-  store(4, b00, b10, b20, b30);
-  store(5, b01, b11, b21, b31);
-  store(6, b02, b12, b22, b32);
-  store(7, b03, b13, b23, b33);
+  if constexpr (kHeads > 1) store(1, a01, a11, a21, a31);
+  if constexpr (kHeads > 2) store(2, a02, a12, a22, a32);
+  if constexpr (kHeads > 3) store(3, a03, a13, a23, a33);
+  if constexpr (kHeads > 4) store(4, b00, b10, b20, b30);
+  if constexpr (kHeads > 5) store(5, b01, b11, b21, b31);
+  if constexpr (kHeads > 6) store(6, b02, b12, b22, b32);
+  if constexpr (kHeads > 7) store(7, b03, b13, b23, b33);
 }
 #endif
 
@@ -410,22 +379,11 @@ void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float
   if constexpr (hn::MaxLanes(DF()) >= 4) {
     for (; i + 4 <= n; i += 4) {
       FetchAhead(rows, i, 4, n);
-      if constexpr (kHeads == 8) {
-        ScoreFourRowsEightHeads(rows, i, full, d, queries, scale, out, out_stride);
-      } else {
-        ScoreFourRows<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
-      }
+      ScoreFourRows<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
     }
   }
 #endif
-  if constexpr (kHeads == 8) {  // the last rows: two groups of four, as ScoreRow takes up to four
-    for (; i < n; ++i) {
-      ScoreRow<Rows, 4>(rows, i, full, d, queries, scale, out, out_stride);
-      ScoreRow<Rows, 4>(rows, i, full, d, queries + 4 * d, scale, out + 4 * out_stride, out_stride);
-    }
-  } else {
-    for (; i < n; ++i) ScoreRow<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
-  }
+  for (; i < n; ++i) ScoreRow<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
 }
 
 // Lines [first_line, end_line) of row k, if there is one.
