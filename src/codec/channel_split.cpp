@@ -113,9 +113,6 @@ void ChannelSplit::assign_channels(const std::vector<size_t>& order) {
     std::sort(channels_[p].begin(), channels_[p].end());
     next += parts_[p]->dim();
   }
-  gather_indices_.assign(parts_.size(), {});
-  for (size_t p = 0; p < parts_.size(); ++p)
-    gather_indices_[p].assign(channels_[p].begin(), channels_[p].end());  // dim <= 8192 (make_codec)
 }
 
 void ChannelSplit::calibrate(const float* x, size_t n) {
@@ -146,7 +143,7 @@ void ChannelSplit::encode_rows(const float* x, size_t n, uint8_t* codes, size_t 
     const auto& channels = channels_[p];
     gathered.resize(n * channels.size());
     for (size_t i = 0; i < n; ++i)
-      simd::gather_floats(x + i * dim(), gather_indices_[p].data(), channels.size(), gathered.data() + i * channels.size());
+      simd::gather_floats(x + i * dim(), channels.data(), channels.size(), gathered.data() + i * channels.size());
     parts_[p]->encode_rows(gathered.data(), n, codes + code_offsets_[p], first_row);
   }
 }
@@ -155,8 +152,8 @@ std::unique_ptr<PreparedQuery> ChannelSplit::prepare_query(const float* q) const
   auto prepared = std::make_unique<SplitQuery>();
   std::vector<float> gathered;
   for (size_t p = 0; p < parts_.size(); ++p) {
-    gathered.clear();
-    for (size_t c : channels_[p]) gathered.push_back(q[c]);
+    gathered.resize(channels_[p].size());
+    simd::gather_floats(q, channels_[p].data(), channels_[p].size(), gathered.data());
     prepared->parts.push_back(parts_[p]->prepare_query(gathered.data()));
   }
   return prepared;

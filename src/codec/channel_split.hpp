@@ -36,8 +36,8 @@ class ChannelSplit final : public VectorCodec {
   bool calibrated_by_data() const override { return true; }
   std::vector<uint8_t> calibration() const override;
   void set_calibration(const std::vector<uint8_t>& state) override;
-  // Channels of each part (ascending within a part).
-  const std::vector<std::vector<size_t>>& part_channels() const { return channels_; }
+  // Channels of each part (ascending within a part), as simd::gather_floats takes them.
+  const std::vector<std::vector<uint32_t>>& part_channels() const { return channels_; }
 
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
@@ -58,8 +58,7 @@ class ChannelSplit final : public VectorCodec {
   void assign_channels(const std::vector<size_t>& order);
 
   std::vector<std::unique_ptr<TurboQuant>> parts_;
-  std::vector<std::vector<size_t>> channels_;
-  std::vector<std::vector<uint32_t>> gather_indices_;  // channels_ as the gather kernel takes them
+  std::vector<std::vector<uint32_t>> channels_;  // dim <= 8192 (make_codec)
   std::vector<size_t> code_offsets_, accumulator_offsets_;
   size_t code_bytes_ = 0, accumulator_size_ = 0;
 };
