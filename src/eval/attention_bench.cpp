@@ -52,6 +52,13 @@ double measure_read_bandwidth(size_t bytes, int threads, int repetitions) {
   return best;
 }
 
+// Every policy parsed before any work, so that a bad one late in the list is refused at once.
+std::vector<KVPolicy> parse_policies(const std::vector<std::string>& policies) {
+  std::vector<KVPolicy> parsed;
+  for (const std::string& policy : policies) parsed.push_back(KVPolicy::parse(policy));
+  return parsed;
+}
+
 // One KV head's bytes under `policy` for the first `tokens` tokens of `data`.
 size_t head_bytes(const KVPolicy& policy, const SyntheticCache& data, size_t tokens, uint64_t seed) {
   KVCache probe(1, 1, data.dim, policy, seed);
@@ -81,7 +88,7 @@ void append_to_every_head(KVCache& cache, size_t layer, const SyntheticCache& da
 std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& config) {
   require(!config.policies.empty() && !config.tokens.empty() && !config.threads.empty(),
           "bench attention: policies, tokens and threads must not be empty");
-  for (const std::string& policy : config.policies) KVPolicy::parse(policy);  // a bad one before the minutes of work
+  const std::vector<KVPolicy> policies = parse_policies(config.policies);
   require(config.kv_heads >= 1, "bench attention: kv_heads must be at least 1");
   const size_t d = config.head_dim, heads = config.query_heads, kv_heads = config.kv_heads;
   const size_t most = *std::max_element(config.tokens.begin(), config.tokens.end());
@@ -101,8 +108,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
     // few bits per value would fit there (16k tokens on a 32 MB L3) and be read from it.
     std::vector<KVCache> caches;
     std::vector<size_t> layers;
-    for (const std::string& policy : config.policies) {
-      const KVPolicy parsed = KVPolicy::parse(policy);
+    for (const KVPolicy& parsed : policies) {
       layers.push_back(config.layers ? config.layers
                                      : bench::copies_beyond_cache(kv_heads * head_bytes(parsed, data, tokens, config.seed)));
       KVCache& cache = caches.emplace_back(layers.back(), kv_heads, d, parsed, config.seed);
@@ -142,15 +148,15 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
 
 std::vector<AppendBenchRow> bench_append(const std::vector<std::string>& policies, size_t tokens, size_t head_dim,
                                          uint64_t seed) {
-  for (const std::string& policy : policies) KVPolicy::parse(policy);  // a bad one before any work
+  const std::vector<KVPolicy> parsed_policies = parse_policies(policies);
   const SyntheticCache data = make_synthetic_cache("long-tailed", tokens, head_dim, 1, seed);
   // Per core: encoding would otherwise spread a block append over every thread.
   const int previous_threads = omp_get_max_threads();
   omp_set_num_threads(1);
   std::vector<AppendBenchRow> rows;
-  for (const std::string& policy : policies) {
-    AppendBenchRow row{policy, tokens, 0.0, 0.0};
-    const KVPolicy parsed = KVPolicy::parse(policy);
+  for (size_t p = 0; p < policies.size(); ++p) {
+    AppendBenchRow row{policies[p], tokens, 0.0, 0.0};
+    const KVPolicy& parsed = parsed_policies[p];
     std::vector<double> prefill, decode;
     for (int r = 0; r < 3; ++r) {
       KVCache block(1, 1, head_dim, parsed, seed);
