@@ -11,7 +11,7 @@
 
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/half.hpp"
-#include "simd/fetch.hpp"
+#include "simd/row_feed.hpp"
 #include "simd/row_kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -247,27 +247,12 @@ HWY_INLINE float TailDot(const Rows& rows, const uint8_t* row, size_t full, size
   return sum;
 }
 
-// Rows [i, i + count) are asked for kFetchAhead rows before their use: a gather's rows are
-// scattered (no hardware prefetcher follows them), and contiguous rows cross a page every few
-// rows, where the hardware prefetcher starts over. Into L2 (FetchLine), 64 rows ahead (Zen 4,
-// fp16 scores from memory: 19-23 ns a row with T0 hints 16 rows ahead before, 14-16 now, 12.3
-// resident; at run time T0 and T2 16 rows ahead were level, and 32-64 rows ahead gained ~8%).
+// Rows are asked for kFetchAhead rows before their use (RowFeed): a gather's rows are scattered
+// (no hardware prefetcher follows them), and contiguous rows cross a page every few rows, where
+// the hardware prefetcher starts over. Into L2 (FetchLine), 64 rows ahead (Zen 4, fp16 scores
+// from memory: 19-23 ns a row with T0 hints 16 rows ahead before, 14-16 now, 12.3 resident; at run
+// time T0 and T2 16 rows ahead were level, and 32-64 rows ahead gained ~8%).
 constexpr size_t kFetchAhead = 64;
-
-template <class Rows>
-HWY_INLINE void FetchRows(const Rows& rows, size_t first, size_t end) {
-  const RowSource& src = rows.Source();
-  const size_t bytes = src.readable ? src.readable : src.stride;
-  for (size_t k = first; k < end; ++k)
-    for (size_t offset = 0; offset < bytes; offset += 64) FetchLine(src.row(k) + offset);
-}
-
-// Before rows [i, i + count) are read.
-template <class Rows>
-HWY_INLINE void FetchAhead(const Rows& rows, size_t i, size_t count, size_t n) {
-  if (i == 0) FetchRows(rows, 0, std::min(n, kFetchAhead));
-  FetchRows(rows, std::min(n, i + kFetchAhead), std::min(n, i + kFetchAhead + count));
-}
 
 // One row for up to kHeads heads.
 template <class Rows, int kHeads>
@@ -308,7 +293,7 @@ HWY_INLINE void StoreFourScores(const Rows& rows, const uint8_t* const* r, size_
 // on the stack; their store-forwarded chains hide under the 32 FMAs of a step.
 template <class Rows, int kHeads>
 HWY_INLINE void ScoreFourRows(const Rows& rows, size_t i, size_t full, size_t d, const float* queries, float scale,
-                              float* out, size_t out_stride) {
+                              float* out, size_t out_stride, RowFeed& feed) {
   static_assert(kHeads >= 1 && kHeads <= 8);
   const DF df;
   const size_t lanes = hn::Lanes(df);
@@ -318,6 +303,7 @@ HWY_INLINE void ScoreFourRows(const Rows& rows, size_t i, size_t full, size_t d,
   VF b00 = a00, b01 = a00, b02 = a00, b03 = a00, b10 = a00, b11 = a00, b12 = a00, b13 = a00;  // heads 4-7
   VF b20 = a00, b21 = a00, b22 = a00, b23 = a00, b30 = a00, b31 = a00, b32 = a00, b33 = a00;
   for (size_t j = 0; j < full; j += lanes) {
+    feed.Tick();
     const VF v0 = rows.Load(r0, j), v1 = rows.Load(r1, j), v2 = rows.Load(r2, j), v3 = rows.Load(r3, j);
     const auto step = [&](const float* q, VF& c0, VF& c1, VF& c2, VF& c3) {
       const VF qv = hn::LoadU(df, q + j);
@@ -377,55 +363,59 @@ void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float
   size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (hn::MaxLanes(DF()) >= 4) {
+    // A tick per vector step of four rows (or per four rows, where no vector step is whole).
+    const size_t steps = full / hn::Lanes(DF());
+    RowFeed feed(rows.Source(), kFetchAhead, n, 4, std::max<size_t>(steps, 1));
     for (; i + 4 <= n; i += 4) {
-      FetchAhead(rows, i, 4, n);
-      ScoreFourRows<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
+      if (steps == 0) feed.Tick();
+      ScoreFourRows<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride, feed);
     }
   }
 #endif
   for (; i < n; ++i) ScoreRow<Rows, kHeads>(rows, i, full, d, queries, scale, out, out_stride);
 }
 
-// Lines [first_line, end_line) of row k, if there is one.
-template <class Rows>
-HWY_INLINE void FetchLines(const Rows& rows, size_t k, size_t n, size_t first_line, size_t end_line) {
-  if (k >= n) return;
-  const uint8_t* row = rows.Source().row(k);
-  for (size_t line = first_line; line < end_line; ++line) FetchLine(row + 64 * line);
-}
-
 // The weighted sum's rows go in blocks of kWeightedBlock, several passes over each (a few output
-// vectors per head at a time). Every pass asks for its share of the next block's lines: a pass that
-// fetched nothing would leave the memory idle while it computes (with the whole fetch in the first
-// pass, fp16 took as long from memory as its arithmetic and its reads added together).
+// vectors per head at a time); its feed keeps a block ahead and ticks at every row of every pass:
+// a pass that fetched nothing would leave the memory idle while it computes (with the whole fetch
+// in the first pass, fp16 took as long from memory as its arithmetic and its reads added together).
 constexpr size_t kWeightedBlock = 64;
 
-struct PassFetch {
-  size_t first_line, end_line;  // of each row of the next block
+// A block's row addresses and its weights interleaved by row: a pass keeps two pointers for them
+// instead of one per head, and no row arithmetic (with the feed's counter as well, GCC spilled the
+// pointers to the stack, and the fp16 weighted sum from L2 took 10% longer).
+template <int kHeads>
+struct WeightedBlock {
+  size_t count;
+  const uint8_t* rows[kWeightedBlock];
+  float weights[kWeightedBlock][kHeads];
+
+  template <class Rows>
+  WeightedBlock(const Rows& source, size_t start, size_t end, const float* w, size_t weight_stride)
+      : count(end - start) {
+    for (size_t k = 0; k < count; ++k) {
+      rows[k] = source.Row(start + k);
+      for (int h = 0; h < kHeads; ++h) weights[k][h] = w[h * weight_stride + start + k];
+    }
+  }
 };
 
-// Pass `pass` of `passes` over a block fetches lines [first, end) of the next block's rows.
-HWY_INLINE PassFetch ShareOfLines(const RowSource& src, size_t pass, size_t passes) {
-  const size_t lines = ((src.readable ? src.readable : src.stride) + 63) / 64;
-  return {pass * lines / passes, (pass + 1) * lines / passes};
-}
-
-// One pass of WeightedSumFor over rows [start, end): kSteps vectors of the output per head, from
-// column j, held in registers while the rows stream past them.
+// One pass of WeightedSumFor over a block: kSteps vectors of the output per head, from column j,
+// held in registers while the rows stream past them.
 template <class Rows, int kHeads, int kSteps>
-HWY_INLINE void WeightedPass(const Rows& rows, size_t start, size_t end, size_t n, size_t j, const float* weights,
-                             size_t weight_stride, float* acc, size_t acc_stride, PassFetch fetch) {
+HWY_INLINE void WeightedPass(const Rows& rows, const WeightedBlock<kHeads>& block, size_t j, float* acc,
+                             size_t acc_stride, RowFeed& feed) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
   VF sum[kHeads][kSteps];
   for (int h = 0; h < kHeads; ++h)
     for (int s = 0; s < kSteps; ++s) sum[h][s] = hn::LoadU(df, acc + h * acc_stride + j + s * lanes);
 #pragma GCC unroll 2
-  for (size_t i = start; i < end; ++i) {
-    FetchLines(rows, i + kWeightedBlock, n, fetch.first_line, fetch.end_line);
-    const uint8_t* row = rows.Row(i);
+  for (size_t k = 0; k < block.count; ++k) {
+    feed.Tick();
+    const uint8_t* row = block.rows[k];
     VF w[kHeads];
-    for (int h = 0; h < kHeads; ++h) w[h] = hn::Set(df, weights[h * weight_stride + i]);
+    for (int h = 0; h < kHeads; ++h) w[h] = hn::Set(df, block.weights[k][h]);
     for (int s = 0; s < kSteps; ++s) {
       const VF v = rows.Load(row, j + s * lanes);
       for (int h = 0; h < kHeads; ++h) sum[h][s] = hn::MulAdd(w[h], v, sum[h][s]);
@@ -440,33 +430,20 @@ HWY_INLINE void WeightedPass(const Rows& rows, size_t start, size_t end, size_t 
 template <class Rows, int kHeads, int kSteps>
 void WeightedSumFor(const Rows& rows, size_t n, size_t d, const float* weights, size_t weight_stride, float* acc,
                     size_t acc_stride) {
-  const DF df;
-  const size_t lanes = hn::Lanes(df), full = d / lanes * lanes, wide = kSteps * lanes;
+  const size_t lanes = hn::Lanes(DF()), full = d / lanes * lanes, wide = kSteps * lanes;
   const size_t passes = std::max<size_t>(1, full / wide + full % wide / lanes);
-  FetchRows(rows, 0, std::min(n, kWeightedBlock));
+  RowFeed feed(rows.Source(), kWeightedBlock, n, 1, passes);
   for (size_t start = 0; start < n; start += kWeightedBlock) {
-    const size_t end = std::min(n, start + kWeightedBlock);
-    size_t j = 0, pass = 0;
-    for (; j + wide <= full; j += wide, ++pass)
-      WeightedPass<Rows, kHeads, kSteps>(rows, start, end, n, j, weights, weight_stride, acc, acc_stride,
-                                         ShareOfLines(rows.Source(), pass, passes));
-    for (; j < full; j += lanes, ++pass) {
-      const PassFetch fetch = ShareOfLines(rows.Source(), pass, passes);
-      VF sum[kHeads];
-      for (int h = 0; h < kHeads; ++h) sum[h] = hn::LoadU(df, acc + h * acc_stride + j);
-      for (size_t i = start; i < end; ++i) {
-        FetchLines(rows, i + kWeightedBlock, n, fetch.first_line, fetch.end_line);
-        const VF v = rows.Load(rows.Row(i), j);
-        for (int h = 0; h < kHeads; ++h) sum[h] = hn::MulAdd(hn::Set(df, weights[h * weight_stride + i]), v, sum[h]);
-      }
-      for (int h = 0; h < kHeads; ++h) hn::StoreU(sum[h], df, acc + h * acc_stride + j);
-    }
+    const WeightedBlock<kHeads> block(rows, start, std::min(n, start + kWeightedBlock), weights, weight_stride);
+    size_t j = 0;
+    for (; j + wide <= full; j += wide) WeightedPass<Rows, kHeads, kSteps>(rows, block, j, acc, acc_stride, feed);
+    for (; j < full; j += lanes) WeightedPass<Rows, kHeads, 1>(rows, block, j, acc, acc_stride, feed);
     if (full == 0)  // no vector pass: the next block as a whole
-      FetchRows(rows, std::min(n, end), std::min(n, end + kWeightedBlock));
+      for (size_t k = 0; k < block.count; ++k) feed.Tick();
     for (size_t jj = full; jj < d; ++jj)
-      for (size_t i = start; i < end; ++i) {
-        const float v = rows.Scalar(rows.Row(i), jj);
-        for (int h = 0; h < kHeads; ++h) acc[h * acc_stride + jj] += weights[h * weight_stride + i] * v;
+      for (size_t k = 0; k < block.count; ++k) {
+        const float v = rows.Scalar(block.rows[k], jj);
+        for (int h = 0; h < kHeads; ++h) acc[h * acc_stride + jj] += block.weights[k][h] * v;
       }
   }
 }
