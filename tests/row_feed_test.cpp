@@ -48,15 +48,21 @@ TEST(RowFeed, ContiguousRowsGiveEveryLineOnceInAddressOrder) {
                        Case{384, 301, 4, 2}, Case{256, 40, 4, 16}}) {
     SCOPED_TRACE(testing::Message() << "stride " << c.stride << ", " << c.n << " rows, " << c.rows_per_call
                                     << " rows in " << c.ticks_per_call << " ticks");
-    std::vector<uint8_t> data(c.n * c.stride + 64);
-    const simd::RowSource src{simd::RowFormat::kHalf, data.data(), c.stride, c.stride / 2};
+    std::vector<uint8_t> data(c.n * c.stride + 128);
+    uint8_t* rows = data.data() + (96 - reinterpret_cast<uintptr_t>(data.data()) % 64);
+    const simd::RowSource src{simd::RowFormat::kHalf, rows, c.stride, c.stride / 2};
     RecordedFetch::lines.clear();
     RecordedFeed feed(src, 64, c.n, c.rows_per_call, c.ticks_per_call);
     run_calls(feed, src, c.n, 64, c.rows_per_call, c.ticks_per_call);
     for (size_t extra = 0; extra < 1000; ++extra) feed.Tick();  // past the end: nothing more
-    const size_t lines = (c.n * c.stride + 63) / 64;
+    // From the line holding the first byte (the rows start 32 bytes into a line) to the one
+    // holding the last.
+    const uintptr_t first = reinterpret_cast<uintptr_t>(src.data) & ~uintptr_t{63};
+    const uintptr_t end = reinterpret_cast<uintptr_t>(src.data) + c.n * c.stride;
+    const size_t lines = (end - first + 63) / 64;
     ASSERT_EQ(RecordedFetch::lines.size(), lines);
-    for (size_t k = 0; k < lines; ++k) ASSERT_EQ(RecordedFetch::lines[k], data.data() + 64 * k) << "request " << k;
+    for (size_t k = 0; k < lines; ++k)
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(RecordedFetch::lines[k]), first + 64 * k) << "request " << k;
   }
 }
 
@@ -97,5 +103,6 @@ TEST(RowFeed, WithoutTicksOnlyTheFirstRows) {
   RecordedFetch::lines.clear();
   RecordedFeed feed(src, 64, n, 4, 0);
   for (int t = 0; t < 10000; ++t) feed.Tick();
-  EXPECT_EQ(RecordedFetch::lines.size(), 64u * 4);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data.data()), end = first + 64 * stride;
+  EXPECT_EQ(RecordedFetch::lines.size(), (end - (first & ~uintptr_t{63}) + 63) / 64);  // the lines of 64 rows
 }

@@ -26,11 +26,12 @@ class BasicRowFeed {
       : src_(src), row_bytes_(src.readable ? src.readable : src.stride),
         contiguous_(src.indices == nullptr && src.stride < row_bytes_ + 64) {
     const size_t first = std::min(n, ahead);
-    if (contiguous_) {
-      next_ = src.data;
-      end_ = n > 0 ? src.row(n - 1) + row_bytes_ : next_;
-      for (const uint8_t* head = src.data + first * src.stride; next_ < head && next_ < end_; next_ += 64)
-        Fetch::Line(next_);
+    if (contiguous_) {  // addresses as integers: the first line may start before the rows
+      const uintptr_t data = reinterpret_cast<uintptr_t>(src.data);
+      next_ = data & ~uintptr_t{63};
+      end_ = data + (n > 0 ? (n - 1) * src.stride + row_bytes_ : 0);
+      for (const uintptr_t head = data + first * src.stride; next_ < head && next_ < end_; next_ += 64)
+        Fetch::Line(reinterpret_cast<const void*>(next_));
     } else {
       for (size_t k = 0; k < first; ++k) FetchRow(k);
       row_ = first;
@@ -56,7 +57,7 @@ class BasicRowFeed {
     countdown_ = period_;
     for (size_t k = 0; k < units_; ++k) {
       if (contiguous_) {
-        if (next_ < end_) Fetch::Line(next_);
+        if (next_ < end_) Fetch::Line(reinterpret_cast<const void*>(next_));
         next_ += 64;
       } else if (row_ < rows_) {
         FetchRow(row_++);
@@ -75,8 +76,8 @@ class BasicRowFeed {
   bool contiguous_;
   // countdown_ starts at 0 where there is nothing to feed: it counts down from 2^64 first.
   size_t period_ = 0, units_ = 0, countdown_ = 0;
-  const uint8_t *next_ = nullptr, *end_ = nullptr;  // contiguous rows: the next line to ask for
-  size_t row_ = 0, rows_ = 0;                       // scattered rows: the next row to ask for
+  uintptr_t next_ = 0, end_ = 0;  // contiguous rows: the next line to ask for, and the end of the rows
+  size_t row_ = 0, rows_ = 0;     // scattered rows: the next row to ask for
 };
 
 struct L2Fetch {
