@@ -50,7 +50,8 @@ void run_attention(const BenchArguments& args) {
     for (const auto& r : rows)
       out.push_back({{"policy", r.policy}, {"tokens", r.tokens}, {"threads", r.threads},
                      {"bits_per_value", r.bits_per_value}, {"bytes", r.bytes}, {"layers", r.layers},
-                     {"query_heads", args.heads}, {"kv_heads", args.kv_heads}, {"head_dim", args.dim}, {"ns_per_query", r.ns_per_query},
+                     {"query_heads", args.heads}, {"kv_heads", args.kv_heads}, {"head_dim", args.dim},
+                     {"ns_per_query", r.ns_per_query},
                      {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", measured_ratio(r.speedup_vs_fp16)},
                      {"memory_gbytes_per_s", r.memory_gbytes_per_s}, {"bandwidth_fraction", r.bandwidth_fraction},
                      {"target", simd::active_target()}});

@@ -109,8 +109,11 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
     std::vector<KVCache> caches;
     std::vector<size_t> layers;
     for (const KVPolicy& parsed : policies) {
-      layers.push_back(config.layers ? config.layers
-                                     : bench::copies_beyond_cache(kv_heads * head_bytes(parsed, data, tokens, config.seed)));
+      if (config.layers == 0) {
+        layers.push_back(bench::copies_beyond_cache(kv_heads * head_bytes(parsed, data, tokens, config.seed)));
+      } else {
+        layers.push_back(config.layers);
+      }
       KVCache& cache = caches.emplace_back(layers.back(), kv_heads, d, parsed, config.seed);
       for (size_t layer = 0; layer < layers.back(); ++layer) append_to_every_head(cache, layer, data, tokens);
       cache.shrink_to_fit();
