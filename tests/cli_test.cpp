@@ -138,7 +138,8 @@ TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
   ASSERT_EQ(group.size(), 2u);
   for (const auto& row : group)
     for (const char* key : {"policy", "tokens", "threads", "bits_per_value", "ns_per_query", "gbytes_per_s",
-                            "speedup_vs_fp16", "memory_gbytes_per_s", "bandwidth_fraction", "kv_heads"})
+                            "speedup_vs_fp16", "memory_gbytes_per_s", "bandwidth_fraction", "kv_heads",
+                            "huge_page_bytes"})
       EXPECT_TRUE(row.contains(key)) << key;
   EXPECT_EQ(group[0]["speedup_vs_fp16"].get<double>(), 1.0);
   EXPECT_EQ(group[0]["kv_heads"].get<size_t>(), 1u);

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -54,12 +55,17 @@ void run_attention(const BenchArguments& args) {
                      {"ns_per_query", r.ns_per_query},
                      {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", measured_ratio(r.speedup_vs_fp16)},
                      {"memory_gbytes_per_s", r.memory_gbytes_per_s}, {"bandwidth_fraction", r.bandwidth_fraction},
-                     {"target", simd::active_target()}});
+                     {"huge_page_bytes", r.huge_page_bytes}, {"target", simd::active_target()}});
     std::cout << out.dump(2) << "\n";
     return;
   }
   std::cout << fmt::format("target {}; {} KV head{} of {} query heads each, head_dim {}\n", simd::active_target(),
                            args.kv_heads, args.kv_heads == 1 ? "" : "s", args.heads, args.dim);
+  const size_t huge = rows.empty() ? 0 : std::max_element(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+                                           return a.huge_page_bytes < b.huge_page_bytes;
+                                         })->huge_page_bytes;
+  std::cout << (huge == 0 ? std::string("pages: 4 KiB (no transparent huge pages in use)\n")
+                          : fmt::format("pages: {} MiB on transparent huge pages\n", huge >> 20));
   std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6} {:>11} {:>10} {:>7} {:>8} {:>8}\n", "policy", "tokens", "thr",
                            "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16");
   for (const auto& r : rows)

@@ -1,6 +1,9 @@
 #include "core/huge_pages.hpp"
 
 #include <cstdint>
+#include <fstream>
+#include <limits>
+#include <string>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -19,6 +22,21 @@ void advise_huge_pages(void* data, size_t bytes) {
   (void)data;
   (void)bytes;
 #endif
+}
+
+size_t anon_huge_page_bytes(std::istream& smaps_rollup) {
+  std::string key;
+  size_t kib = 0;
+  while (smaps_rollup >> key) {
+    if (key == "AnonHugePages:") return smaps_rollup >> kib ? kib * 1024 : 0;
+    smaps_rollup.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
+size_t huge_page_bytes_in_use() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  return anon_huge_page_bytes(in);
 }
 
 }  // namespace kvsketch

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 
+#include "core/huge_pages.hpp"
 #include "eval/bench_timing.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/error.hpp"
@@ -118,6 +119,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
       for (size_t layer = 0; layer < layers.back(); ++layer) append_to_every_head(cache, layer, data, tokens);
       cache.shrink_to_fit();
     }
+    const size_t huge_page_bytes = huge_page_bytes_in_use();
     const auto fp16 = std::find(config.policies.begin(), config.policies.end(), "fp16");
     for (size_t t = 0; t < config.threads.size(); ++t) {
       AttentionOptions options;
@@ -140,6 +142,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
         row.gbytes_per_s = static_cast<double>(row.bytes) / row.ns_per_query;
         row.memory_gbytes_per_s = bandwidth[t];
         row.bandwidth_fraction = row.gbytes_per_s / bandwidth[t];
+        row.huge_page_bytes = huge_page_bytes;
         if (fp16 != config.policies.end())
           row.speedup_vs_fp16 = bench::median_ratio(times[fp16 - config.policies.begin()], times[p]);
         rows.push_back(row);
