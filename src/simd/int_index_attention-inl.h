@@ -77,8 +77,11 @@ HWY_INLINE void OnlineSoftmaxBlock(float* logits, size_t heads, size_t count, fl
       v[i] = hn::IfThenElse(hn::FirstN(df, live), hn::Load(df, row + i * kLanes), minus_infinity);
       top = hn::Max(top, v[i]);
     }
-    const float block_max = hn::GetLane(hn::MaxOfLanes(df, top));
-    if (block_max > running[h]) {
+    // The block's maximum matters only where it is above the running one. A compare of the lanes
+    // says whether it is; the reduction to one number, a chain of shuffles on the way to every
+    // weight, runs only then (mostly in the first blocks).
+    if (!hn::AllFalse(df, hn::Gt(top, hn::Set(df, running[h])))) {
+      const float block_max = hn::GetLane(hn::MaxOfLanes(df, top));
       if (running[h] != -std::numeric_limits<float>::infinity()) {  // else nothing was added yet
         const auto factor = ExpNonPositive(df, hn::Set(df, running[h] - block_max));
         sum = hn::Mul(sum, factor);
