@@ -37,7 +37,7 @@ struct AttentionBenchRow {
   double memory_gbytes_per_s = 0.0;  // read bandwidth measured in the same run, same threads
   double bandwidth_fraction = 0.0;   // gbytes_per_s / memory_gbytes_per_s
   // The process's memory on transparent huge pages once the caches were built (0: every row on 4
-  // KiB pages). With 2 MiB pages fp16 streams faster, the compressed rows less so.
+  // KiB pages). With 2 MiB pages both stream faster, fp16 more in most runs (docs/RESULTS.md).
   size_t huge_page_bytes = 0;
 };
 
