@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -23,10 +24,12 @@
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
+#include "kvsketch/error.hpp"
 #include "simd/amx.hpp"
 #include "simd/exp_non_positive-inl.h"
 #include "simd/fetch.hpp"
 #include "simd/int_index_kernels.hpp"
+#include "simd/quad_rows.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvsketch::simd {
@@ -52,6 +55,7 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
 bool IntAttentionImpl(const AttentionKeys&, const AttentionPart*, size_t, size_t, size_t, float*, float*) {
   return false;  // the caller runs the separate kernels
 }
+bool QuadsNativeImpl(const RowSource&) { return false; }
 #else
 
 using DU8 = hn::ScalableTag<uint8_t>;
@@ -118,7 +122,23 @@ HWY_INLINE void FetchRows(const RowSource& rows, size_t first, size_t count, siz
 
 // Row factors of rows [first, first + count), count <= kIntBlockRows, into out (1 without).
 void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, size_t count, float* out) {
-  if (factors == nullptr || !factors->half) {
+#if HWY_TARGET <= HWY_AVX3
+  // Quads: each quad's four fp16 factors side by side, sixteen rows' in four 8-byte loads.
+  if (rows.quads && factors != nullptr && factors->half && first % 4 == 0 && count % 16 == 0) {
+    const size_t quad_stride = 4 * rows.stride;
+    const uint8_t* at = rows.data + first * rows.stride + 4 * factors->offset;
+    for (size_t i = 0; i < count; i += 16, at += 4 * quad_stride) {
+      const auto four = [&](size_t q) {
+        long long bits;
+        std::memcpy(&bits, at + q * quad_stride, sizeof(bits));
+        return bits;
+      };
+      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_set_epi64x(four(3), four(2), four(1), four(0))));
+    }
+    return;
+  }
+#endif
+  if (factors == nullptr || !factors->half || rows.quads) {
     load_row_factors(rows, factors, first, count, out);
     return;
   }
@@ -274,6 +294,7 @@ class LaneAccumulators {
 // One past the rows' last code byte: the bound of the kernels' plain loads. Not n strides from
 // the first row, since the rows may be one part of longer rows (a channel split's).
 const uint8_t* CodesEnd(const RowSource& rows, size_t n) {
+  if (rows.quads) return rows.data + (n - 4) * rows.stride + 4 * packed_bytes(rows.dim, rows.bits);
   return rows.data + (n - 1) * rows.stride + packed_bytes(rows.dim, rows.bits);
 }
 
@@ -362,6 +383,17 @@ bool IntAttentionImpl(const AttentionKeys& keys, const AttentionPart* values, si
                       size_t heads, float* max, float* sum) {
   return BlockAttention(keys, values, value_parts, n, heads, max, sum);
 }
+
+// Whether this target's fused kernel reads `rows` in quads as they lie: AVX3_DL's block kernels,
+// for whole pairs of octets (dim a multiple of 16). Elsewhere they are copied back to plain rows.
+bool QuadsNativeImpl(const RowSource& rows) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return rows.dim % 16 == 0 && BlockKernelsCover(PaddedDim(rows.dim));
+#else
+  (void)rows;
+  return false;
+#endif
+}
 #endif
 
 }  // namespace HWY_NAMESPACE
@@ -385,22 +417,96 @@ bool set_shuffle_vnni_allowed(bool allowed) { return shuffle_vnni.exchange(allow
 HWY_EXPORT(IntScoresImpl);
 HWY_EXPORT(IntWeightedSumImpl);
 HWY_EXPORT(IntAttentionImpl);
+HWY_EXPORT(QuadsNativeImpl);
+
+namespace {
+
+// Rows in quads as plain rows (the codes and the given factors), for the kernels that do not read
+// quads: the same codes, so the same sums.
+struct PlainCopy {
+  std::vector<uint8_t> bytes;
+  RowSource rows;
+  PlainCopy(const RowSource& quads, size_t n, const std::vector<const RowFactor*>& factors)
+      : bytes(rows_from_quads(quads, n, index_fields(quads, factors))), rows(quads) {
+    rows.data = bytes.data();
+    rows.quads = false;
+  }
+};
+
+// int_index_attention's arguments with every part in quads that the target does not read as they
+// lie replaced by a plain copy.
+class PlainParts {
+ public:
+  PlainParts(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n)
+      : key_parts_(keys.count), values_(values, values + value_parts) {
+    const auto native = [](const RowSource& rows) {
+      return !rows.quads || HWY_DYNAMIC_DISPATCH(QuadsNativeImpl)(rows);
+    };
+    for (size_t g = 0; g < keys.count; ++g) {
+      const AttentionKeyGroup& group = keys.groups[g];
+      key_parts_[g].assign(group.parts, group.parts + group.count);
+      for (size_t p = 0; p < group.count; ++p) {
+        AttentionPart& part = key_parts_[g][p];
+        if (native(part.rows)) continue;
+        // The group's factor lies in its first part's rows.
+        const std::vector factors{part.row_factor(), p == 0 ? group.factor : nullptr};
+        part.rows = copies_.emplace_back(part.rows, n, factors).rows;
+      }
+      groups_.push_back({key_parts_[g].data(), group.count, group.factor});
+    }
+    for (AttentionPart& part : values_)
+      if (!native(part.rows)) part.rows = copies_.emplace_back(part.rows, n, std::vector{part.row_factor()}).rows;
+    keys_ = {groups_.data(), groups_.size(), keys.shift};
+  }
+  const AttentionKeys& keys() const { return keys_; }
+  const AttentionPart* values() const { return values_.data(); }
+
+ private:
+  std::deque<PlainCopy> copies_;
+  std::vector<std::vector<AttentionPart>> key_parts_;
+  std::vector<AttentionKeyGroup> groups_;
+  std::vector<AttentionPart> values_;
+  AttentionKeys keys_;
+};
+
+bool any_quads(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts) {
+  for (size_t g = 0; g < keys.count; ++g)
+    for (size_t p = 0; p < keys.groups[g].count; ++p)
+      if (keys.groups[g].parts[p].rows.quads) return true;
+  return std::any_of(values, values + value_parts, [](const AttentionPart& part) { return part.rows.quads; });
+}
+
+}  // namespace
 
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum) {
   if (n == 0 || heads == 0 || !int_index_attention_usable(keys, values, value_parts)) return false;
+  if (any_quads(keys, values, value_parts)) {
+    require(n % 4 == 0, "int_index_attention: {} rows in quads is not a whole number of quads", n);
+    const PlainParts plain(keys, values, value_parts, n);
+    return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(plain.keys(), plain.values(), value_parts, n, heads, max, sum);
+  }
   return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, values, value_parts, n, heads, max, sum);
 }
 
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
                       size_t out_stride, const RowFactor* factors) {
   if (n == 0 || heads == 0) return;
+  if (rows.quads) {
+    const PlainCopy plain(rows, n, {factors});
+    return HWY_DYNAMIC_DISPATCH(IntScoresImpl)(plain.rows, n, queries, heads, scale, out, out_stride, factors);
+  }
   HWY_DYNAMIC_DISPATCH(IntScoresImpl)(rows, n, queries, heads, scale, out, out_stride, factors);
 }
 
 void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weights, size_t heads,
                             size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors) {
   if (n == 0 || heads == 0) return;
+  if (rows.quads) {
+    const PlainCopy plain(rows, n, {factors});
+    return HWY_DYNAMIC_DISPATCH(IntWeightedSumImpl)(plain.rows, n, weights, heads, weight_stride, acc, acc_stride,
+                                                    factors);
+  }
   HWY_DYNAMIC_DISPATCH(IntWeightedSumImpl)(rows, n, weights, heads, weight_stride, acc, acc_stride, factors);
 }
 

@@ -55,6 +55,15 @@ struct RowPairs {
   }
 };
 
+// The 32 bytes of a quad from `at` (quad_rows.hpp), as the low half of a vector: a plain load where
+// they lie before `end`, else a masked one (the last quad's last octets).
+HWY_INLINE __m512i QuadWindow(const uint8_t* at, const uint8_t* end) {
+  if (HWY_LIKELY(at + 32 <= end))
+    return _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+  const __mmask32 live = _bzhi_u32(~0u, static_cast<unsigned>(end - at));
+  return _mm512_castsi256_si512(_mm256_maskz_loadu_epi8(live, at));
+}
+
 // Chunk k of four rows looked up and interleaved for the weighted sums: out[m] dword lane c holds
 // the four rows' bytes at coordinate 64k + 16m + c. Each qword of out[m] covers two coordinates of
 // the four rows, at most two bytes of each row's codes (2 b <= 8 bits). Vectors wholly past dim
@@ -81,6 +90,20 @@ class QuadLookup {
           shifts_[4 * c + 4 + t] = static_cast<uint8_t>(16 * t + bits * (x + 1) - 8 * first_byte);
         }
       }
+    // Quads: the 16 coordinates of an output vector are two octets, chunks of b bytes of each row
+    // ((4s + t) b for octet s, row t) in 8 b bytes. Qword j (coordinates 2j, 2j + 1) takes the
+    // two bytes of each row that hold them.
+    quad_offset_ = 4 * offset_;
+    for (int j = 0; j < 8; ++j) {
+      const int s = j / 4, first_bit = bits * (2 * j % 8), first_byte = first_bit / 8;
+      for (int t = 0; t < 4; ++t) {
+        for (int k = 0; k < 2; ++k)
+          quad_gather_[8 * j + 2 * t + k] = static_cast<uint8_t>(std::min((4 * s + t) * bits + first_byte + k, 31));
+        quad_shifts_[8 * j + t] = static_cast<uint8_t>(16 * t + first_bit - 8 * first_byte);
+        quad_shifts_[8 * j + 4 + t] = static_cast<uint8_t>(16 * t + first_bit + bits - 8 * first_byte);
+      }
+    }
+    octet_pair_ = 8 * static_cast<size_t>(bits);
   }
 
   size_t vectors() const { return vectors_; }
@@ -100,11 +123,24 @@ class QuadLookup {
     Make<4>(r0, r1, r2, r3, end, out);
   }
 
+  // The same from the quad at `quad` (RowSource::quads): one load and a one-source gather a vector.
+  template <int kVectors = 4, int kFirst = 0>
+  HWY_INLINE void MakeFromQuad(const uint8_t* quad, const uint8_t* end, __m512i* out) const {
+    const __m512i table = _mm512_loadu_si512(table_), shifts = _mm512_loadu_si512(quad_shifts_),
+                  gather = _mm512_loadu_si512(quad_gather_);
+    const uint8_t* chunk = quad + quad_offset_;
+    for (int m = 0; m < kVectors; ++m) {
+      const __m512i window = QuadWindow(chunk + (kFirst + m) * octet_pair_, end);
+      out[m] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, window)),
+                                       table);
+    }
+  }
+
  private:
   // Byte arrays rather than vectors, so that the lookups (one per chunk) can live in a std::vector.
-  uint8_t gather_[4][64], shifts_[64], table_[64];
+  uint8_t gather_[4][64], shifts_[64], table_[64], quad_gather_[64], quad_shifts_[64];
   __mmask64 chunk_;
-  size_t offset_, vectors_;
+  size_t offset_, vectors_, quad_offset_, octet_pair_;
 };
 
 // The weighted sums without AMX: a block's weights (within +-kWeightLargest, BlockWeights) as
@@ -114,7 +150,7 @@ class QuadLookup {
 // sums. Zen 4, 16,384 cache-resident rows, 4 heads, d = 128, b = 3 (kvsketch_bench_codecs
 // --benchmark_filter='int_index/weighted'): see docs/history/decode-speed.md. Vectors [kFirst, kFirst +
 // kVectors) of the chunk: sums[h][m] for those m.
-template <int kHeads, int kVectors, int kFirst = 0>
+template <int kHeads, int kVectors, int kFirst = 0, bool kQuads = false>
 HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
                               const uint8_t* end, const int8_t* weight_bytes, const int32_t* start,
                               __m512i (*sums)[4]) {
@@ -136,6 +172,11 @@ HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, si
   for (size_t q = 0; q < count; q += 4) {
     __m512i v[kVectors];
     const uint8_t* row = first + q * stride;
+    if constexpr (kQuads) {  // whole quads: count is a multiple of 4
+      lookup.MakeFromQuad<kVectors, kFirst>(row, end, v);
+      add(v, q);
+      continue;
+    }
     const uint8_t *r1 = row + stride, *r2 = row + 2 * stride, *r3 = row + 3 * stride;
     if (HWY_UNLIKELY(q + 4 > count)) {  // rows past count repeat the last (their weights are zero)
       const uint8_t* last = first + (count - 1) * stride;
@@ -153,23 +194,24 @@ HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, si
 // QuadChunkSums with the chunk's number of vectors as a constant. Eight heads take the chunk by
 // halves (8 x 2 accumulators, as many as 4 x 4), so that each quad's look-ups serve eight heads
 // where two groups of four made them twice.
-template <int kHeads>
+template <int kHeads, bool kQuads>
 HWY_INLINE void QuadChunkSumsOf(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
                                 const uint8_t* end, const int8_t* weight_bytes, const int32_t* start,
                                 __m512i (*sums)[4]) {
   if constexpr (kHeads == 8) {
     const size_t vectors = lookup.vectors();
-    if (vectors == 1) return QuadChunkSums<8, 1>(lookup, first, stride, count, end, weight_bytes, start, sums);
-    QuadChunkSums<8, 2>(lookup, first, stride, count, end, weight_bytes, start, sums);
-    if (vectors == 3) QuadChunkSums<8, 1, 2>(lookup, first, stride, count, end, weight_bytes, start, sums);
-    if (vectors == 4) QuadChunkSums<8, 2, 2>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    if (vectors == 1)
+      return QuadChunkSums<8, 1, 0, kQuads>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    QuadChunkSums<8, 2, 0, kQuads>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    if (vectors == 3) QuadChunkSums<8, 1, 2, kQuads>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    if (vectors == 4) QuadChunkSums<8, 2, 2, kQuads>(lookup, first, stride, count, end, weight_bytes, start, sums);
     return;
   }
   switch (lookup.vectors()) {
-    case 1: return QuadChunkSums<kHeads, 1>(lookup, first, stride, count, end, weight_bytes, start, sums);
-    case 2: return QuadChunkSums<kHeads, 2>(lookup, first, stride, count, end, weight_bytes, start, sums);
-    case 3: return QuadChunkSums<kHeads, 3>(lookup, first, stride, count, end, weight_bytes, start, sums);
-    default: return QuadChunkSums<kHeads, 4>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    case 1: return QuadChunkSums<kHeads, 1, 0, kQuads>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    case 2: return QuadChunkSums<kHeads, 2, 0, kQuads>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    case 3: return QuadChunkSums<kHeads, 3, 0, kQuads>(lookup, first, stride, count, end, weight_bytes, start, sums);
+    default: return QuadChunkSums<kHeads, 4, 0, kQuads>(lookup, first, stride, count, end, weight_bytes, start, sums);
   }
 }
 
@@ -208,6 +250,7 @@ class QuadAccumulator {
     // The members in locals: the accumulators' stores (may-alias vector stores) would otherwise
     // make every member be read again after each of them (the fused step took 1% longer).
     const size_t stride = rows_.stride, n = n_, heads = heads_, part = part_, chunks = lookups_.size();
+    const bool quads = rows_.quads;
     const uint8_t* first = rows_.data + start * stride;
     const uint8_t* end = end_;
     const QuadLookup* lookups = lookups_.data();
@@ -235,8 +278,12 @@ class QuadAccumulator {
       };
       const auto run = [&](size_t h, auto group) HWY_ATTR __attribute__((always_inline)) {
         constexpr int kGroup = decltype(group)::value;
-        QuadChunkSumsOf<kGroup>(lookup, first, stride, count, end, weight_bytes + h * kIntBlockRows, start_at + h,
-                                sums);
+        if (quads)
+          QuadChunkSumsOf<kGroup, true>(lookup, first, stride, count, end, weight_bytes + h * kIntBlockRows,
+                                        start_at + h, sums);
+        else
+          QuadChunkSumsOf<kGroup, false>(lookup, first, stride, count, end, weight_bytes + h * kIntBlockRows,
+                                         start_at + h, sums);
         flush(h, kGroup);
       };
       size_t h = 0;
@@ -286,9 +333,18 @@ class GroupedLookup {
             gather_[kb][16 * r + 8 * s + j] = static_cast<uint8_t>(64 * (r / 2) + 32 * (r % 2) + byte);
           }
     for (int e = 0; e < 64; ++e) shifts_[e] = static_cast<uint8_t>(bits * (e % 8));
+    // Quads: the block's two octets of row r are chunks 4s + r (s = 0, 1) of b bytes; the same
+    // gather for every block, from a load at the block's octet pair.
+    for (int e = 0; e < 64; ++e)
+      quad_gather_[e] = static_cast<uint8_t>(std::min((4 * (e % 16 / 8) + e / 16) * bits + e % 8, 31));
+    quad_offset_ = 4 * offset_;
+    octet_pair_ = 8 * static_cast<size_t>(bits);
   }
 
   __m512i Gather(int kb) const { return _mm512_loadu_si512(gather_[kb]); }
+  __m512i QuadGather() const { return _mm512_loadu_si512(quad_gather_); }
+  // Where block kb of this chunk starts in a quad.
+  size_t QuadBlock(size_t kb) const { return quad_offset_ + kb * octet_pair_; }
   __m512i Shifts() const { return _mm512_loadu_si512(shifts_); }
   __mmask64 chunk() const { return chunk_; }
   size_t offset() const { return offset_; }
@@ -296,9 +352,9 @@ class GroupedLookup {
   size_t blocks() const { return blocks_; }
 
  private:
-  uint8_t gather_[4][64], shifts_[64];
+  uint8_t gather_[4][64], shifts_[64], quad_gather_[64];
   __mmask64 chunk_;
-  size_t offset_, blocks_;
+  size_t offset_, blocks_, quad_offset_, octet_pair_;
 };
 
 // Sixteen rows' scores from `first`, row r at first + min(r, last) * stride (rows past `last`
@@ -311,7 +367,7 @@ class GroupedLookup {
 // against 88 us with both changes; kvsketch_bench_codecs --benchmark_filter='int_index/scores.*16384').
 // kChunks, kLastBlocks: the chunks and the last chunk's blocks as constants (the loops unrolled,
 // no block count read); 0: from the lookups.
-template <size_t kChunks, size_t kLastBlocks, bool kWhole>
+template <size_t kChunks, size_t kLastBlocks, bool kWhole, bool kQuads>
 HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, const uint8_t* first, size_t stride,
                                 size_t last, const uint8_t* end, __m512i table, const int8_t* queries,
                                 int32_t* head_sums) {
@@ -328,6 +384,30 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
 #pragma GCC unroll 4
   for (size_t k = 0; k < chunks; ++k) {
     const GroupedLookup& lookup = lookups[k];
+    const int8_t* q = queries + 4 * k * lanes;
+    const size_t live_blocks = kChunks == 0 ? lookup.blocks() : k + 1 == kChunks ? kLastBlocks : 4;
+    if constexpr (kQuads) {
+      // Group g is quad g (the quad of row `last` past it); a load and a one-source gather a block.
+      const auto quad = [&](size_t g) { return first + 4 * (kWhole ? g : std::min(g, last / 4)) * stride; };
+      const __m512i gather = lookup.QuadGather();
+#pragma GCC unroll 4
+      for (int kb = 0; kb < 4; ++kb) {
+        if (kb >= static_cast<int>(live_blocks)) break;
+        __m512i query[4];
+        for (int h = 0; h < 4; ++h) query[h] = _mm512_loadu_si512(q + (h * blocks + kb) * lanes);
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          const uint8_t* at = quad(g) + lookup.QuadBlock(kb);
+          const __m512i window =
+              kWhole ? _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)))
+                     : QuadWindow(at, end);
+          const __m512i fields = _mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, window));
+          const __m512i levels = _mm512_permutexvar_epi8(fields, table);
+          for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_dpbusd_epi32(acc[g][h], levels, query[h]);
+        }
+      }
+      continue;
+    }
     const auto group = [&](size_t g) {
       if constexpr (kWhole)
         return RowPairs(first + 4 * g * stride + lookup.offset(), stride);
@@ -336,10 +416,8 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
                         row(4 * g + 3), end);
     };
     const RowPairs pairs[4] = {group(0), group(1), group(2), group(3)};
-    const int8_t* q = queries + 4 * k * lanes;
-    // The last chunk of a head_dim that is not a multiple of 64 (the outlier split's parts, d = 32
-    // and 96 for example) skips the blocks past dim: their sums are zero.
-    const size_t live_blocks = kChunks == 0 ? lookup.blocks() : k + 1 == kChunks ? kLastBlocks : 4;
+    // (live_blocks: the last chunk of a head_dim that is not a multiple of 64, the outlier split's
+    // parts, d = 32 and 96 for example, skips the blocks past dim: their sums are zero.)
 #pragma GCC unroll 4
     for (int kb = 0; kb < 4; ++kb) {
       if (kb >= static_cast<int>(live_blocks)) break;
@@ -374,14 +452,15 @@ using ScoreGroupsFn = void (*)(const GroupedLookup*, size_t, const uint8_t*, siz
 
 // QuadScoreGroups for whole groups of sixteen rows, unrolled for rows of one or two chunks (d <= 128;
 // the outlier split's parts among them) and for d = 256.
+template <bool kQuads>
 ScoreGroupsFn WholeScoreGroups(const std::vector<GroupedLookup>& lookups) {
   static constexpr ScoreGroupsFn kUnrolled[2][4] = {
-      {QuadScoreGroups<1, 1, true>, QuadScoreGroups<1, 2, true>, QuadScoreGroups<1, 3, true>,
-       QuadScoreGroups<1, 4, true>},
-      {QuadScoreGroups<2, 1, true>, QuadScoreGroups<2, 2, true>, QuadScoreGroups<2, 3, true>,
-       QuadScoreGroups<2, 4, true>}};
-  if (lookups.size() == 4 && lookups.back().blocks() == 4) return QuadScoreGroups<4, 4, true>;
-  if (lookups.size() > 2) return QuadScoreGroups<0, 0, true>;
+      {QuadScoreGroups<1, 1, true, kQuads>, QuadScoreGroups<1, 2, true, kQuads>, QuadScoreGroups<1, 3, true, kQuads>,
+       QuadScoreGroups<1, 4, true, kQuads>},
+      {QuadScoreGroups<2, 1, true, kQuads>, QuadScoreGroups<2, 2, true, kQuads>, QuadScoreGroups<2, 3, true, kQuads>,
+       QuadScoreGroups<2, 4, true, kQuads>}};
+  if (lookups.size() == 4 && lookups.back().blocks() == 4) return QuadScoreGroups<4, 4, true, kQuads>;
+  if (lookups.size() > 2) return QuadScoreGroups<0, 0, true, kQuads>;
   return kUnrolled[lookups.size() - 1][lookups.back().blocks() - 1];
 }
 
@@ -395,7 +474,13 @@ class QuadScorer {
       : rows_(rows), n_(n), table_(table), queries_(queries), heads_(heads), factors_(factors),
         end_(CodesEnd(rows, n)) {
     for (size_t k = 0; k < PaddedDim(rows.dim) / 64; ++k) lookups_.emplace_back(unpacker, k);
-    whole_groups_ = WholeScoreGroups(lookups_);
+    whole_groups_ = rows.quads ? WholeScoreGroups<true>(lookups_) : WholeScoreGroups<false>(lookups_);
+    partial_groups_ = rows.quads ? QuadScoreGroups<0, 0, false, true> : QuadScoreGroups<0, 0, false, false>;
+    // How far past a group's first row its loads reach: the last quad's last block, or row 15's
+    // last 32 bytes.
+    const GroupedLookup& last = lookups_.back();
+    reach_ = rows.quads ? 12 * rows.stride + last.QuadBlock(last.blocks() - 1) + 32
+                        : 15 * rows.stride + last.offset() + 32;
   }
 
   // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.
@@ -410,12 +495,8 @@ class QuadScorer {
         const uint8_t* first = rows_.data + (start + first_row) * rows_.stride;
         const size_t last = count - 1 - first_row;
         HWY_ALIGN int32_t head_sums[4 * 16];
-        if (last >= 15 && first + 15 * rows_.stride + lookups_.back().offset() + 32 <= end_) {
-          whole_groups_(lookups_.data(), lookups_.size(), first, rows_.stride, last, end_, table_, q, head_sums);
-        } else {
-          QuadScoreGroups<0, 0, false>(lookups_.data(), lookups_.size(), first, rows_.stride, last, end_, table_, q,
-                                       head_sums);
-        }
+        const auto groups = last >= 15 && first + reach_ <= end_ ? whole_groups_ : partial_groups_;
+        groups(lookups_.data(), lookups_.size(), first, rows_.stride, last, end_, table_, q, head_sums);
         const __mmask16 live = static_cast<__mmask16>((1u << std::min<size_t>(16, count - first_row)) - 1);
         const __m512 row_factors = _mm512_load_ps(row_factor + first_row);
         for (size_t h = 0; h < 4 && 4 * hg + h < heads_; ++h) {
@@ -438,5 +519,6 @@ class QuadScorer {
   const RowFactor* factors_;
   const uint8_t* end_;
   std::vector<GroupedLookup> lookups_;
-  ScoreGroupsFn whole_groups_;
+  ScoreGroupsFn whole_groups_, partial_groups_;
+  size_t reach_;
 };

@@ -44,8 +44,12 @@ void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t fi
     std::fill(out, out + count, 1.0f);
     return;
   }
+  const size_t bytes = factors->half ? sizeof(uint16_t) : sizeof(float);
   for (size_t i = 0; i < count; ++i) {
-    const uint8_t* at = rows.data + (first + i) * rows.stride + factors->offset;
+    const size_t row = first + i;
+    // In quads (quad_rows.hpp) a factor is one chunk: row r's at 4 * offset + r * bytes of its quad.
+    const uint8_t* at = rows.quads ? rows.data + (row - row % 4) * rows.stride + 4 * factors->offset + row % 4 * bytes
+                                   : rows.data + row * rows.stride + factors->offset;
     if (factors->half) {
       uint16_t half;
       std::memcpy(&half, at, sizeof(half));

@@ -30,6 +30,9 @@ struct RowSource {
   // Optional (row_scores and row_weighted_sum): row i is stored row indices[i], a gather of
   // scattered rows (the tokens a selector picked); the kernels fetch rows ahead of use.
   const uint32_t* indices = nullptr;
+  // kIndex, the fused attention kernel only (int_index_attention): the rows come in quads, groups
+  // of four stored interleaved (simd/quad_rows.hpp): quad g at data + 4 * g * stride.
+  bool quads = false;
 
   const uint8_t* row(size_t i) const { return data + (indices ? indices[i] : i) * stride; }
 };
