@@ -12,7 +12,7 @@
 #include "kvsketch/codebook.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
-#include "kvsketch/random.hpp"
+#include "index_rows.hpp"
 #include "simd/quad_rows.hpp"
 #include "test_util.hpp"
 
@@ -54,26 +54,20 @@ TEST(QuadRows, RoundTripAndRefusals) {
   EXPECT_THROW(simd::rows_from_quads(source, n, {{8, 4, 2}}), Error);  // past the row
 }
 
-// Rows of b-bit indices with an fp16 factor after them, plain and in quads.
+// Rows of b-bit indices with an fp16 factor after them (IndexRowsData), plain and in quads.
 struct Rows {
-  std::vector<uint8_t> plain, quads;
+  testutil::IndexRowsData plain;
+  std::vector<uint8_t> quads;
   simd::RowSource source, quad_source;
-  Rows(size_t n, size_t dim, int bits, const float* table, uint64_t seed) {
-    const size_t packed = packed_bytes(dim, bits), stride = packed + 2;
-    plain.assign(n * stride, 0);
-    RandomStream stream(seed, StreamPurpose::kTest);
-    std::vector<uint8_t> index(dim);
-    for (size_t i = 0; i < n; ++i) {
-      for (auto& v : index) v = static_cast<uint8_t>(stream.next_u64() >> (64 - bits));
-      pack_bits(index.data(), dim, bits, plain.data() + i * stride);
-      // Factors rising along the rows, so that the running maximum moves.
-      const uint16_t factor = float_to_half(static_cast<float>(0.5 + 3.0 * i / n + stream.uniform()));
-      std::memcpy(plain.data() + i * stride + packed, &factor, sizeof(factor));
+  Rows(size_t n, size_t dim, int bits, const float* table, uint64_t seed)
+      : plain(n, dim, bits, table, seed), quads(plain.codes.size(), 0), source(plain.source) {
+    const size_t packed = packed_bytes(dim, bits), stride = source.stride;
+    for (size_t i = 0; i < n; ++i) {  // factors rising along the rows, so that the running maximum moves
+      const uint16_t factor = float_to_half(static_cast<float>(0.5 + 3.0 * i / n));
+      std::memcpy(plain.codes.data() + i * stride + packed, &factor, sizeof(factor));
     }
-    quads.assign(plain.size(), 0);
     const std::vector<simd::QuadField> fields{{0, packed, static_cast<size_t>(bits)}, {packed, 2, 2}};
-    simd::quads_from_rows(plain.data(), stride, n, fields, quads.data());
-    source = {simd::RowFormat::kIndex, plain.data(), stride, dim, bits, table, stride};
+    simd::quads_from_rows(plain.codes.data(), stride, n, fields, quads.data());
     quad_source = source;
     quad_source.data = quads.data();
     quad_source.quads = true;

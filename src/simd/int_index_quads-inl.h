@@ -385,6 +385,8 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
   for (size_t k = 0; k < chunks; ++k) {
     const GroupedLookup& lookup = lookups[k];
     const int8_t* q = queries + 4 * k * lanes;
+    // The last chunk of a head_dim that is not a multiple of 64 (the outlier split's parts, d = 32
+    // and 96 for example) skips the blocks past dim: their sums are zero.
     const size_t live_blocks = kChunks == 0 ? lookup.blocks() : k + 1 == kChunks ? kLastBlocks : 4;
     if constexpr (kQuads) {
       // Group g is quad g (the quad of row `last` past it); a load and a one-source gather a block.
@@ -416,8 +418,6 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
                         row(4 * g + 3), end);
     };
     const RowPairs pairs[4] = {group(0), group(1), group(2), group(3)};
-    // (live_blocks: the last chunk of a head_dim that is not a multiple of 64, the outlier split's
-    // parts, d = 32 and 96 for example, skips the blocks past dim: their sums are zero.)
 #pragma GCC unroll 4
     for (int kb = 0; kb < 4; ++kb) {
       if (kb >= static_cast<int>(live_blocks)) break;

@@ -9,6 +9,7 @@
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/int_index_kernels.hpp"
+#include "simd/quad_rows.hpp"
 
 namespace kvsketch::simd {
 
@@ -47,8 +48,9 @@ void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t fi
   const size_t bytes = factors->half ? sizeof(uint16_t) : sizeof(float);
   for (size_t i = 0; i < count; ++i) {
     const size_t row = first + i;
-    // In quads (quad_rows.hpp) a factor is one chunk: row r's at 4 * offset + r * bytes of its quad.
-    const uint8_t* at = rows.quads ? rows.data + (row - row % 4) * rows.stride + 4 * factors->offset + row % 4 * bytes
+    // In quads a factor is one chunk of its row's quad.
+    const uint8_t* at = rows.quads ? rows.data + (row - row % 4) * rows.stride +
+                                         quad_byte(QuadField{factors->offset, bytes, bytes}, row % 4, 0)
                                    : rows.data + row * rows.stride + factors->offset;
     if (factors->half) {
       uint16_t half;
