@@ -9,7 +9,7 @@
 //   codec->accumulate(weights, codes, 0, n, output);   // output += sum_i w_i x~_i
 //
 // Spec strings (see make_codec): fp16 | int8 | tq_mse:b=B | tq_prod:b=B | qjl:m=M |
-// split:SPEC@N+SPEC@N | center:SPEC | kivi_k, kivi_v, q4_0, each with optional parameters. code_bytes() is the exact size of one encoded vector, norms included.
+// split:SPEC@N+SPEC@N | center:SPEC | quads:SPEC | kivi_k, kivi_v, q4_0, each with optional parameters. code_bytes() is the exact size of one encoded vector, norms included.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +18,9 @@
 #include <vector>
 
 namespace kvsketch {
+namespace simd {
+struct QuadField;  // simd/quad_rows.hpp (internal)
+}
 
 // Encoded rows of one codec: rows x code_bytes bytes, contiguous.
 class CodeBuffer {
@@ -99,7 +102,8 @@ class VectorCodec {
 
   // The same over scattered rows (a selection of tokens): out[s] = <q, x~_{rows[s]}> and
   // accumulator += sum_s weights[s] x~_{rows[s]}, for s < n. Needs a codec whose rows stand alone
-  // (row_group() == 1); rows out of range are refused.
+  // (row_group() == 1) or rows in quads (quads:SPEC) of such a codec; rows out of range are refused.
+  bool reads_scattered_rows() const { return scattered_reader() != nullptr; }
   void scores_at(const PreparedQuery& q, const CodeBuffer& codes, const uint32_t* rows, size_t n, float* out) const;
   void accumulate_partial_at(const float* weights, const CodeBuffer& codes, const uint32_t* rows, size_t n,
                              float* accumulator) const;
@@ -177,6 +181,17 @@ class VectorCodec {
   // The prepared query as accumulator_size() floats (used with decode_domain_rows).
   virtual const float* domain_query(const PreparedQuery& q) const;
 
+  // The fields of a code row as rows in quads cut them (simd/quad_rows.hpp), each placed at
+  // `offset` plus its place in the row, appended to `fields`; together they cover the row once. By
+  // default the whole row as one chunk (its quads are then four plain rows); codecs with kernels
+  // that read quads give their b-bit codes in chunks of b bytes.
+  virtual void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const;
+  // Scattered rows (scores_at, accumulate_partial_at): the codec whose row functions read them once
+  // gather_rows has copied them out as plain rows, one after another; null where rows are encoded
+  // in groups. By default this codec where its rows stand alone, and a copy of each row.
+  virtual const VectorCodec* scattered_reader() const { return row_group() == 1 ? this : nullptr; }
+  virtual void gather_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, uint8_t* out) const;
+
  private:
   void check_buffer(const CodeBuffer& codes, const char* operation) const;
   void check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const;
@@ -185,7 +200,12 @@ class VectorCodec {
   void check_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, const char* operation) const;
   size_t dim_;
 
-  friend class CenteredCodec;  // wraps any codec and calls its row functions
+  // Scattered rows in blocks: run(block, first, count) for rows[first, first + count), gathered.
+  template <class Run>
+  void for_each_gathered_block(const CodeBuffer& codes, const uint32_t* rows, size_t n, const Run& run) const;
+
+  friend class CenteredCodec;   // wrap any codec and call its row functions
+  friend class QuadRowsCodec;
 };
 
 // Builds a codec from a spec string for vectors of `dim` floats. Unknown names or parameters, and

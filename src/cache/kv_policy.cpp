@@ -37,7 +37,7 @@ std::string checked_codec(const std::string& policy, const std::string& codec) {
   require(!codec.empty(), "policy '{}': empty codec field", policy);
   try {
     // Syntax and ranges; the cache builds the real ones per head_dim and checks a split's total there.
-    const size_t fixed = split_fixed_dim(uncentred_spec(codec));
+    const size_t fixed = split_fixed_dim(unwrapped_spec(codec));
     make_codec(codec, fixed != 0 ? fixed : 256);
   } catch (const Error& e) {
     throw Error(fmt::format("policy '{}': {}", policy, e.what()));

@@ -8,6 +8,7 @@
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/kernels.hpp"
+#include "simd/quad_rows.hpp"
 
 namespace kvsketch {
 namespace {

@@ -42,6 +42,9 @@ class CenteredCodec final : public VectorCodec {
   bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                  AttentionParts& parts) const override;
   bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
+  void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const override {
+    inner_->row_fields(offset, fields);
+  }
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
 

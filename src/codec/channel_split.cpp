@@ -12,6 +12,7 @@
 #include "codec/channel_list.hpp"
 #include "codec/spec_parser.hpp"
 #include "simd/kernels.hpp"
+#include "simd/quad_rows.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
 
@@ -204,6 +205,10 @@ bool ChannelSplit::key_parts(const uint8_t* codes, const PreparedQuery* const* q
     if (!parts_[p]->key_parts(codes + code_offsets_[p], part_queries(queries, heads, p).data(), heads, parts))
       return false;
   return true;
+}
+
+void ChannelSplit::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
+  for (size_t p = 0; p < parts_.size(); ++p) parts_[p]->row_fields(offset + code_offsets_[p], fields);
 }
 
 bool ChannelSplit::value_parts(const uint8_t* codes, float* accumulators, size_t stride,

@@ -52,6 +52,8 @@ class ChannelSplit final : public VectorCodec {
   bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                  AttentionParts& parts) const override;
   bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
+  // Every part's, at its place in the row.
+  void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const override;
 
  private:
   // Takes a channel order (every channel once): the first dims go to part 0, and so on.

@@ -5,6 +5,7 @@
 #include "codec/channel_split.hpp"
 #include "codec/group_quantizers.hpp"
 #include "codec/pca_turboquant.hpp"
+#include "codec/quad_rows_codec.hpp"
 #include "codec/qjl.hpp"
 #include "codec/spec_parser.hpp"
 #include "codec/turboquant.hpp"
@@ -40,7 +41,7 @@ std::unique_ptr<VectorCodec> make_turboquant(const std::string& spec, const Pars
   options.law = p.choice("codebook", "beta", {"beta", "gaussian"}) == "beta" ? CoordinateLaw::kBeta
                                                                               : CoordinateLaw::kGaussian;
   options.norm = parse_norm(p);
-  options.seed = static_cast<uint64_t>(p.integer("seed", static_cast<int64_t>(seed), 0, INT64_MAX));
+  options.seed = p.seed("seed", seed);
   if (!prod) options.rescale = p.integer("rescale", 0, 0, 1) == 1;
   if (prod) options.sketch = parse_sketch_kind(p.choice("sketch", "hadamard", {"hadamard", "gaussian", "orthogonal"}));
   require(dim >= 2, "codec '{}': dimension must be >= 2, got {}", parsed.name, dim);
@@ -55,7 +56,7 @@ std::unique_ptr<VectorCodec> make_pca_turboquant(const ParsedSpec& parsed, size_
   const std::string mode = p.choice("pca", "auto", {"auto", "on", "off"});
   options.mode = mode == "auto" ? PcaMode::kAuto : mode == "on" ? PcaMode::kOn : PcaMode::kOff;
   options.norm = parse_norm(p);
-  options.seed = static_cast<uint64_t>(p.integer("seed", static_cast<int64_t>(seed), 0, INT64_MAX));
+  options.seed = p.seed("seed", seed);
   return std::make_unique<PcaTurboQuant>(dim, options);
 }
 
@@ -69,7 +70,7 @@ std::unique_ptr<VectorCodec> make_qjl(const ParsedSpec& parsed, size_t dim, uint
   require(options.outliers > 0 || !p.has("m_out"), "codec 'qjl': m_out needs outliers > 0");
   options.norm = parse_norm(p);
   options.rounds = static_cast<int>(p.integer("rounds", 2, 1, 16));
-  options.seed = static_cast<uint64_t>(p.integer("seed", static_cast<int64_t>(seed), 0, INT64_MAX));
+  options.seed = p.seed("seed", seed);
   return std::make_unique<Qjl>(dim, options);
 }
 
@@ -87,6 +88,8 @@ std::string codec_spec_help() {
          "  tq_mse:b=2.5, tq_prod:b=3.5 ...  outlier split: the loudest quarter of the channels at B+0.5 bits,\n"
          "                            the rest at B-0.5, each part rotated on its own (channels from calibration)\n"
          "  center:SPEC               SPEC applied to x - mean (per-channel mean from calibration, fp16)\n"
+         "  quads:SPEC                SPEC's rows stored four interleaved (same bytes and results; the fused\n"
+         "                            attention kernel reads TurboQuant's codes four rows per load)\n"
          "  split:SPEC@N+SPEC@N       explicit split into tq_mse/tq_prod parts of N channels (or P%; last: the rest)\n"
          "  qjl:m=M                   QJL sign sketch with M = 1..65536 rows (default M = dim)\n"
          "  kivi_k:b=B,group=G        KIVI keys: per channel over groups of G tokens (default 32), min/step fp16\n"
@@ -103,6 +106,12 @@ std::string codec_spec_help() {
 std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uint64_t seed) {
   require(dim >= 1 && dim <= kMaxDim, "codec '{}': dimension must be in 1..{}, got {}", spec, kMaxDim, dim);
   if (spec.rfind("split:", 0) == 0) return make_channel_split(spec, dim, seed);
+  if (spec.rfind("quads:", 0) == 0) {
+    require(spec.size() > 6, "codec 'quads': expected quads:SPEC, e.g. quads:tq_mse:b=3");
+    auto inner = make_codec(spec.substr(6), dim, seed);
+    require(dynamic_cast<const QuadRowsCodec*>(inner.get()) == nullptr, "codec '{}': rows are in quads once", spec);
+    return std::make_unique<QuadRowsCodec>(std::move(inner));
+  }
   if (spec.rfind("center:", 0) == 0) {
     require(spec.size() > 7, "codec 'center': expected center:SPEC, e.g. center:tq_mse:b=3");
     return std::make_unique<CenteredCodec>(make_codec(spec.substr(7), dim, seed));

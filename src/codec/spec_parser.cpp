@@ -5,15 +5,22 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "kvsketch/error.hpp"
 
 namespace kvsketch {
 
-std::string uncentred_spec(const std::string& spec) {
+std::string unwrapped_spec(const std::string& spec) {
   std::string inner = spec;
-  while (inner.rfind("center:", 0) == 0) inner = inner.substr(7);
-  return inner;
+  while (true) {
+    if (inner.rfind("center:", 0) == 0)
+      inner = inner.substr(7);
+    else if (inner.rfind("quads:", 0) == 0)
+      inner = inner.substr(6);
+    else
+      return inner;
+  }
 }
 
 ParsedSpec parse_spec(const std::string& spec, const std::string& kind) {
@@ -78,6 +85,17 @@ int64_t SpecParameters::integer(const std::string& key, int64_t fallback, int64_
           it->second);
   require(value >= min && value <= max, "{}: parameter {}={} out of range; expected {}..{}", label_, key, value, min,
           max);
+  return value;
+}
+
+uint64_t SpecParameters::seed(const std::string& key, uint64_t fallback) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  uint64_t value = 0;
+  const std::string& text = it->second;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  require(!text.empty() && error == std::errc() && end == text.data() + text.size(),
+          "{}: parameter {}='{}' is not a seed (an integer in 0..{})", label_, key, text, UINT64_MAX);
   return value;
 }
 

@@ -17,6 +17,8 @@ class SpecParameters {
                  const std::vector<std::string>& allowed, const std::string& kind = "codec");
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) const;
+  // A seed: any 64-bit unsigned integer (canonical specs print the seeds they derive, all 64 bits).
+  uint64_t seed(const std::string& key, uint64_t fallback) const;
   double real(const std::string& key, double fallback, double min, double max) const;
   std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& valid) const;
 
@@ -32,8 +34,8 @@ struct ParsedSpec {
 
 ParsedSpec parse_spec(const std::string& spec, const std::string& kind = "codec");
 
-// The spec inside any "center:" wrappers ("center:tq_mse:b=3" -> "tq_mse:b=3"): its bits and
-// dimension rules are the wrapped codec's.
-std::string uncentred_spec(const std::string& spec);
+// The spec inside any "center:" and "quads:" wrappers ("center:tq_mse:b=3" -> "tq_mse:b=3"): its
+// bits and dimension rules are the wrapped codec's.
+std::string unwrapped_spec(const std::string& spec);
 
 }  // namespace kvsketch

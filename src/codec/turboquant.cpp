@@ -12,6 +12,7 @@
 #include "kvsketch/random.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
+#include "simd/quad_rows.hpp"
 
 namespace kvsketch {
 namespace {
@@ -203,6 +204,14 @@ bool TurboQuant::key_parts(const uint8_t* codes, const PreparedQuery* const* que
                          0, sign_scale_});
   parts.close_group(first, stored_norms(norm_offset_ - first_offset, options_.norm));
   return true;
+}
+
+void TurboQuant::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
+  if (const size_t bits = static_cast<size_t>(scalar_.bits()); bits > 0)
+    fields.push_back({offset, scalar_.bytes(), std::min(bits, scalar_.bytes())});
+  if (signs_) fields.push_back({offset + sign_offset_, signs_->bytes(), 1});
+  for (size_t at = norm_offset_; at < code_bytes_; at += norm_bytes(options_.norm))
+    fields.push_back({offset + at, norm_bytes(options_.norm), norm_bytes(options_.norm)});
 }
 
 bool TurboQuant::value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const {

@@ -78,6 +78,8 @@ class TurboQuant final : public VectorCodec {
   bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                  AttentionParts& parts) const override;
   bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
+  // The b'-bit indices in chunks of b' bytes, the signs in bytes, the norm and gamma whole.
+  void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const override;
 
  private:
   simd::RowSource index_rows(const uint8_t* codes) const;

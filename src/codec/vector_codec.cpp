@@ -9,6 +9,7 @@
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/kernels.hpp"
+#include "simd/quad_rows.hpp"
 
 namespace kvsketch {
 
@@ -131,8 +132,9 @@ void VectorCodec::accumulate_partial(const float* weights, const CodeBuffer& cod
 
 void VectorCodec::check_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, const char* operation) const {
   check_buffer(codes, operation);
-  require(row_group() == 1, "{}: codec {} encodes rows in groups of {}; scattered rows need rows that stand alone",
-          operation, SpecOf{*this}, row_group());
+  require(reads_scattered_rows(),
+          "{}: codec {} encodes rows in groups of {}; scattered rows need rows that stand alone", operation,
+          SpecOf{*this}, row_group());
   for (size_t s = 0; s < n; ++s)
     require(rows[s] < codes.size(), "{}: row {} out of range; the buffer holds {} rows", operation, rows[s],
             codes.size());
@@ -145,30 +147,33 @@ constexpr size_t kRowsAhead = 8;
 // metadata) is paid once per block rather than once per row.
 constexpr size_t kGatheredRows = 256;
 
-// run(block, first, count) for the rows rows[first, first + count), copied one after another into
-// block, up to kGatheredRows at a time.
-template <class Run>
-void for_each_gathered_block(const CodeBuffer& codes, const uint32_t* rows, size_t n, const Run& run) {
+}  // namespace
+
+void VectorCodec::gather_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, uint8_t* out) const {
   const size_t bytes = codes.code_bytes();
-  std::vector<uint8_t> block(std::min(n, kGatheredRows) * bytes);
+  for (size_t s = 0; s < n; ++s) {
+    if (s + kRowsAhead < n) simd::prefetch_bytes(codes.row(rows[s + kRowsAhead]), bytes);
+    std::memcpy(out + s * bytes, codes.row(rows[s]), bytes);
+  }
+}
+
+template <class Run>
+void VectorCodec::for_each_gathered_block(const CodeBuffer& codes, const uint32_t* rows, size_t n,
+                                          const Run& run) const {
+  std::vector<uint8_t> block(std::min(n, kGatheredRows) * codes.code_bytes());
   for (size_t first = 0; first < n; first += kGatheredRows) {
     const size_t count = std::min(kGatheredRows, n - first);
-    for (size_t k = 0; k < count; ++k) {
-      const size_t s = first + k;
-      if (s + kRowsAhead < n) simd::prefetch_bytes(codes.row(rows[s + kRowsAhead]), bytes);
-      std::memcpy(block.data() + k * bytes, codes.row(rows[s]), bytes);
-    }
+    gather_rows(codes, rows + first, count, block.data());
     run(block.data(), first, count);
   }
 }
-}  // namespace
 
 void VectorCodec::scores_at(const PreparedQuery& q, const CodeBuffer& codes, const uint32_t* rows, size_t n,
                             float* out) const {
   require(q.owner == this, "scores: the query was prepared by a different codec than {}", SpecOf{*this});
   check_rows(codes, rows, n, "scores");
   for_each_gathered_block(codes, rows, n, [&](const uint8_t* block, size_t first, size_t count) {
-    score_rows(q, block, count, out + first);
+    scattered_reader()->score_rows(q, block, count, out + first);
   });
 }
 
@@ -176,8 +181,12 @@ void VectorCodec::accumulate_partial_at(const float* weights, const CodeBuffer& 
                                         float* accumulator) const {
   check_rows(codes, rows, n, "accumulate");
   for_each_gathered_block(codes, rows, n, [&](const uint8_t* block, size_t first, size_t count) {
-    accumulate_rows(weights + first, block, count, accumulator);
+    scattered_reader()->accumulate_rows(weights + first, block, count, accumulator);
   });
+}
+
+void VectorCodec::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
+  fields.push_back({offset, code_bytes(), code_bytes()});
 }
 
 void VectorCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const {

@@ -13,7 +13,7 @@ namespace {
 
 // The codec's b parameter, or its stored bits per coordinate when it has none (fp16, int8).
 double nominal_bits(const std::string& spec, const VectorCodec& codec) {
-  const ParsedSpec parsed = parse_spec(uncentred_spec(spec));
+  const ParsedSpec parsed = parse_spec(unwrapped_spec(spec));
   const auto b = parsed.values.find("b");
   if (b != parsed.values.end()) return std::stod(b->second);
   return 8.0 * static_cast<double>(codec.code_bytes()) / static_cast<double>(codec.dim());

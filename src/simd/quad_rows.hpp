@@ -29,6 +29,28 @@ size_t quad_byte(const QuadField& field, size_t r, size_t byte);
 // factors of 2 (fp16) or 4 bytes (float), at their offsets from the row's start.
 std::vector<QuadField> index_fields(const RowSource& rows, const std::vector<const RowFactor*>& factors);
 
+// The fields of rows of `stride` bytes, checked once (each within the row, chunks of 1..bytes), and
+// the moves between plain rows and quads by whole chunks.
+class QuadLayout {
+ public:
+  QuadLayout(size_t stride, std::vector<QuadField> fields);
+  size_t stride() const { return stride_; }
+  const std::vector<QuadField>& fields() const { return fields_; }
+  // Whether the fields cover every byte of the row once (then the moves lose nothing).
+  bool covers_rows() const;
+  // Plain rows (n a multiple of 4, row i at rows + i * stride) into quads at out (n * stride bytes).
+  void to_quads(const uint8_t* rows, size_t n, uint8_t* out) const;
+  // Rows [0, n) of the quads at `quads` as plain rows at out: the bytes of the fields (the rest
+  // untouched).
+  void to_rows(const uint8_t* quads, size_t n, uint8_t* out) const;
+  // Row `row` (any) of the quads at `quads` as one plain row at out.
+  void row(const uint8_t* quads, size_t row, uint8_t* out) const;
+
+ private:
+  size_t stride_;
+  std::vector<QuadField> fields_;
+};
+
 // Rows [0, n) (n a multiple of 4) of quads `rows` as plain rows of the same stride and offsets:
 // the bytes of `fields`, the rest zero.
 std::vector<uint8_t> rows_from_quads(const RowSource& rows, size_t n, const std::vector<QuadField>& fields);

@@ -30,7 +30,8 @@ void check_side(const float* floats, const uint16_t* halves, const VectorCodec* 
           operation, side);
   require(codec->dim() == body.dim, "{}: the body's {} codec {} is for dimension {}, the body has {}", operation, side,
           codec->spec(), codec->dim(), body.dim);
-  require(codec->row_group() == 1, "{}: the body's {} codec {} encodes rows in groups of {}; selection reads single rows",
+  require(codec->reads_scattered_rows(),
+          "{}: the body's {} codec {} encodes rows in groups of {}; selection reads single rows",
           operation, side, codec->spec(), codec->row_group());
   require(codes->size() == body.tokens, "{}: the body's {} hold {} code rows for {} tokens", operation, side,
           codes->size(), body.tokens);

@@ -1,0 +1,73 @@
+// QuadRowsCodec ("quads:SPEC"): SPEC's rows stored in quads (simd/quad_rows.hpp), four rows
+// interleaved chunk by chunk as SPEC's row_fields() cuts them. The same codes in the same bytes,
+// so the same results; what changes is how the fused attention kernel reads them: on AVX3_DL one
+// 32-byte load holds 16 coordinates of four rows of TurboQuant's b-bit codes, and four rows' norms
+// come in one 8-byte load (about 15% of a 16k-token tq_mse:b=3 decode step there). Other targets
+// copy the rows back, as do the generic paths here (scores, weighted sums, decode).
+// Rows are encoded and read in whole quads (row_group() is a multiple of 4); scattered rows are
+// copied out one by one and read by SPEC.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+#include "simd/quad_rows.hpp"
+
+namespace kvsketch {
+
+class QuadRowsCodec final : public VectorCodec {
+ public:
+  explicit QuadRowsCodec(std::unique_ptr<VectorCodec> inner);
+  std::string spec() const override { return "quads:" + inner_->spec(); }
+  size_t code_bytes() const override { return inner_->code_bytes(); }
+  size_t row_group() const override;
+  bool unbiased_inner_products() const override { return inner_->unbiased_inner_products(); }
+  size_t accumulator_size() const override { return inner_->accumulator_size(); }
+  void finish_accumulator(const float* accumulator, float* out) const override {
+    inner_->finish_accumulator(accumulator, out);
+  }
+
+  void calibrate(const float* x, size_t n) override { inner_->calibrate(x, n); }
+  bool calibrated_by_data() const override { return inner_->calibrated_by_data(); }
+  std::vector<uint8_t> calibration() const override { return inner_->calibration(); }
+  void set_calibration(const std::vector<uint8_t>& state) override { inner_->set_calibration(state); }
+  const VectorCodec& inner() const { return *inner_; }
+  const simd::QuadLayout& layout() const { return layout_; }
+
+ protected:
+  void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override {
+    encode_rows_given(x, nullptr, n, codes, first_row);
+  }
+  void encode_rows_given(const float* x, const float* squared_norms, size_t n, uint8_t* codes,
+                         size_t first_row) const override;
+  void decode_rows(const uint8_t* codes, size_t n, float* out) const override;
+  // The inner codec's query (prepare() marks it as this codec's).
+  std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override { return inner_->prepare_query(q); }
+  void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
+  void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+  void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
+                        size_t stride, Arithmetic arithmetic) const override;
+  void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                             float* accumulators, Arithmetic arithmetic) const override;
+  // The inner codec's parts, marked as quads where they lie in them.
+  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                 AttentionParts& parts) const override;
+  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
+  const VectorCodec* scattered_reader() const override;
+  void gather_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, uint8_t* out) const override;
+
+ private:
+  // Rows [0, n) at codes as plain rows. The weighted sums copy their whole range: a sum may depend
+  // on how the range is cut (centred codes add up the weights over it).
+  std::vector<uint8_t> plain_rows(const uint8_t* codes, size_t n) const;
+  // run(plain, first, count): rows [first, first + count) of the n rows at codes, as plain rows.
+  template <class Run>
+  void for_each_plain_block(const uint8_t* codes, size_t n, const Run& run) const;
+  // The inner codec's fields, checked to cover its rows once.
+  static simd::QuadLayout layout_of(const VectorCodec& inner);
+
+  std::unique_ptr<VectorCodec> inner_;
+  simd::QuadLayout layout_;
+};
+
+}  // namespace kvsketch
