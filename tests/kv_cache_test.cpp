@@ -10,6 +10,7 @@
 #include "kvsketch/error.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/kv_cache.hpp"
+#include "simd/int_index_kernels.hpp"
 #include "test_util.hpp"
 
 namespace kvsketch {
@@ -113,9 +114,19 @@ TEST(KVCache, StreamingEqualsOneBlock) {
 // (codes, calibration, fp16 sinks and window). Highway's emulated fp16 conversion on the targets
 // without F16C truncated where F16C rounds, so their windows differed before float_to_half_row
 // converted there as float_to_half does.
+std::string saved_bytes(const KVCache& cache, const std::string& name) {
+  const std::string path = testing::TempDir() + name;
+  cache.save(path);
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The codes are the same on every target; under layout=auto their rows may lie in quads on one
+// and not another, but the saved files are the same bytes.
 TEST(KVCache, EveryTargetHoldsTheSameBytes) {
   for (const char* spec : {"fp16|window=100|block=16",
                            "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1|window=100|block=16",
+                           "tq_prod:b=3|tq_mse:b=3|window=100|block=16",
                            "qjl:m=128,outliers=8|tq_prod:b=3.5|window=100|block=16",
                            "kivi:b=2,group=16|window=100|block=16", "q4_0|int8|window=100|block=16"}) {
     SCOPED_TRACE(spec);
@@ -124,16 +135,89 @@ TEST(KVCache, EveryTargetHoldsTheSameBytes) {
     const auto values = testutil::gaussian_matrix(total, dim, 2, 0.7);
     for (size_t i = 0; i < total; ++i) keys[i * dim + 11] += 20.0f;  // an outlier channel
     std::unique_ptr<KVCache> first;
+    std::string first_file;
     testutil::for_each_target([&] {
       auto cache = std::make_unique<KVCache>(1, 1, dim, KVPolicy::parse(spec), 5);
       cache->append(0, keys.data(), values.data(), 300);
       for (size_t t = 300; t < total; ++t) cache->append(0, keys.data() + t * dim, values.data() + t * dim, 1);
-      if (first)
-        expect_same_contents(*first, *cache);
-      else
+      const std::string file = saved_bytes(*cache, "kvsketch_every_target.kvc");
+      if (!first) {
         first = std::move(cache);
+        first_file = file;
+        return;
+      }
+      EXPECT_TRUE(file == first_file);
+      if (first->key_codec(0, 0).spec() == cache->key_codec(0, 0).spec() &&
+          first->value_codec(0, 0).spec() == cache->value_codec(0, 0).spec())
+        expect_same_contents(*first, *cache);
     });
   }
+}
+
+// layout=quads and layout=plain hold the same codes in the same bytes and answer alike to the bit;
+// their files differ only in the policy's text (and so the checksum); auto takes quads exactly
+// where the fused kernel reads them in place.
+TEST(KVCache, RowLayoutsHoldTheSameCodes) {
+  const size_t layers = 2, heads = 2, dim = 96, total = 700, query_heads = 8;
+  const auto keys = testutil::gaussian_matrix(heads * total, dim, 4, 2.0);
+  const auto values = testutil::gaussian_matrix(heads * total, dim, 5);
+  const auto queries = testutil::gaussian_matrix(query_heads, dim, 6);
+  const std::string policy = "tq_prod:b=3|tq_mse:b=2.5|layer1=center:tq_mse:b=3/tq_mse:b=4|window=64|block=32";
+  std::vector<std::unique_ptr<KVCache>> caches;
+  for (const char* layout : {"plain", "quads", "auto"}) {
+    auto& cache = caches.emplace_back(std::make_unique<KVCache>(
+        layers, heads, dim, KVPolicy::parse(policy + "|layout=" + layout), 3));
+    for (size_t layer = 0; layer < layers; ++layer) cache->append(layer, keys.data(), values.data(), total);
+  }
+  const KVCache &plain = *caches[0], &quads = *caches[1], &automatic = *caches[2];
+  EXPECT_EQ(quads.key_codec(1, 1).spec().rfind("quads:center:tq_mse:b=3", 0), 0u);
+  EXPECT_EQ(plain.key_codec(1, 1).spec().rfind("center:tq_mse:b=3", 0), 0u);
+  EXPECT_EQ(quads.bytes(), plain.bytes());
+  EXPECT_EQ(quads.head(0, 1).body_count(), plain.head(0, 1).body_count());
+  EXPECT_NE(quads.head(0, 1).body_keys.data(), plain.head(0, 1).body_keys.data());
+  for (size_t layer = 0; layer < layers; ++layer) {
+    const auto expected = decode_attention_layer(plain, layer, queries.data(), query_heads);
+    for (const KVCache* cache : {&quads, &automatic}) {
+      const auto got = decode_attention_layer(*cache, layer, queries.data(), query_heads);
+      EXPECT_EQ(got.output, expected.output);
+      EXPECT_EQ(got.lse, expected.lse);
+    }
+  }
+  // Files: plain rows either way.
+  const std::string plain_file = saved_bytes(plain, "kvsketch_plain.kvc"), quad_file = saved_bytes(quads, "kvsketch_quads.kvc");
+  ASSERT_EQ(plain_file.size(), quad_file.size());
+  const size_t policy_at = plain_file.find("layout="), checksum_at = plain_file.size() - 8;
+  ASSERT_NE(policy_at, std::string::npos);
+  for (size_t i = 0; i < plain_file.size(); ++i)
+    if (plain_file[i] != quad_file[i])
+      EXPECT_TRUE((i >= policy_at && i < policy_at + 12) || i >= checksum_at) << "byte " << i;
+  const KVCache loaded = KVCache::load(testing::TempDir() + "kvsketch_quads.kvc");
+  expect_same_contents(quads, loaded);
+  // auto: quads where both codecs are read in place (AVX3_DL; dim 96 = 24 + 72 channels for
+  // tq_mse:b=2.5, whose 24 are not whole pairs of octets: plain there).
+  for (size_t layer = 0; layer < layers; ++layer) {
+    const bool in_quads = automatic.key_codec(layer, 0).spec().rfind("quads:", 0) == 0;
+    EXPECT_EQ(automatic.value_codec(layer, 0).spec().rfind("quads:", 0) == 0, in_quads);
+    const float table[8] = {};
+    simd::RowSource rows{simd::RowFormat::kIndex, nullptr, 1, dim, 3, table};
+    EXPECT_EQ(in_quads, layer == 1 && simd::int_index_reads_quads(rows)) << layer;
+  }
+}
+
+TEST(KVPolicy, RowLayoutIsParsed) {
+  EXPECT_EQ(KVPolicy::parse("tq_mse:b=3").layout, RowLayout::kAuto);
+  EXPECT_EQ(KVPolicy::parse("tq_mse:b=3|layout=quads").layout, RowLayout::kQuads);
+  const KVPolicy plain = KVPolicy::parse("tq_mse:b=3|layout=plain");
+  EXPECT_EQ(plain.layout, RowLayout::kPlain);
+  EXPECT_EQ(KVPolicy::parse(plain.spec()).layout, RowLayout::kPlain);
+  EXPECT_NE(plain.spec().find("|layout=plain"), std::string::npos);
+  EXPECT_NE(testutil::error_of([] { KVPolicy::parse("tq_mse:b=3|layout=rows"); }).find("auto, plain or quads"),
+            std::string::npos);
+  // Quads need blocks of whole quads.
+  EXPECT_NE(testutil::error_of([] { KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3|layout=quads|block=6")); })
+                .find("groups of 4"),
+            std::string::npos);
+  EXPECT_EQ(KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3|block=6")).key_codec(0, 0).spec().rfind("tq_mse", 0), 0u);
 }
 
 TEST(KVPolicy, KiviNamesItsKeyAndValueCodecs) {

@@ -1,13 +1,21 @@
 // KVPolicy: how a KVCache stores keys and values, per layer and separately for K and V.
 //
 // Spec string (fields separated by '|'):
-//   KEYCODEC[|VALUECODEC][|sinks=N][|window=N][|block=N][|layerL=KEYCODEC/VALUECODEC ...]
+//   KEYCODEC[|VALUECODEC][|sinks=N][|window=N][|block=N][|layout=L][|layerL=KEYCODEC/VALUECODEC ...]
 //   "tq_prod:b=3|tq_mse:b=3"              keys and values by codec spec (see make_codec)
 //   "int8"                                 one codec for both
 //   "tq_prod:b=3|tq_mse:b=3|layer0=fp16"   layer 0 kept in fp16 (K and V; "fp16/int8" splits them)
 // Defaults, as in the QJL and KIVI papers: 4 fp16 sink tokens and a recent window of 128 fp16
 // tokens. Tokens that leave the window are encoded into the compressed body `block` at a time,
 // so the window holds between `window` and `window + block - 1` tokens.
+// layout: how the body's rows lie in memory (the same codes, bytes and results either way):
+//   plain  one row after another
+//   quads  four rows interleaved (quads:SPEC, codec/quad_rows_codec.hpp), which the fused decode
+//          kernel reads four rows per load on AVX3_DL (AVX-512 VBMI) but other CPUs copy back first
+//   auto   (default) quads where this CPU's kernel reads both the key and the value rows in place,
+//          plain elsewhere
+// Saved files hold the body as plain rows whatever the layout, so that they are the same bytes on
+// every machine.
 #pragma once
 #include <cstddef>
 #include <map>
@@ -20,11 +28,14 @@ struct KVCodecPair {
   std::string value = "tq_mse:b=3";
 };
 
+enum class RowLayout { kAuto, kPlain, kQuads };
+
 struct KVPolicy {
   KVCodecPair codecs;
   size_t sinks = 4;
   size_t window = 128;
   size_t block = 32;
+  RowLayout layout = RowLayout::kAuto;
   std::map<size_t, KVCodecPair> layer_overrides;
 
   // Parses the spec string above; errors name the field and what is valid.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "codec/quad_rows_codec.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/random.hpp"
@@ -37,6 +38,24 @@ void append_halves(std::vector<uint16_t>& out, const float* rows, size_t count) 
   simd::float_to_half_row(rows, count, out.data() + start);
 }
 
+// The specs of a head's body codecs as the policy's layout stores them (kv_policy.hpp): a codec
+// whose rows quads rearrange as quads:SPEC where the layout is quads, and under auto where the block
+// holds whole quads and this CPU's fused kernel reads both the keys and the values in place.
+// (What the rows are does not depend on the seeds: one answer serves every head of a layer.)
+KVCodecPair body_specs(const KVCodecPair& pair, const KVPolicy& policy, size_t head_dim) {
+  if (policy.layout == RowLayout::kPlain) return pair;
+  const auto quads = [&](const std::string& spec) -> std::unique_ptr<QuadRowsCodec> {
+    auto codec = make_codec(spec, head_dim);
+    if (dynamic_cast<const QuadRowsCodec*>(codec.get()) || !QuadRowsCodec::rearranges(*codec)) return nullptr;
+    return std::make_unique<QuadRowsCodec>(std::move(codec));
+  };
+  const auto key = quads(pair.key), value = quads(pair.value);
+  if (policy.layout == RowLayout::kAuto &&
+      (policy.block % 4 != 0 || !key || !value || !key->read_in_place(true) || !value->read_in_place(false)))
+    return pair;
+  return {key ? "quads:" + pair.key : pair.key, value ? "quads:" + pair.value : pair.value};
+}
+
 }  // namespace
 
 KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed)
@@ -48,7 +67,7 @@ KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy
     require(layer < layers, "KVCache: policy overrides layer {}, but the cache has {} layers", layer, layers);
   heads_.resize(layers * kv_heads);
   for (size_t layer = 0; layer < layers; ++layer) {
-    const KVCodecPair& pair = policy.codecs_for(layer);
+    const KVCodecPair pair = body_specs(policy.codecs_for(layer), policy, head_dim);
     for (size_t h = 0; h < kv_heads; ++h) {
       // Every layer and head gets its own rotation and sketch, derived from the cache seed.
       key_codecs_.push_back(make_codec(pair.key, head_dim, derive_seed(seed, {layer, h, 0})));

@@ -1,14 +1,16 @@
 // KVCache::save and KVCache::load. File layout (little-endian):
 //   "KVSKETCH" "CACHE\0\0\0"   magic, 16 bytes
-//   u32 version (1), u32 reserved
+//   u32 version (3), u32 reserved
 //   u64 layers, kv_heads, head_dim, seed; u64 policy length, policy spec bytes
 //   per layer, per kv head: u64 sink_count, window_count, body_rows; then the fp16 sink keys,
-//     sink values, window keys, window values, and the body's key and value codes; then (version
-//     2) the key and value codecs' calibration states, each as u64 length and bytes
+//     sink values, window keys, window values, and the body's key and value codes, as plain rows
+//     whatever the policy's layout (kv_policy.hpp); then (version 2) the key and value codecs'
+//     calibration states, each as u64 length and bytes
 //   u64 payload bytes (everything above), u32 CRC-32 of it (zlib), u32 reserved
 // The codecs are rebuilt from the policy and the seed, exactly as the cache made them.
 #include <cstring>
 
+#include "codec/quad_rows_codec.hpp"
 #include "io/checked_file.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
@@ -18,7 +20,15 @@ namespace kvsketch {
 namespace {
 
 constexpr char kMagic[16] = {'K', 'V', 'S', 'K', 'E', 'T', 'C', 'H', 'C', 'A', 'C', 'H', 'E', 0, 0, 0};
-constexpr uint32_t kVersion = 2;  // 2 added calibration states; 1 is still read
+// 2 added calibration states; 3 the policy's layout field, which older builds would not parse. 1
+// and 2 are still read.
+constexpr uint32_t kVersion = 3;
+
+// The rows of a body in quads (QuadRowsCodec), else null.
+const simd::QuadLayout* quad_layout(const VectorCodec& codec) {
+  const auto* quads = dynamic_cast<const QuadRowsCodec*>(&codec);
+  return quads ? &quads->layout() : nullptr;
+}
 }  // namespace
 
 void KVCache::save(const std::string& path) const {
@@ -33,14 +43,25 @@ void KVCache::save(const std::string& path) const {
   const std::string policy = policy_.spec();
   out.u64(policy.size());
   out.raw(policy.data(), policy.size());
-  for (const HeadCache& h : heads_) {
+  std::vector<uint8_t> plain;
+  for (size_t i = 0; i < heads_.size(); ++i) {
+    const HeadCache& h = heads_[i];
     out.u64(h.sink_count);
     out.u64(h.window_count);
     out.u64(h.body_count());
     for (const auto* halves : {&h.sink_keys, &h.sink_values, &h.window_keys, &h.window_values})
       out.raw(halves->data(), halves->size() * 2);
-    out.raw(h.body_keys.data().data(), h.body_keys.bytes());
-    out.raw(h.body_values.data().data(), h.body_values.bytes());
+    for (const bool keys : {true, false}) {
+      const CodeBuffer& codes = keys ? h.body_keys : h.body_values;
+      const simd::QuadLayout* quads = quad_layout(keys ? *key_codecs_[i] : *value_codecs_[i]);
+      if (!quads) {
+        out.raw(codes.data().data(), codes.bytes());
+        continue;
+      }
+      plain.resize(codes.bytes());
+      quads->to_rows(codes.data().data(), codes.size(), plain.data());
+      out.raw(plain.data(), plain.size());
+    }
   }
   for (size_t i = 0; i < heads_.size(); ++i)
     for (const auto* codec : {key_codecs_[i].get(), value_codecs_[i].get()}) {
@@ -57,7 +78,7 @@ KVCache KVCache::load(const std::string& path) {
   BinaryReader in(bytes, end, path);
   in.take(sizeof(kMagic), "magic");
   const uint32_t version = in.u32("version");
-  require(version == 1 || version == kVersion, "load: {} has format version {}; this build reads versions 1..{}",
+  require(version >= 1 && version <= kVersion, "load: {} has format version {}; this build reads versions 1..{}",
           path, version, kVersion);
   in.u32("reserved");
   const uint64_t layers = in.u64("layers"), kv_heads = in.u64("kv_heads"), head_dim = in.u64("head_dim");
@@ -90,12 +111,18 @@ KVCache KVCache::load(const std::string& path) {
         require(half_is_finite(bits), "load: {} is corrupted: head {} holds a NaN or Inf fp16 value", path, i);
     h.sink_count = sinks;
     h.window_count = window;
-    for (CodeBuffer* codes : {&h.body_keys, &h.body_values}) {
-      const size_t code_bytes = codes->code_bytes();
+    for (const bool keys : {true, false}) {
+      CodeBuffer& codes = keys ? h.body_keys : h.body_values;
+      const size_t code_bytes = codes.code_bytes();
       require(code_bytes == 0 || body <= (end - in.position()) / code_bytes,
               "load: {} is truncated or corrupted: head {} claims {} body rows", path, i, body);
-      codes->resize(body);
-      if (body) std::memcpy(codes->data().data(), in.take(body * code_bytes, "body codes"), body * code_bytes);
+      codes.resize(body);
+      if (body == 0) continue;
+      const uint8_t* plain = in.take(body * code_bytes, "body codes");
+      if (const simd::QuadLayout* quads = quad_layout(keys ? *cache.key_codecs_[i] : *cache.value_codecs_[i]))
+        quads->to_quads(plain, body, codes.data().data());
+      else
+        std::memcpy(codes.data().data(), plain, body * code_bytes);
     }
   }
   if (version >= 2)

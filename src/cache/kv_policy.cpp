@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <charconv>
+#include <string_view>
 #include <vector>
 
 #include "codec/channel_split.hpp"
@@ -12,6 +15,9 @@
 
 namespace kvsketch {
 namespace {
+
+// In RowLayout's order.
+constexpr std::array<std::string_view, 3> kLayoutNames = {"auto", "plain", "quads"};
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -73,7 +79,8 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
     const bool layer_key = key.size() > 5 && key.rfind("layer", 0) == 0 &&
                            key.find_first_not_of("0123456789", 5) == std::string::npos;
     const bool option =
-        equals != std::string::npos && (key == "sinks" || key == "window" || key == "block" || layer_key);
+        equals != std::string::npos &&
+        (key == "sinks" || key == "window" || key == "block" || key == "layout" || layer_key);
     if (!option) {
       codecs.push_back(field);
       continue;
@@ -86,13 +93,17 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
     } else if (key == "block") {
       policy.block = parse_count(spec, key, value, 1 << 20);
       require(policy.block >= 1, "policy '{}': block must be >= 1", spec);
+    } else if (key == "layout") {
+      const auto it = std::find(kLayoutNames.begin(), kLayoutNames.end(), value);
+      require(it != kLayoutNames.end(), "policy '{}': layout must be auto, plain or quads, got '{}'", spec, value);
+      policy.layout = static_cast<RowLayout>(it - kLayoutNames.begin());
     } else {
       const size_t layer = parse_count(spec, "the layer number in " + key, key.substr(5), 1 << 16);
       policy.layer_overrides[layer] = parse_pair(spec, value);
     }
   }
   require(!codecs.empty() && codecs.size() <= 2,
-          "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, layerN= fields "
+          "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, layout=, layerN= fields "
           "(codecs: {})",
           spec, codec_spec_help());
   policy.codecs = checked_pair(spec, codecs[0], codecs.back());
@@ -100,7 +111,8 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
 }
 
 std::string KVPolicy::spec() const {
-  std::string text = fmt::format("{}|{}|sinks={}|window={}|block={}", codecs.key, codecs.value, sinks, window, block);
+  std::string text = fmt::format("{}|{}|sinks={}|window={}|block={}|layout={}", codecs.key, codecs.value, sinks, window,
+                                 block, kLayoutNames[static_cast<size_t>(layout)]);
   for (const auto& [layer, pair] : layer_overrides) text += fmt::format("|layer{}={}/{}", layer, pair.key, pair.value);
   return text;
 }

@@ -6,6 +6,7 @@
 #include "codec/attention_parts.hpp"
 #include "codec/spec_of.hpp"
 #include "kvsketch/error.hpp"
+#include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch {
@@ -28,6 +29,26 @@ simd::QuadLayout QuadRowsCodec::layout_of(const VectorCodec& inner) {
 
 QuadRowsCodec::QuadRowsCodec(std::unique_ptr<VectorCodec> inner)
     : VectorCodec(inner->dim()), inner_(std::move(inner)), layout_(layout_of(*inner_)) {}
+
+bool QuadRowsCodec::rearranges(const VectorCodec& codec) {
+  std::vector<simd::QuadField> fields;
+  codec.row_fields(0, fields);
+  return !(fields.size() == 1 && fields[0].chunk == codec.code_bytes());
+}
+
+bool QuadRowsCodec::read_in_place(bool as_keys) const {
+  // The parts' places in a quad: key_parts and value_parts do not read the codes.
+  AttentionParts parts;
+  const std::vector<uint8_t> quad(4 * code_bytes());
+  const uint8_t* codes = quad.data();
+  std::vector<float> zero(dim(), 0.0f), accumulators(accumulator_size());
+  const auto query = prepare(zero.data());
+  const PreparedQuery* queries[1] = {query.get()};
+  const bool fused = as_keys ? key_parts(codes, queries, 1, parts)
+                             : value_parts(codes, accumulators.data(), accumulators.size(), parts);
+  return fused && std::all_of(parts.parts.begin(), parts.parts.end(),
+                              [](const simd::AttentionPart& part) { return simd::int_index_reads_quads(part.rows); });
+}
 
 size_t QuadRowsCodec::row_group() const { return std::lcm(size_t{4}, inner_->row_group()); }
 

@@ -32,6 +32,12 @@ class QuadRowsCodec final : public VectorCodec {
   std::vector<uint8_t> calibration() const override { return inner_->calibration(); }
   void set_calibration(const std::vector<uint8_t>& state) override { inner_->set_calibration(state); }
   const VectorCodec& inner() const { return *inner_; }
+  // Whether quads of `codec`'s rows differ from its plain rows (codecs that cut their rows into
+  // fields; the others' quads are four plain rows).
+  static bool rearranges(const VectorCodec& codec);
+  // Whether the fused attention kernel (attend_multi) takes these rows as keys (or values) and reads
+  // all their parts in place on this CPU; where it does not, every read copies the rows back first.
+  bool read_in_place(bool as_keys) const;
   const simd::QuadLayout& layout() const { return layout_; }
 
  protected:

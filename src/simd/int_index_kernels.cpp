@@ -439,9 +439,7 @@ class PlainParts {
  public:
   PlainParts(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n)
       : key_parts_(keys.count), values_(values, values + value_parts) {
-    const auto native = [](const RowSource& rows) {
-      return !rows.quads || HWY_DYNAMIC_DISPATCH(QuadsNativeImpl)(rows);
-    };
+    const auto native = [](const RowSource& rows) { return !rows.quads || int_index_reads_quads(rows); };
     for (size_t g = 0; g < keys.count; ++g) {
       const AttentionKeyGroup& group = keys.groups[g];
       key_parts_[g].assign(group.parts, group.parts + group.count);
@@ -468,6 +466,14 @@ class PlainParts {
   std::vector<AttentionPart> values_;
   AttentionKeys keys_;
 };
+
+}  // namespace
+
+bool int_index_reads_quads(const RowSource& rows) {
+  return int_index_usable(rows) && HWY_DYNAMIC_DISPATCH(QuadsNativeImpl)(rows);
+}
+
+namespace {
 
 bool any_quads(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts) {
   for (size_t g = 0; g < keys.count; ++g)

@@ -88,6 +88,11 @@ struct AttentionKeys {
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum);
 
+// Whether int_index_attention reads these rows in quads as they lie on this CPU (else it copies
+// them back to plain rows first, which costs more than the layout saves): AVX3_DL, dim a multiple
+// of 16.
+bool int_index_reads_quads(const RowSource& rows);
+
 // Whether int_index_attention's arguments describe rows it can take: at least one key group and one
 // value part, every group with parts, every part kIndex with b = 1..4 (int_index_usable).
 bool int_index_attention_usable(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts);
