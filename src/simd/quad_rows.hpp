@@ -47,8 +47,12 @@ class QuadLayout {
   void row(const uint8_t* quads, size_t row, uint8_t* out) const;
 
  private:
+  struct Move {
+    uint32_t plain, in_quad, bytes;  // a chunk's place in its row and in its quad
+  };
   size_t stride_;
   std::vector<QuadField> fields_;
+  std::vector<Move> moves_[4];  // row r's chunks
 };
 
 // Rows [0, n) (n a multiple of 4) of quads `rows` as plain rows of the same stride and offsets:
