@@ -22,7 +22,8 @@ namespace simd {
 struct QuadField;  // simd/quad_rows.hpp (internal)
 }
 
-// Encoded rows of one codec: rows x code_bytes bytes, contiguous.
+// Encoded rows of one codec: rows x code_bytes bytes, contiguous; row i at row(i), except where the
+// codec stores its rows in quads (quads:SPEC), four rows interleaved from row(4g) on.
 class CodeBuffer {
  public:
   explicit CodeBuffer(size_t code_bytes = 0) : code_bytes_(code_bytes) {}
