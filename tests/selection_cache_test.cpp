@@ -3,6 +3,9 @@
 #include <omp.h>
 
 #include <cmath>
+#include <memory>
+#include <set>
+#include <string>
 
 #include "kvsketch/selection_cache.hpp"
 #include "kvsketch/synthetic_cache.hpp"
@@ -76,6 +79,29 @@ TEST(SelectionCache, DenseLayersAndTheExactSelectorGiveDecodeAttention) {
       for (size_t j = 0; j < kDim; ++j)
         EXPECT_NEAR(selected.output[q * kDim + j], reference.output[q * kDim + j], 1e-5 * scale);
     }
+  }
+}
+
+// The selection reads scattered rows: layout=auto keeps them plain; rows asked for in quads are
+// copied out of them and give the same bits.
+TEST(SelectionCache, ScatteredRowsPlainByDefaultAndTheSameInQuads) {
+  const Layer data = make_layer(2, 2);
+  std::vector<std::unique_ptr<SelectionCache>> caches;
+  for (const char* layout : {"", "|layout=quads"}) {
+    caches.push_back(std::make_unique<SelectionCache>(
+        1, kKvHeads, kDim, KVPolicy::parse(std::string("tq_prod:b=3|tq_mse:b=3") + layout), "magicpig:K=8,L=75",
+        std::set<size_t>{}, 4));
+    caches.back()->append(0, data.keys.data(), data.values.data(), kTokens);
+  }
+  EXPECT_EQ(caches[0]->cache().policy().layout, RowLayout::kPlain);
+  EXPECT_EQ(caches[0]->cache().key_codec(0, 1).spec().rfind("tq_prod", 0), 0u);
+  EXPECT_EQ(caches[1]->cache().value_codec(0, 1).spec().rfind("quads:tq_mse", 0), 0u);
+  for (size_t t = 0; t < 2; ++t) {
+    const float* queries = data.queries.data() + t * kQueryHeads * kDim;
+    const AttentionResult plain = caches[0]->attention(0, queries, kQueryHeads, t);
+    const AttentionResult quads = caches[1]->attention(0, queries, kQueryHeads, t);
+    EXPECT_EQ(quads.output, plain.output);
+    EXPECT_EQ(quads.lse, plain.lse);
   }
 }
 

@@ -8,10 +8,19 @@
 #include "kvsketch/half.hpp"
 
 namespace kvsketch {
+namespace {
+
+// The policy with layout=auto taken as plain (selection_cache.hpp).
+KVPolicy with_rows_for_selection(KVPolicy policy) {
+  if (policy.layout == RowLayout::kAuto) policy.layout = RowLayout::kPlain;
+  return policy;
+}
+
+}  // namespace
 
 SelectionCache::SelectionCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy,
                                const std::string& selector, std::set<size_t> dense_layers, uint64_t seed)
-    : cache_(layers, kv_heads, head_dim, policy, seed), dense_layers_(std::move(dense_layers)), heads_(layers * kv_heads) {
+    : cache_(layers, kv_heads, head_dim, with_rows_for_selection(policy), seed), dense_layers_(std::move(dense_layers)), heads_(layers * kv_heads) {
   for (const size_t layer : dense_layers_)
     require(layer < layers, "selection cache: dense layer {} is out of range; the cache has {} layers", layer, layers);
   // One selector, cloned per layer and head: MagicPIG's projection is shared, as in the paper.
