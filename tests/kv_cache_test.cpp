@@ -184,7 +184,8 @@ TEST(KVCache, RowLayoutsHoldTheSameCodes) {
     }
   }
   // Files: plain rows either way.
-  const std::string plain_file = saved_bytes(plain, "kvsketch_plain.kvc"), quad_file = saved_bytes(quads, "kvsketch_quads.kvc");
+  const std::string plain_file = saved_bytes(plain, "kvsketch_plain.kvc");
+  const std::string quad_file = saved_bytes(quads, "kvsketch_quads.kvc");
   ASSERT_EQ(plain_file.size(), quad_file.size());
   const size_t policy_at = plain_file.find("layout="), checksum_at = plain_file.size() - 8;
   ASSERT_NE(policy_at, std::string::npos);

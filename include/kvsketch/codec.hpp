@@ -9,7 +9,8 @@
 //   codec->accumulate(weights, codes, 0, n, output);   // output += sum_i w_i x~_i
 //
 // Spec strings (see make_codec): fp16 | int8 | tq_mse:b=B | tq_prod:b=B | qjl:m=M |
-// split:SPEC@N+SPEC@N | center:SPEC | quads:SPEC | kivi_k, kivi_v, q4_0, each with optional parameters. code_bytes() is the exact size of one encoded vector, norms included.
+// split:SPEC@N+SPEC@N | center:SPEC | quads:SPEC | kivi_k, kivi_v, q4_0, each with optional
+// parameters. code_bytes() is the exact size of one encoded vector, norms included.
 #pragma once
 #include <cstddef>
 #include <cstdint>

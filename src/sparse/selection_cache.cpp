@@ -20,7 +20,9 @@ KVPolicy with_rows_for_selection(KVPolicy policy) {
 
 SelectionCache::SelectionCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy,
                                const std::string& selector, std::set<size_t> dense_layers, uint64_t seed)
-    : cache_(layers, kv_heads, head_dim, with_rows_for_selection(policy), seed), dense_layers_(std::move(dense_layers)), heads_(layers * kv_heads) {
+    : cache_(layers, kv_heads, head_dim, with_rows_for_selection(policy), seed),
+      dense_layers_(std::move(dense_layers)),
+      heads_(layers * kv_heads) {
   for (const size_t layer : dense_layers_)
     require(layer < layers, "selection cache: dense layer {} is out of range; the cache has {} layers", layer, layers);
   // One selector, cloned per layer and head: MagicPIG's projection is shared, as in the paper.
