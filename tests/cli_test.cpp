@@ -139,9 +139,12 @@ TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
   for (const auto& row : group)
     for (const char* key : {"policy", "tokens", "threads", "bits_per_value", "ns_per_query", "gbytes_per_s",
                             "speedup_vs_fp16", "memory_gbytes_per_s", "bandwidth_fraction", "kv_heads",
-                            "huge_page_bytes"})
+                            "huge_page_bytes", "rows"})
       EXPECT_TRUE(row.contains(key)) << key;
   EXPECT_EQ(group[0]["speedup_vs_fp16"].get<double>(), 1.0);
+  EXPECT_EQ(group[0]["rows"].get<std::string>(), "plain");  // fp16 rows are never cut into fields
+  const std::string rows = group[1]["rows"].get<std::string>();
+  EXPECT_TRUE(rows == "plain" || rows == "quads") << rows;
   EXPECT_EQ(group[0]["kv_heads"].get<size_t>(), 1u);
   EXPECT_EQ(group[0]["bytes"].get<size_t>(), 1024u * 128 * 2 * 2);  // K and V in fp16
   std::tie(status, output) = run(common + " --kv-heads 3");

@@ -55,7 +55,7 @@ void run_attention(const BenchArguments& args) {
                      {"ns_per_query", r.ns_per_query},
                      {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", measured_ratio(r.speedup_vs_fp16)},
                      {"memory_gbytes_per_s", r.memory_gbytes_per_s}, {"bandwidth_fraction", r.bandwidth_fraction},
-                     {"huge_page_bytes", r.huge_page_bytes}, {"target", simd::active_target()}});
+                     {"huge_page_bytes", r.huge_page_bytes}, {"rows", r.rows}, {"target", simd::active_target()}});
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -66,12 +66,12 @@ void run_attention(const BenchArguments& args) {
                                          })->huge_page_bytes;
   std::cout << (huge == 0 ? std::string("pages: 4 KiB (no transparent huge pages in use)\n")
                           : fmt::format("pages: {} MiB on transparent huge pages\n", huge >> 20));
-  std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6} {:>11} {:>10} {:>7} {:>8} {:>8}\n", "policy", "tokens", "thr",
-                           "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16");
+  std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6} {:>11} {:>10} {:>7} {:>8} {:>8}  {}\n", "policy", "tokens", "thr",
+                           "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16", "rows");
   for (const auto& r : rows)
-    std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6.2f} {:>11} {:>10.1f} {:>7.1f} {:>7.0f}% {:>7.2f}x\n", r.policy,
-                             r.tokens, r.threads, r.bits_per_value, r.bytes, r.ns_per_query / 1000.0, r.gbytes_per_s,
-                             100.0 * r.bandwidth_fraction, r.speedup_vs_fp16);
+    std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6.2f} {:>11} {:>10.1f} {:>7.1f} {:>7.0f}% {:>7.2f}x  {}\n",
+                             r.policy, r.tokens, r.threads, r.bits_per_value, r.bytes, r.ns_per_query / 1000.0,
+                             r.gbytes_per_s, 100.0 * r.bandwidth_fraction, r.speedup_vs_fp16, r.rows);
 }
 
 void run_append(const BenchArguments& args) {

@@ -39,6 +39,9 @@ struct AttentionBenchRow {
   // The process's memory on transparent huge pages once the caches were built (0: every row on 4
   // KiB pages). With 2 MiB pages both stream faster, fp16 more in most runs (docs/RESULTS.md).
   size_t huge_page_bytes = 0;
+  // How the body's rows lie (kv_policy.hpp's layout, as auto resolved it on this CPU): "plain",
+  // "quads", or "keys in quads" / "values in quads".
+  std::string rows;
 };
 
 struct AppendBenchRow {

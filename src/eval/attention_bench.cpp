@@ -23,6 +23,14 @@ using bench::Clock;
 using bench::median;
 using bench::seconds_since;
 
+// AttentionBenchRow::rows of a cache, from its first layer and head.
+std::string body_rows(const KVCache& cache) {
+  const auto in_quads = [](const VectorCodec& codec) { return codec.spec().rfind("quads:", 0) == 0; };
+  const bool keys = in_quads(cache.key_codec(0, 0)), values = in_quads(cache.value_codec(0, 0));
+  if (keys == values) return keys ? "quads" : "plain";
+  return keys ? "keys in quads" : "values in quads";
+}
+
 }  // namespace
 
 size_t last_level_cache_bytes() {
@@ -143,6 +151,7 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
         row.memory_gbytes_per_s = bandwidth[t];
         row.bandwidth_fraction = row.gbytes_per_s / bandwidth[t];
         row.huge_page_bytes = huge_page_bytes;
+        row.rows = body_rows(caches[p]);
         if (fp16 != config.policies.end())
           row.speedup_vs_fp16 = bench::median_ratio(times[fp16 - config.policies.begin()], times[p]);
         rows.push_back(row);
