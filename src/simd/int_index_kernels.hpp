@@ -83,7 +83,7 @@ struct AttentionKeys {
 // exp(old - new), exp as exp_shifted_sum takes it); the weights exp(score - max[h]) are added to
 // sum[h] and their weighted sum of each value part to its accumulators, as int_index_weighted_sum
 // adds it. max and sum are set; the accumulators come in zero. False, with nothing written, where
-// no kernel applies (the scalar targets; AVX3_DL with AMX, or with parts wider than 1024
+// no kernel applies (the scalar targets; AVX3_DL with parts wider than 1024
 // coordinates): the caller then runs the separate kernels.
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum);
