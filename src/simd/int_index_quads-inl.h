@@ -388,26 +388,34 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
     // The last chunk of a head_dim that is not a multiple of 64 (the outlier split's parts, d = 32
     // and 96 for example) skips the blocks past dim: their sums are zero.
     const size_t live_blocks = kChunks == 0 ? lookup.blocks() : k + 1 == kChunks ? kLastBlocks : 4;
-    if constexpr (kQuads) {
-      // Group g is quad g (the quad of row `last` past it); a load and a one-source gather a block.
-      const auto quad = [&](size_t g) { return first + 4 * (kWhole ? g : std::min(g, last / 4)) * stride; };
-      const __m512i gather = lookup.QuadGather();
+    // The blocks' products: per block kb, group g's levels from levels(g, kb, gather(kb)).
+    const auto multiply = [&](const auto& gather, const auto& levels) HWY_ATTR __attribute__((always_inline)) {
 #pragma GCC unroll 4
       for (int kb = 0; kb < 4; ++kb) {
         if (kb >= static_cast<int>(live_blocks)) break;
+        const __m512i block_gather = gather(kb);
         __m512i query[4];
         for (int h = 0; h < 4; ++h) query[h] = _mm512_loadu_si512(q + (h * blocks + kb) * lanes);
 #pragma GCC unroll 4
         for (int g = 0; g < 4; ++g) {
-          const uint8_t* at = quad(g) + lookup.QuadBlock(kb);
-          const __m512i window =
-              kWhole ? _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)))
-                     : QuadWindow(at, end);
-          const __m512i fields = _mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(gather, window));
-          const __m512i levels = _mm512_permutexvar_epi8(fields, table);
-          for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_dpbusd_epi32(acc[g][h], levels, query[h]);
+          const __m512i group_levels = levels(g, kb, block_gather);
+          for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_dpbusd_epi32(acc[g][h], group_levels, query[h]);
         }
       }
+    };
+    if constexpr (kQuads) {
+      // Group g is quad g (the quad of row `last` past it); a load and a one-source gather a block.
+      const auto quad = [&](size_t g) { return first + 4 * (kWhole ? g : std::min(g, last / 4)) * stride; };
+      const __m512i gather = lookup.QuadGather();
+      multiply([&](int) HWY_ATTR __attribute__((always_inline)) { return gather; },
+               [&](int g, int kb, __m512i block_gather) HWY_ATTR __attribute__((always_inline)) {
+                 const uint8_t* at = quad(g) + lookup.QuadBlock(kb);
+                 const __m512i window =
+                     kWhole ? _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)))
+                            : QuadWindow(at, end);
+                 return _mm512_permutexvar_epi8(
+                     _mm512_multishift_epi64_epi8(shifts, _mm512_permutexvar_epi8(block_gather, window)), table);
+               });
       continue;
     }
     const auto group = [&](size_t g) {
@@ -418,18 +426,10 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
                         row(4 * g + 3), end);
     };
     const RowPairs pairs[4] = {group(0), group(1), group(2), group(3)};
-#pragma GCC unroll 4
-    for (int kb = 0; kb < 4; ++kb) {
-      if (kb >= static_cast<int>(live_blocks)) break;
-      const __m512i gather = lookup.Gather(kb);
-      __m512i query[4];
-      for (int h = 0; h < 4; ++h) query[h] = _mm512_loadu_si512(q + (h * blocks + kb) * lanes);
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const __m512i levels = pairs[g].Lookup(gather, shifts, table);
-        for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_dpbusd_epi32(acc[g][h], levels, query[h]);
-      }
-    }
+    multiply([&](int kb) HWY_ATTR __attribute__((always_inline)) { return lookup.Gather(kb); },
+             [&](int g, int, __m512i block_gather) HWY_ATTR __attribute__((always_inline)) {
+               return pairs[g].Lookup(block_gather, shifts, table);
+             });
   }
   // Per head, the halves of the reduction of the two pairs of groups: block r of pair p holds
   // (a0 + a2, b0 + b2, a1 + a3, b1 + b3) for the partial sums a, b of row r of groups 2p, 2p + 1.
