@@ -475,11 +475,13 @@ bool int_index_reads_quads(const RowSource& rows) {
 
 namespace {
 
-bool any_quads(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts) {
+// Whether any key or value part's rows satisfy `test`.
+template <class Test>
+bool any_part(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, const Test& test) {
   for (size_t g = 0; g < keys.count; ++g)
     for (size_t p = 0; p < keys.groups[g].count; ++p)
-      if (keys.groups[g].parts[p].rows.quads) return true;
-  return std::any_of(values, values + value_parts, [](const AttentionPart& part) { return part.rows.quads; });
+      if (test(keys.groups[g].parts[p].rows)) return true;
+  return std::any_of(values, values + value_parts, [&](const AttentionPart& part) { return test(part.rows); });
 }
 
 }  // namespace
@@ -487,10 +489,14 @@ bool any_quads(const AttentionKeys& keys, const AttentionPart* values, size_t va
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum) {
   if (n == 0 || heads == 0 || !int_index_attention_usable(keys, values, value_parts)) return false;
-  if (any_quads(keys, values, value_parts)) {
+  if (any_part(keys, values, value_parts, [](const RowSource& rows) { return rows.quads; })) {
     require(n % 4 == 0, "int_index_attention: {} rows in quads is not a whole number of quads", n);
-    const PlainParts plain(keys, values, value_parts, n);
-    return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(plain.keys(), plain.values(), value_parts, n, heads, max, sum);
+    // Copies only where this target does not read the quads in place (PlainParts).
+    if (any_part(keys, values, value_parts,
+                 [](const RowSource& rows) { return rows.quads && !int_index_reads_quads(rows); })) {
+      const PlainParts plain(keys, values, value_parts, n);
+      return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(plain.keys(), plain.values(), value_parts, n, heads, max, sum);
+    }
   }
   return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, values, value_parts, n, heads, max, sum);
 }
