@@ -12,4 +12,4 @@ echo "== random unit vectors, d=1536 =="
 ./build/kvsketch distortion --dim 1536 --bits 1,2,3,4 --codecs tq_mse,tq_prod --vectors 2000 --queries 64 --input random
 echo "== bundled SIFT sample (data/sift-5k.tsv, normalized), d=128 =="
 # SIFT vectors share a direction: average over 32 rotations (the theorems hold in expectation over them).
-./build/kvsketch distortion --bits 1,2,3,4 --codecs tq_mse,tq_prod --vectors 300 --queries 8 --codec-seeds 32 --input data/sift-5k.tsv
+./build/kvsketch distortion --bits 1,2,3,4 --codecs tq_mse,tq_prod --vectors 300 --queries 8 --codec-seeds 32 --input data/sift-5k.tsv:ids

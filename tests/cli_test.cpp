@@ -39,7 +39,7 @@ TEST(Cli, DistortionJsonHasExactlyTheDocumentedKeys) {
 
 TEST(Cli, FileInputAndBadArguments) {
   auto [status, output] = run(std::string("distortion --bits 2 --vectors 500 --queries 4 --input ") + KVSKETCH_DATA_DIR +
-                              "/sift-5k.tsv");
+                              "/sift-5k.tsv:ids");
   EXPECT_EQ(status, 0) << output;
   EXPECT_NE(output.find("tq_prod"), std::string::npos);
   std::tie(status, output) = run("distortion --bits 12");
@@ -212,7 +212,7 @@ TEST(Cli, AnnEvalJsonHasTheDocumentedKeysAndFaissRows) {
 
 TEST(Cli, AnnBuildSearchAndBadInput) {
   const std::string index = ::testing::TempDir() + "/kvsketch_cli.kvi";
-  const std::string sift = std::string(KVSKETCH_DATA_DIR) + "/sift-5k.tsv";
+  const std::string sift = std::string(KVSKETCH_DATA_DIR) + "/sift-5k.tsv:ids";
   auto [status, output] = run("ann build --data " + sift + " --queries 10 --codec tq_mse:b=4,rescale=1 --out " + index);
   ASSERT_EQ(status, 0) << output;
   EXPECT_NE(output.find("4990 vectors x 128 dims"), std::string::npos) << output;
@@ -229,7 +229,7 @@ TEST(Cli, AnnBuildSearchAndBadInput) {
   EXPECT_NE(output.find("unknown metric 'manhattan'"), std::string::npos) << output;
   std::tie(status, output) = run("ann eval --data sift-5k --k 0");
   EXPECT_EQ(status, 2);
-  std::tie(status, output) = run("ann search --index " + sift + " --queries " + sift);
+  std::tie(status, output) = run("ann search --index " + std::string(KVSKETCH_DATA_DIR) + "/sift-5k.tsv --queries " + sift);
   EXPECT_EQ(status, 2);
   EXPECT_NE(output.find("not a kvsketch index file"), std::string::npos) << output;
   const std::string small = ::testing::TempDir() + "/kvsketch_cli_small.tsv";

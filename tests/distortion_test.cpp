@@ -61,7 +61,7 @@ TEST(Distortion, OneHadamardRoundBreaksTheGuaranteeOnBasisVectors) {
 TEST(Distortion, MseOnRealSiftDataMatchesTheWorstCaseValues) {
   // SIFT vectors share a direction (all coordinates >= 0), so one rotation gives every vector
   // nearly the same error (+-10% between seeds); the theorem's expectation is over rotations.
-  const auto rows = run(KVSKETCH_DATA_DIR "/sift-5k.tsv", 0, {"tq_mse"}, 300, 4, "", 32);
+  const auto rows = run(KVSKETCH_DATA_DIR "/sift-5k.tsv:ids", 0, {"tq_mse"}, 300, 4, "", 32);
   const double expected128[] = {0.360889, 0.116000, 0.033966, 0.009315};  // exact law at d = 128
   for (const auto& r : rows) {
     EXPECT_EQ(r.dim, 128u);

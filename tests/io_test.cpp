@@ -18,11 +18,28 @@ std::string temp_path(const std::string& name) { return ::testing::TempDir() + "
 void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 }  // namespace
 
-TEST(Io, ReadsBundledSiftAndDropsIdColumn) {
-  const Matrix m = read_matrix(KVSKETCH_DATA_DIR "/sift-5k.tsv");
+TEST(Io, ReadsBundledSiftAndDropsIdColumnWhenTold) {
+  const Matrix m = read_matrix(KVSKETCH_DATA_DIR "/sift-5k.tsv:ids");
   EXPECT_EQ(m.rows, 5000u);
   EXPECT_EQ(m.cols, 128u);
   EXPECT_EQ(m.values[8], 13.0f);
+  // Without :ids every column is a value, the ids too.
+  const Matrix all = read_matrix(KVSKETCH_DATA_DIR "/sift-5k.tsv");
+  EXPECT_EQ(all.cols, 129u);
+  EXPECT_EQ(all.values[128], 100001.0f);
+}
+
+TEST(Io, TsvKeepsALastColumnThatCountsUnlessToldItHoldsIds) {
+  // A feature that happens to count 0, 1, 2, ... is data, not ids.
+  write(temp_path("counts.tsv"), "0.5\t0\n0.25\t1\n0.125\t2\n");
+  const Matrix m = read_matrix(temp_path("counts.tsv"));
+  EXPECT_EQ(m.cols, 2u);
+  EXPECT_EQ(m.values[5], 2.0f);
+  EXPECT_EQ(read_matrix(temp_path("counts.tsv") + ":ids").cols, 1u);
+  write(temp_path("fraction_ids.tsv"), "0.5\t0.5\n");
+  EXPECT_THROW(read_matrix(temp_path("fraction_ids.tsv") + ":ids"), Error);
+  write(temp_path("one_column.tsv"), "7\n8\n");
+  EXPECT_THROW(read_matrix(temp_path("one_column.tsv") + ":ids"), Error);
 }
 
 TEST(Io, ReadsFvecsAndNpy) {

@@ -210,8 +210,14 @@ class VectorCodec {
   friend class QuadRowsCodec;
 };
 
-// Builds a codec from a spec string for vectors of `dim` floats. Unknown names or parameters, and
-// values out of range, throw Error listing what is valid (see codec_spec_help()).
+// The largest vector a codec, a KV cache head or an index takes.
+inline constexpr size_t kMaxDim = 8192;
+// rotation=haar builds a dense dim x dim rotation per codec (O(dim^3) work, 4 dim^2 bytes); it is
+// offered up to this dimension (about 2 s to build at 2048), the randomized Hadamard at any.
+inline constexpr size_t kMaxHaarDim = 2048;
+
+// Builds a codec from a spec string for vectors of `dim` floats (1..kMaxDim). Unknown names or
+// parameters, and values out of range, throw Error listing what is valid (see codec_spec_help()).
 std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uint64_t seed = 0);
 std::string codec_spec_help();
 

@@ -35,6 +35,13 @@ struct HeadCache {
 
 class KVCache {
  public:
+  // Limits (checked by the constructor, which builds two codecs per head): layers in 1..kMaxLayers,
+  // kv_heads in 1..kMaxKVHeads, head_dim in 2..kMaxDim, layers x kv_heads <= kMaxHeads and
+  // layers x kv_heads x head_dim <= kMaxHeadValues (a 126-layer, 128-head, 128-dim model is 2M).
+  // Policies with rotation=haar also need layers x kv_heads x head_dim^3 <= 2^32.
+  static constexpr size_t kMaxLayers = 4096, kMaxKVHeads = 4096, kMaxHeads = 65536;
+  static constexpr size_t kMaxHeadValues = size_t{1} << 24;
+
   KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed = 0);
 
   size_t layers() const { return layers_; }

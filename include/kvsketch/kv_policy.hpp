@@ -38,8 +38,12 @@ struct KVPolicy {
   RowLayout layout = RowLayout::kAuto;
   std::map<size_t, KVCodecPair> layer_overrides;
 
-  // Parses the spec string above; errors name the field and what is valid.
+  // Parses the spec string above; errors name the field and what is valid. A field given twice is
+  // refused.
   static KVPolicy parse(const std::string& spec);
+  // Throws Error unless every field is in range and every codec spec builds (parse() and KVCache
+  // call it, so a policy built field by field is checked as a parsed one is).
+  void validate() const;
   // Canonical spec string (parse(spec()) gives the same policy).
   std::string spec() const;
   const KVCodecPair& codecs_for(size_t layer) const;

@@ -36,7 +36,7 @@ void push_scores(TopK& top, const float* scores, size_t first, size_t count) {
 }  // namespace
 
 FlatIndex::FlatIndex(size_t dim, const FlatIndexOptions& options) : dim_(dim), options_(options) {
-  require(dim >= 2 && dim <= (1u << 16), "index: dimension must be in 2..65536, got {}", dim);
+  require(dim >= 2 && dim <= kMaxDim, "index: dimension must be in 2..{}, got {}", kMaxDim, dim);
   codec_ = make_codec(options.codec, dim, options.seed);
   codes_ = codec_->make_buffer();
   require(codec_->row_group() == 1,
@@ -389,6 +389,8 @@ float FlatIndex::exact_similarity(const float* q, size_t position) const {
 Neighbors FlatIndex::search(const float* queries, size_t nq, size_t k) const {
   require(size() > 0, "search: the index is empty");
   require(k >= 1 && k <= size(), "search: k must be in 1..{} (the index size), got {}", size(), k);
+  require(queries != nullptr || nq == 0, "search: queries is null but nq is {}", nq);
+  if (nq == 0) return Neighbors{0, k, {}, {}};  // an empty batch: nothing to score
   const std::vector<float> q = prepared_queries(queries, nq);
   const bool rerank = options_.rerank_candidates > 0;
   const size_t keep = rerank ? std::clamp(options_.rerank_candidates, k, size()) : k;

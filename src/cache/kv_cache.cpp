@@ -60,9 +60,25 @@ KVCodecPair body_specs(const KVCodecPair& pair, const KVPolicy& policy, size_t h
 
 KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed)
     : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), policy_(policy), seed_(seed) {
-  require(layers >= 1 && layers <= 4096, "KVCache: layers must be in 1..4096, got {}", layers);
-  require(kv_heads >= 1 && kv_heads <= 4096, "KVCache: kv_heads must be in 1..4096, got {}", kv_heads);
-  require(head_dim >= 2 && head_dim <= 8192, "KVCache: head_dim must be in 2..8192, got {}", head_dim);
+  require(layers >= 1 && layers <= kMaxLayers, "KVCache: layers must be in 1..{}, got {}", kMaxLayers, layers);
+  require(kv_heads >= 1 && kv_heads <= kMaxKVHeads, "KVCache: kv_heads must be in 1..{}, got {}", kMaxKVHeads,
+          kv_heads);
+  require(head_dim >= 2 && head_dim <= kMaxDim, "KVCache: head_dim must be in 2..{}, got {}", kMaxDim, head_dim);
+  // Every head builds its own key and value codecs up front (rotation signs, sketches, tables):
+  // the total is bounded so that construction takes seconds, not hours.
+  require(layers * kv_heads <= kMaxHeads && layers * kv_heads * head_dim <= kMaxHeadValues,
+          "KVCache: {} layers x {} kv heads x head_dim {} is beyond the limits ({} heads, {} heads x head_dim)", layers,
+          kv_heads, head_dim, kMaxHeads, kMaxHeadValues);
+  policy.validate();
+  const auto dense_rotation = [](const KVCodecPair& pair) {
+    return pair.key.find("rotation=haar") != std::string::npos || pair.value.find("rotation=haar") != std::string::npos;
+  };
+  bool haar = dense_rotation(policy.codecs);
+  for (const auto& [layer, pair] : policy.layer_overrides) haar = haar || dense_rotation(pair);
+  require(!haar || layers * kv_heads * head_dim * head_dim * head_dim <= (size_t{1} << 32),
+          "KVCache: {} layers x {} kv heads of rotation=haar at head_dim {} would build a dense rotation per head "
+          "(O(head_dim^3) each, beyond the limit of 2^32); use rotation=hadamard",
+          layers, kv_heads, head_dim);
   for (const auto& [layer, pair] : policy.layer_overrides)
     require(layer < layers, "KVCache: policy overrides layer {}, but the cache has {} layers", layer, layers);
   heads_.resize(layers * kv_heads);

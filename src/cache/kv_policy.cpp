@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 #include <charconv>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@ namespace {
 
 // In RowLayout's order.
 constexpr std::array<std::string_view, 3> kLayoutNames = {"auto", "plain", "quads"};
+constexpr size_t kMaxSinks = size_t{1} << 20, kMaxWindow = size_t{1} << 24, kMaxBlock = size_t{1} << 20;
+constexpr size_t kMaxLayer = size_t{1} << 16;
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -39,7 +42,7 @@ size_t parse_count(const std::string& spec, const std::string& key, const std::s
 }
 
 // Checks a codec spec by building it (the factory's error lists the valid codecs).
-std::string checked_codec(const std::string& policy, const std::string& codec) {
+void checked_codec(const std::string& policy, const std::string& codec) {
   require(!codec.empty(), "policy '{}': empty codec field", policy);
   try {
     // Syntax and ranges; the cache builds the real ones per head_dim and checks a split's total there.
@@ -48,7 +51,6 @@ std::string checked_codec(const std::string& policy, const std::string& codec) {
   } catch (const Error& e) {
     throw Error(fmt::format("policy '{}': {}", policy, e.what()));
   }
-  return codec;
 }
 
 // "kivi:..." names KIVI's pair: per-channel keys (kivi_k), per-token values (kivi_v).
@@ -57,14 +59,36 @@ std::string for_role(const std::string& codec, bool key) {
   return (key ? "kivi_k" : "kivi_v") + codec.substr(4);
 }
 
-KVCodecPair checked_pair(const std::string& policy, const std::string& key, const std::string& value) {
-  return {checked_codec(policy, for_role(key, true)), checked_codec(policy, for_role(value, false))};
+KVCodecPair role_pair(const std::string& key, const std::string& value) {
+  return {for_role(key, true), for_role(value, false)};
 }
 
 KVCodecPair parse_pair(const std::string& policy, const std::string& text) {
   const auto parts = split(text, '/');
   require(parts.size() <= 2, "policy '{}': expected KEYCODEC/VALUECODEC, got '{}'", policy, text);
-  return checked_pair(policy, parts[0], parts.back());
+  return role_pair(parts[0], parts.back());
+}
+
+// Every field in range and every codec spec buildable; `label` names the policy in errors.
+void check_policy(const KVPolicy& policy, const std::string& label) {
+  require(policy.sinks <= kMaxSinks, "policy '{}': sinks must be in 0..{}, got {}", label, kMaxSinks, policy.sinks);
+  require(policy.window <= kMaxWindow, "policy '{}': window must be in 0..{}, got {}", label, kMaxWindow,
+          policy.window);
+  require(policy.block >= 1 && policy.block <= kMaxBlock, "policy '{}': block must be in 1..{}, got {}", label,
+          kMaxBlock, policy.block);
+  require(static_cast<size_t>(policy.layout) < kLayoutNames.size(), "policy '{}': layout {} is not auto, plain or quads",
+          label, static_cast<int>(policy.layout));
+  std::set<std::string> checked;  // each distinct spec built once, however many layers name it
+  const auto check = [&](const std::string& codec) {
+    if (checked.insert(codec).second) checked_codec(label, codec);
+  };
+  check(policy.codecs.key);
+  check(policy.codecs.value);
+  for (const auto& [layer, pair] : policy.layer_overrides) {
+    require(layer <= kMaxLayer, "policy '{}': layer override {} is beyond {}", label, layer, kMaxLayer);
+    check(pair.key);
+    check(pair.value);
+  }
 }
 
 }  // namespace
@@ -72,6 +96,7 @@ KVCodecPair parse_pair(const std::string& policy, const std::string& text) {
 KVPolicy KVPolicy::parse(const std::string& spec) {
   KVPolicy policy;
   std::vector<std::string> codecs;
+  std::set<std::string> seen;  // option keys given so far (layers by number: layer01 is layer1)
   for (const std::string& field : split(spec, '|')) {
     const size_t equals = field.find('=');
     const std::string key = field.substr(0, equals);
@@ -86,19 +111,20 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
       continue;
     }
     const std::string value = field.substr(equals + 1);
+    const size_t layer = layer_key ? parse_count(spec, "the layer number in " + key, key.substr(5), kMaxLayer) : 0;
+    const std::string name = layer_key ? fmt::format("layer{}", layer) : key;
+    require(seen.insert(name).second, "policy '{}': {} is given twice", spec, name);
     if (key == "sinks") {
-      policy.sinks = parse_count(spec, key, value, 1 << 20);
+      policy.sinks = parse_count(spec, key, value, kMaxSinks);
     } else if (key == "window") {
-      policy.window = parse_count(spec, key, value, 1 << 24);
+      policy.window = parse_count(spec, key, value, kMaxWindow);
     } else if (key == "block") {
-      policy.block = parse_count(spec, key, value, 1 << 20);
-      require(policy.block >= 1, "policy '{}': block must be >= 1", spec);
+      policy.block = parse_count(spec, key, value, kMaxBlock);
     } else if (key == "layout") {
       const auto it = std::find(kLayoutNames.begin(), kLayoutNames.end(), value);
       require(it != kLayoutNames.end(), "policy '{}': layout must be auto, plain or quads, got '{}'", spec, value);
       policy.layout = static_cast<RowLayout>(it - kLayoutNames.begin());
     } else {
-      const size_t layer = parse_count(spec, "the layer number in " + key, key.substr(5), 1 << 16);
       policy.layer_overrides[layer] = parse_pair(spec, value);
     }
   }
@@ -106,8 +132,14 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
           "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, layout=, layerN= fields "
           "(codecs: {})",
           spec, codec_spec_help());
-  policy.codecs = checked_pair(spec, codecs[0], codecs.back());
+  policy.codecs = role_pair(codecs[0], codecs.back());
+  check_policy(policy, spec);
   return policy;
+}
+
+void KVPolicy::validate() const {
+  // A policy built field by field never went through parse(): name it by its fields.
+  check_policy(*this, fmt::format("{}|{}|sinks={}|window={}|block={}", codecs.key, codecs.value, sinks, window, block));
 }
 
 std::string KVPolicy::spec() const {

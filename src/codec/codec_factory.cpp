@@ -15,8 +15,6 @@
 namespace kvsketch {
 namespace {
 
-constexpr size_t kMaxDim = 8192;
-
 NormPrecision parse_norm(const SpecParameters& p) {
   return p.choice("norm", "fp16", {"fp16", "fp32"}) == "fp16" ? NormPrecision::kFp16 : NormPrecision::kFp32;
 }
@@ -108,12 +106,12 @@ std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uin
   if (spec.rfind("split:", 0) == 0) return make_channel_split(spec, dim, seed);
   if (spec.rfind("quads:", 0) == 0) {
     require(spec.size() > 6, "codec 'quads': expected quads:SPEC, e.g. quads:tq_mse:b=3");
-    auto inner = make_codec(spec.substr(6), dim, seed);
-    require(dynamic_cast<const QuadRowsCodec*>(inner.get()) == nullptr, "codec '{}': rows are in quads once", spec);
-    return std::make_unique<QuadRowsCodec>(std::move(inner));
+    unwrapped_spec(spec);  // each wrapper once, checked before any recursion
+    return std::make_unique<QuadRowsCodec>(make_codec(spec.substr(6), dim, seed));
   }
   if (spec.rfind("center:", 0) == 0) {
     require(spec.size() > 7, "codec 'center': expected center:SPEC, e.g. center:tq_mse:b=3");
+    unwrapped_spec(spec);
     return std::make_unique<CenteredCodec>(make_codec(spec.substr(7), dim, seed));
   }
   const ParsedSpec parsed = parse_spec(spec);

@@ -6,20 +6,24 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string_view>
 
 #include "kvsketch/error.hpp"
 
 namespace kvsketch {
 
 std::string unwrapped_spec(const std::string& spec) {
-  std::string inner = spec;
+  size_t start = 0;
+  bool centered = false, quads = false;
   while (true) {
-    if (inner.rfind("center:", 0) == 0)
-      inner = inner.substr(7);
-    else if (inner.rfind("quads:", 0) == 0)
-      inner = inner.substr(6);
-    else
-      return inner;
+    const std::string_view rest = std::string_view(spec).substr(start);
+    bool* seen = rest.starts_with("center:") ? &centered : rest.starts_with("quads:") ? &quads : nullptr;
+    if (!seen) return spec.substr(start);
+    // Centring twice changes nothing and quads of quads are quads: each wrapper once, one rule.
+    require(!*seen, "codec '{}': '{}' is given twice; each of center: and quads: wraps a spec at most once", spec,
+            rest.substr(0, rest.find(':') + 1));
+    *seen = true;
+    start += rest.find(':') + 1;
   }
 }
 

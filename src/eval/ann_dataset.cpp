@@ -88,7 +88,7 @@ bool is_matrix_file_dataset(const std::string& name) {
 AnnDataset load_ann_dataset(const std::string& name, size_t queries, std::optional<Metric> metric) {
   AnnDataset data;
   if (name == "sift-5k") {
-    data = split_tail(name, read_matrix(std::string(KVSKETCH_DATA_DIR) + "/sift-5k.tsv"), queries, Metric::kL2);
+    data = split_tail(name, read_matrix(std::string(KVSKETCH_DATA_DIR) + "/sift-5k.tsv:ids"), queries, Metric::kL2);
   } else if (name == "fashion-mnist") {
     const std::string dir = kFashionMnist;
     require(std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz"),

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "codec/spec_parser.hpp"
+#include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 #include "sparse/balancekv.hpp"
 #include "sparse/baseline_selectors.hpp"
@@ -9,7 +10,7 @@
 namespace kvsketch {
 
 std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim, uint64_t seed) {
-  require(dim >= 2 && dim <= 8192, "selector: dimension must be in 2..8192, got {}", dim);
+  require(dim >= 2 && dim <= kMaxDim, "selector: dimension must be in 2..{}, got {}", kMaxDim, dim);
   const ParsedSpec parsed = parse_spec(spec, "selector");
   if (auto baseline = make_baseline_selector(parsed, dim, seed)) return baseline;
   if (parsed.name == "magicpig") {

@@ -2,6 +2,7 @@
 #include <Eigen/QR>
 #include <cmath>
 
+#include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/random.hpp"
 #include "kvsketch/transform.hpp"
@@ -31,7 +32,10 @@ std::vector<double> haar_orthogonal_matrix(size_t n, uint64_t stream_seed) {
 }
 
 HaarRotation::HaarRotation(size_t dim, uint64_t seed) : dim_(dim) {
-  require(dim >= 1 && dim <= 8192, "HaarRotation: dim must be in 1..8192, got {}", dim);
+  require(dim >= 1 && dim <= kMaxHaarDim,
+          "rotation=haar: dimension must be in 1..{} (a dense rotation costs O(d^3) to build), got {}; "
+          "rotation=hadamard takes any dimension",
+          kMaxHaarDim, dim);
   const std::vector<double> pi = haar_orthogonal_matrix(dim, derive_seed(seed, {static_cast<uint64_t>(StreamPurpose::kRotation), dim}));
   columns_.resize(dim * dim);
   transposed_.resize(dim * dim);
