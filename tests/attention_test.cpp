@@ -255,7 +255,12 @@ TEST(Attention, BadQueriesAreRefused) {
   AttentionOptions negative;
   negative.threads = -3;  // was taken as "all threads"
   EXPECT_NE(testutil::error_of([&] { decode_attention(cache, 0, 0, q.data(), 1, negative); })
-                .find("threads must be >= 0"),
+                .find("threads must be in 0..1024"),
+            std::string::npos);
+  AttentionOptions too_many;
+  too_many.threads = 100000;  // crashed the OpenMP runtime
+  EXPECT_NE(testutil::error_of([&] { decode_attention(cache, 0, 0, q.data(), 1, too_many); })
+                .find("threads must be in 0..1024"),
             std::string::npos);
   // Finite, but its squares overflow: the scores and softmax would be NaN.
   std::vector<float> huge(16, 1e20f);

@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "kvsketch/ann_eval.hpp"
 #include "kvsketch/error.hpp"
+#include "kvsketch/limits.hpp"
 #include "list_options.hpp"
 
 namespace kvsketch::tools {
@@ -164,7 +165,7 @@ std::function<void()> add_ann_command(CLI::App& app) {
   eval->add_option("--baselines", eval_args->baselines, "faiss: FAISS PQ, PQ fast-scan and SQ at equal bytes (or a comma list of faiss:PQ, faiss:PQfs, faiss:SQ)");
   eval->add_option("--rerank", eval_args->rerank, "Re-rank this many candidates from stored fp16 vectors");
   eval->add_flag("--no-center", eval_args->no_center, "Quantize x itself, not x - mean (the index's default)");
-  eval->add_option("--threads", eval_args->threads, "Threads (0 = all)")->check(CLI::Range(0, 4096));
+  eval->add_option("--threads", eval_args->threads, "Threads (0 = all)")->check(CLI::Range(0, kMaxThreads));
   eval->add_option("--repetitions", eval_args->repetitions,
                    "Builds per codec, each from fresh memory; build_s is their median (FAISS: one)")
       ->check(CLI::Range(1, 100));
@@ -181,7 +182,7 @@ std::function<void()> add_ann_command(CLI::App& app) {
                     "Rows held out as queries: a matrix file's last N (default none: every row is indexed)");
   build->add_option("--rerank", build_args->rerank, "Re-rank this many candidates from stored vectors");
   build->add_option("--rerank-store", build_args->rerank_store, "none | fp16 | fp32 copies for re-ranking");
-  build->add_option("--threads", build_args->threads, "Threads (0 = all)")->check(CLI::Range(0, 4096));
+  build->add_option("--threads", build_args->threads, "Threads (0 = all)")->check(CLI::Range(0, kMaxThreads));
   build->add_option("--seed", build_args->seed, "Seed of the codec's rotation");
 
   auto search_args = std::make_shared<SearchArguments>();

@@ -21,6 +21,8 @@ std::vector<AttentionCase> load_attention_cases(const CaseArguments& args) {
     require(k.rows == v.rows && k.cols == v.cols, "keys are {} x {} but values are {} x {}", k.rows,
             k.cols, v.rows, v.cols);
     require(q.cols == k.cols, "queries have {} columns, keys {}", q.cols, k.cols);
+    require(k.rows >= 1, "'{}' holds no rows; attention needs at least one token", args.keys);
+    require(q.rows >= 1, "'{}' holds no rows; attention needs at least one query", args.queries);
     const size_t tokens = std::min(args.tokens, k.rows);
     AttentionCase c{args.keys, tokens, k.cols, q.rows, {}, {}, q.values};
     c.keys.assign(k.values.begin(), k.values.begin() + static_cast<std::ptrdiff_t>(tokens * k.cols));

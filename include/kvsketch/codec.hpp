@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "kvsketch/limits.hpp"
+
 namespace kvsketch {
 namespace simd {
 struct QuadField;  // simd/quad_rows.hpp (internal)
@@ -95,6 +97,9 @@ class VectorCodec {
   void encode(const float* x, size_t n, CodeBuffer& out, const float* squared_norms = nullptr) const;
   // Writes rows [first, first + n) decoded, row-major n x dim.
   void decode(const CodeBuffer& codes, size_t first, size_t n, float* out) const;
+  // The first row of `codes` that decodes to a NaN or Inf (a norm or scale no encoder writes, as a
+  // corrupted file may hold), or codes.size() when every row is finite. Loaders refuse such rows.
+  size_t first_non_finite_row(const CodeBuffer& codes) const;
   // Prepares q (dim floats) for scores().
   std::unique_ptr<PreparedQuery> prepare(const float* q) const;
   // out[i] = <q, x~_{first + i}> for i < n.
@@ -209,12 +214,6 @@ class VectorCodec {
   friend class CenteredCodec;   // wrap any codec and call its row functions
   friend class QuadRowsCodec;
 };
-
-// The largest vector a codec, a KV cache head or an index takes.
-inline constexpr size_t kMaxDim = 8192;
-// rotation=haar builds a dense dim x dim rotation per codec (O(dim^3) work, 4 dim^2 bytes); it is
-// offered up to this dimension (about 2 s to build at 2048), the randomized Hadamard at any.
-inline constexpr size_t kMaxHaarDim = 2048;
 
 // Builds a codec from a spec string for vectors of `dim` floats (1..kMaxDim). Unknown names or
 // parameters, and values out of range, throw Error listing what is valid (see codec_spec_help()).

@@ -56,6 +56,12 @@ float FastScanStore::scale(size_t row) const {
   return load_norm(layout_.norm, tails_.data() + row * tail_bytes_ + (layout_.norm_offset - layout_.index_bytes));
 }
 
+size_t FastScanStore::first_non_finite_row() const {
+  for (size_t row = 0; row < rows_; ++row)
+    if (!std::isfinite(scale(row))) return row;
+  return rows_;
+}
+
 void FastScanStore::append(const CodeBuffer& encoded) {
   const size_t n = encoded.size(), total = rows_ + n, block_bytes = groups_ * 16;
   // New bytes are not zeroed by resize: the whole blocks packed below are written in full, and the

@@ -44,6 +44,8 @@ class FastScanStore {
   void approximate(const Tables& t, size_t first_block, size_t blocks, uint32_t* sums, float* out) const;
   // The codec's estimate <q, x~> of one row, from the float tables.
   float exact(const Tables& t, size_t row) const;
+  // The first row whose norm or rescale factor is NaN or Inf (no encoder writes one), or rows().
+  size_t first_non_finite_row() const;
 
   // Raw storage, for save and load.
   UninitializedBytes& block_bytes() { return blocks_; }

@@ -36,6 +36,7 @@ void push_scores(TopK& top, const float* scores, size_t first, size_t count) {
 }  // namespace
 
 FlatIndex::FlatIndex(size_t dim, const FlatIndexOptions& options) : dim_(dim), options_(options) {
+  check_threads(options.threads, "index");
   require(dim >= 2 && dim <= kMaxDim, "index: dimension must be in 2..{}, got {}", kMaxDim, dim);
   codec_ = make_codec(options.codec, dim, options.seed);
   codes_ = codec_->make_buffer();

@@ -120,6 +120,9 @@ FlatIndex FlatIndex::load(const std::string& path) {
       require(half_is_finite(bits), "load: {} is corrupted: a stored norm or copy is NaN or Inf", path);
   for (const float value : index.copy32_)
     require(std::isfinite(value), "load: {} is corrupted: a stored copy is NaN or Inf", path);
+  const size_t bad_row = index.fast_ ? index.fast_->first_non_finite_row() : index.codec_->first_non_finite_row(index.codes_);
+  require(bad_row == rows, "load: {} is corrupted: row {} (id {}) decodes to NaN or Inf (a norm or scale no encoder writes)",
+          path, bad_row, bad_row < rows ? index.ids_[bad_row] : -1);
   for (size_t i = 0; i < rows; ++i) {
     require(index.ids_[i] >= 0 && index.position_.emplace(index.ids_[i], i).second,
             "load: {} is inconsistent: row {} has id {}, negative or repeated", path, i, index.ids_[i]);

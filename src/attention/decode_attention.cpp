@@ -124,7 +124,7 @@ std::vector<ExactPiece> exact_pieces(const HeadCache& head, size_t dim) {
 
 void check_queries(const KVCache& cache, size_t layer, const float* queries, size_t heads,
                    const AttentionOptions& options) {
-  require(options.threads >= 0, "attention: threads must be >= 0 (0: all), got {}", options.threads);
+  check_threads(options.threads, "attention");
   require(queries != nullptr, "attention: null queries");
   require(heads >= 1, "attention: at least one query head is needed");
   require(layer < cache.layers(), "attention: layer {} out of range; the cache has {} layers", layer, cache.layers());

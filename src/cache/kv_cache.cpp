@@ -95,8 +95,8 @@ KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy
       HeadCache& head = heads_[index(layer, h)];
       head.body_keys = key_codecs_.back()->make_buffer();
       head.body_values = value_codecs_.back()->make_buffer();
-      head.window_keys.reserve((policy.window + policy.block) * head_dim);
-      head.window_values.reserve((policy.window + policy.block) * head_dim);
+      // The window grows as tokens come (no reservation up front: a policy may allow a window of
+      // 2^24 tokens that a short sequence never fills).
     }
   }
 }

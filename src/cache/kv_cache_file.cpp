@@ -137,6 +137,15 @@ KVCache KVCache::load(const std::string& path) {
         }
       }
   require(in.position() == end, "load: {} has {} unexpected bytes after the last head", path, end - in.position());
+  // A checksum holds over whatever was written: rows that decode to NaN or Inf (a norm or scale
+  // no encoder writes) would poison every attention over them.
+  for (size_t i = 0; i < cache.heads_.size(); ++i)
+    for (const bool keys : {true, false}) {
+      const CodeBuffer& codes = keys ? cache.heads_[i].body_keys : cache.heads_[i].body_values;
+      const size_t bad = (keys ? *cache.key_codecs_[i] : *cache.value_codecs_[i]).first_non_finite_row(codes);
+      require(bad == codes.size(), "load: {} is corrupted: layer {}, kv head {}: body {} row {} decodes to NaN or Inf",
+              path, i / cache.kv_heads_, i % cache.kv_heads_, keys ? "key" : "value", bad);
+    }
   // Every layer holds as many tokens in every head.
   for (size_t layer = 0; layer < layers; ++layer)
     for (size_t h = 1; h < kv_heads; ++h)

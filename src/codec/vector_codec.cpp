@@ -110,6 +110,18 @@ void VectorCodec::decode(const CodeBuffer& codes, size_t first, size_t n, float*
   if (n) decode_rows(codes.row(first), n, out);
 }
 
+size_t VectorCodec::first_non_finite_row(const CodeBuffer& codes) const {
+  const size_t group = row_group(), chunk = group * std::max<size_t>(1, 256 / group), rows = codes.size();
+  std::vector<float> decoded(chunk * dim_);
+  for (size_t first = 0; first < rows; first += chunk) {
+    const size_t n = std::min(chunk, rows - first);
+    decode(codes, first, n, decoded.data());
+    for (size_t i = 0; i < n * dim_; ++i)
+      if (!std::isfinite(decoded[i])) return first + i / dim_;
+  }
+  return rows;
+}
+
 std::unique_ptr<PreparedQuery> VectorCodec::prepare(const float* q) const {
   require(q != nullptr, "prepare: query pointer is null");
   require_finite(q, 1, dim_, "prepare (query)");

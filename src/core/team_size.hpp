@@ -5,7 +5,16 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "kvsketch/error.hpp"
+#include "kvsketch/limits.hpp"
+
 namespace kvsketch {
+
+// Refuses a requested thread count outside 0..kMaxThreads (OpenMP crashes creating 100000).
+inline void check_threads(int requested, const char* what) {
+  require(requested >= 0 && requested <= kMaxThreads, "{}: threads must be in 0..{} (0: all), got {}", what,
+          kMaxThreads, requested);
+}
 
 // Threads for a parallel loop of `items` tasks: the requested count (0: all), never more than the
 // tasks. A thread with no task still costs its wake-up and the join: on a 16-core host, 16 threads

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/huge_pages.hpp"
+#include "core/team_size.hpp"
 #include "eval/bench_timing.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/error.hpp"
@@ -40,6 +41,7 @@ size_t last_level_cache_bytes() {
 }
 
 double measure_read_bandwidth(size_t bytes, int threads, int repetitions) {
+  check_threads(threads, "bandwidth probe");
   const size_t n = bytes / sizeof(float);
   std::vector<float> buffer(n);
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -99,6 +101,10 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
           "bench attention: policies, tokens and threads must not be empty");
   const std::vector<KVPolicy> policies = parse_policies(config.policies);
   require(config.kv_heads >= 1, "bench attention: kv_heads must be at least 1");
+  for (const int threads : config.threads) {
+    check_threads(threads, "bench attention");
+    require(threads >= 1, "bench attention: thread counts must be at least 1, got 0");
+  }
   const size_t d = config.head_dim, heads = config.query_heads, kv_heads = config.kv_heads;
   const size_t most = *std::max_element(config.tokens.begin(), config.tokens.end());
   // One long-tailed cache; shorter contexts are its prefixes.

@@ -56,6 +56,8 @@ std::vector<std::string> standard_policies() {
 AttentionEvalRow evaluate_policy(const std::string& policy_spec, const AttentionCase& data, uint64_t seed,
                                  int timing_repetitions) {
   const size_t n = data.tokens, d = data.dim, queries = data.queries;
+  require(n >= 1 && queries >= 1, "attention eval: '{}' has {} tokens and {} queries; at least one of each is needed",
+          data.name, n, queries);
   require(data.keys.size() == n * d && data.values.size() == n * d && data.query_rows.size() == queries * d,
           "attention eval: keys, values and queries must be {} x {}, {} x {} and {} x {}", n, d, n, d, queries, d);
   KVCache cache(1, 1, d, KVPolicy::parse(policy_spec), seed);

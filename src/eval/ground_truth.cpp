@@ -40,6 +40,7 @@ Neighbors exact_neighbors(const Matrix& base_in, const Matrix& queries_in, Metri
   require(base_in.cols == queries_in.cols, "ground truth: base has dimension {}, queries {}", base_in.cols,
           queries_in.cols);
   require(k >= 1 && k <= base_in.rows, "ground truth: k must be in 1..{}, got {}", base_in.rows, k);
+  check_threads(threads, "ground truth");
   const bool cosine = metric == Metric::kCosine;
   const Matrix base = cosine ? unit_rows(base_in) : base_in, queries = cosine ? unit_rows(queries_in) : queries_in;
   const size_t n = base.rows, nq = queries.rows, d = base.cols;
