@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "io/file_bytes.hpp"
+
 namespace kvsketch {
 namespace {
 constexpr size_t kTrailerBytes = 16;
@@ -43,9 +45,8 @@ void save_checked_file(const std::string& path, BinaryWriter& out) {
 
 std::vector<uint8_t> load_checked_file(const std::string& path, const char (&magic)[16], const char* what_kind,
                                        size_t& payload_end) {
-  std::ifstream file(path, std::ios::binary);
-  require(file.good(), "load: cannot open {}", path);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes;
+  read_whole_file(path, "load", bytes);
   require(bytes.size() >= sizeof(magic) + kTrailerBytes, "load: {} is too short ({} bytes) to be a {} file", path,
           bytes.size(), what_kind);
   require(std::memcmp(bytes.data(), magic, sizeof(magic)) == 0, "load: {} is not a {} file (bad magic)", path,

@@ -2,6 +2,7 @@
 // "distances" (float32). Any numeric 2-D (or 1-D) dataset is read, converted to float by HDF5.
 #include <hdf5.h>
 
+#include "io/file_bytes.hpp"
 #include "io/shape_product.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
@@ -29,6 +30,7 @@ class Handle {
 
 Matrix read_hdf5(const std::string& path, const std::string& name) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as return codes, reported by us
+  require_readable_file(path, "read");
   require(H5Fis_hdf5(path.c_str()) > 0, "'{}': cannot open as HDF5 (missing or not an HDF5 file)", path);
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   require(file.get() >= 0, "'{}': cannot open as HDF5", path);

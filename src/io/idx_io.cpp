@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "io/file_bytes.hpp"
 #include "io/shape_product.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
@@ -13,6 +14,7 @@ namespace kvsketch {
 namespace {
 
 std::string read_gzip_or_plain(const std::string& path) {
+  require_readable_file(path, "read");
   gzFile file = gzopen(path.c_str(), "rb");  // reads plain files unchanged
   require(file != nullptr, "cannot open '{}'", path);
   std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(file, gzclose);

@@ -2,6 +2,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/file_bytes.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
 
@@ -13,14 +14,6 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 }
 
 }  // namespace
-
-std::string read_file_bytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  require(file.good(), "cannot open '{}'", path);
-  std::ostringstream content;
-  content << file.rdbuf();
-  return content.str();
-}
 
 bool is_text_table(const std::string& path) {
   return ends_with(path, ".tsv") || ends_with(path, ".csv") || ends_with(path, ".txt");
@@ -50,8 +43,9 @@ Matrix read_matrix(const std::string& path) {
 }
 
 Matrix read_tsv(const std::string& path, TsvIds ids) {
+  require_readable_file(path, "read");
   std::ifstream file(path);
-  require(file.good(), "cannot open '{}'", path);
+  require(file.good(), "read: cannot open '{}'", path);
   Matrix m;
   std::vector<std::vector<double>> rows;
   std::string line;
