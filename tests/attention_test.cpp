@@ -297,8 +297,8 @@ TEST(Attention, ProdKeysAreUnbiasedMseKeysAreNot) {
     }
   const auto prod = evaluate_policy("tq_prod:b=2|fp16", shifted, 1, 1);
   const auto mse = evaluate_policy("tq_mse:b=2|fp16", shifted, 1, 1);
-  EXPECT_LT(std::abs(prod.score_bias), 4 * prod.score_bias_stderr) << prod.score_bias << " ± " << prod.score_bias_stderr;
-  EXPECT_GT(std::abs(mse.score_bias), 4 * mse.score_bias_stderr) << mse.score_bias << " ± " << mse.score_bias_stderr;
+  EXPECT_LT(std::abs(prod.score_error_mean), 4 * prod.score_error_stderr_queries) << prod.score_error_mean << " ± " << prod.score_error_stderr_queries;
+  EXPECT_GT(std::abs(mse.score_error_mean), 4 * mse.score_error_stderr_queries) << mse.score_error_mean << " ± " << mse.score_error_stderr_queries;
 }
 
 }  // namespace

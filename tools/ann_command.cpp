@@ -11,6 +11,7 @@
 #include "kvsketch/error.hpp"
 #include "kvsketch/limits.hpp"
 #include "list_options.hpp"
+#include "text_table.hpp"
 
 namespace kvsketch::tools {
 namespace {
@@ -82,13 +83,13 @@ void run_eval(const EvalArguments& args) {
   }
   std::cout << fmt::format("{}: {} base x {} dims, {} queries, metric {}\n", data.name, data.base.rows,
                            data.base.cols, data.queries.rows, metric_name(data.metric));
-  std::cout << fmt::format("{:<32} {:>4} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>9}\n", "codec", "bits", "bytes",
-                           "1@1", "1@10", "1@100", "10@10", "build s", "ms/q", "ms/q bat");
+  TextTable table({"<codec", "bits", "bytes", "1@1", "1@10", "1@100", "10@10", "build s", "ms/q", "ms/q bat"});
   for (const auto& r : rows)
-    std::cout << fmt::format("{:<32} {:>4} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9.3f} {:>9.3f} {:>9.3f}\n", r.codec, r.bits,
-                             r.bytes_per_vector, percent(r.recall_1_at_1), percent(r.recall_1_at_10),
-                             percent(r.recall_1_at_100), percent(r.recall_10_at_10), r.build_s, r.ms_per_query,
-                             r.ms_per_query_batch);
+    table.add({r.codec, fmt::format("{}", r.bits), std::to_string(r.bytes_per_vector), percent(r.recall_1_at_1),
+               percent(r.recall_1_at_10), percent(r.recall_1_at_100), percent(r.recall_10_at_10),
+               fmt::format("{:.3f}", r.build_s), fmt::format("{:.3f}", r.ms_per_query),
+               fmt::format("{:.3f}", r.ms_per_query_batch)});
+  table.print(std::cout);
 }
 
 RerankStore parse_store(const std::string& name) {
@@ -186,7 +187,11 @@ std::function<void()> add_ann_command(CLI::App& app) {
   build->add_option("--seed", build_args->seed, "Seed of the codec's rotation");
 
   auto search_args = std::make_shared<SearchArguments>();
-  auto* search = ann->add_subcommand("search", "Query an index file: one line of ids per query");
+  auto* search = ann->add_subcommand(
+      "search",
+      "Query an index file. Output: one line per query row, its number (from 0) and then the ids of its k nearest "
+      "neighbours, best first, tab-separated; --json adds the scores (similarity for ip and cosine, squared "
+      "distance for l2)");
   search->add_option("--index", search_args->index, "Index file from ann build")->required();
   search->add_option("--queries", search_args->queries, "Query vectors (any matrix file)")->required();
   search->add_option("--k", search_args->k, "Neighbours per query");

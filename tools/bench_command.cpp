@@ -14,6 +14,7 @@
 #include "kvsketch/error.hpp"
 #include "kvsketch/sparse_bench.hpp"
 #include "list_options.hpp"
+#include "text_table.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch::tools {
@@ -66,12 +67,13 @@ void run_attention(const BenchArguments& args) {
                                          })->huge_page_bytes;
   std::cout << (huge == 0 ? std::string("pages: 4 KiB (no transparent huge pages in use)\n")
                           : fmt::format("pages: {} MiB on transparent huge pages\n", huge >> 20));
-  std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6} {:>11} {:>10} {:>7} {:>8} {:>8}  {}\n", "policy", "tokens", "thr",
-                           "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16", "rows");
+  TextTable table({"<policy", "tokens", "thr", "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16", "<rows"});
   for (const auto& r : rows)
-    std::cout << fmt::format("{:<28} {:>7} {:>3} {:>6.2f} {:>11} {:>10.1f} {:>7.1f} {:>7.0f}% {:>7.2f}x  {}\n",
-                             r.policy, r.tokens, r.threads, r.bits_per_value, r.bytes, r.ns_per_query / 1000.0,
-                             r.gbytes_per_s, 100.0 * r.bandwidth_fraction, r.speedup_vs_fp16, r.rows);
+    table.add({r.policy, std::to_string(r.tokens), std::to_string(r.threads), fmt::format("{:.2f}", r.bits_per_value),
+               std::to_string(r.bytes), fmt::format("{:.1f}", r.ns_per_query / 1000.0),
+               fmt::format("{:.1f}", r.gbytes_per_s), fmt::format("{:.0f}%", 100.0 * r.bandwidth_fraction),
+               fmt::format("{:.2f}x", r.speedup_vs_fp16), r.rows});
+  table.print(std::cout);
 }
 
 void run_append(const BenchArguments& args) {
@@ -88,10 +90,11 @@ void run_append(const BenchArguments& args) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{:<28} {:>7} {:>16} {:>16}\n", "policy", "tokens", "prefill tok/s", "decode tok/s");
+  TextTable table({"<policy", "tokens", "prefill tok/s", "decode tok/s"});
   for (const auto& r : rows)
-    std::cout << fmt::format("{:<28} {:>7} {:>16.0f} {:>16.0f}\n", r.policy, r.tokens, r.prefill_tokens_per_s,
-                             r.decode_tokens_per_s);
+    table.add({r.policy, std::to_string(r.tokens), fmt::format("{:.0f}", r.prefill_tokens_per_s),
+               fmt::format("{:.0f}", r.decode_tokens_per_s)});
+  table.print(std::cout);
 }
 
 void run_sparse(const BenchArguments& args) {
@@ -116,12 +119,13 @@ void run_sparse(const BenchArguments& args) {
   }
   std::cout << fmt::format("target {}; one query head, head_dim {}, one thread; fp16 dense {:.1f} us/step\n",
                            simd::active_target(), args.dim, rows.empty() ? 0.0 : rows[0].fp16_ns_per_query / 1000);
-  std::cout << fmt::format("{:<44} {:>7} {:>7} {:>8} {:>9} {:>8} {:>12} {:>10}\n", "method", "tokens", "budget",
-                           "idx B/tok", "us/step", "of fp16", "prefill t/s", "insert us");
+  TextTable table({"<method", "tokens", "budget", "idx B/tok", "us/step", "of fp16", "prefill t/s", "insert us"});
   for (const auto& r : rows)
-    std::cout << fmt::format("{:<44} {:>7} {:>7.4f} {:>8.1f} {:>9.1f} {:>7.1f}% {:>12.0f} {:>10.2f}\n", r.method,
-                             r.tokens, r.budget, r.index_bytes_per_token, r.ns_per_query / 1000.0,
-                             100.0 * r.fraction_of_fp16, r.prefill_tokens_per_s, r.insert_us_per_token);
+    table.add({r.method, std::to_string(r.tokens), fmt::format("{:.4f}", r.budget),
+               fmt::format("{:.1f}", r.index_bytes_per_token), fmt::format("{:.1f}", r.ns_per_query / 1000.0),
+               fmt::format("{:.1f}%", 100.0 * r.fraction_of_fp16), fmt::format("{:.0f}", r.prefill_tokens_per_s),
+               fmt::format("{:.2f}", r.insert_us_per_token)});
+  table.print(std::cout);
 }
 
 void add_common(CLI::App* command, BenchArguments& args) {

@@ -11,6 +11,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"kvsketch: randomized sketches for KV caches and vector search"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kvsketch ") + KVSKETCH_VERSION);
   std::vector<std::function<void()>> actions = {
       kvsketch::tools::add_distortion_command(app),
       kvsketch::tools::add_codecs_command(app),

@@ -1,4 +1,4 @@
-// kvsketch sparse: attention from selected, weighted token subsets (MagicPIG and baselines)
+// kvsketch sparse: attention from selected, weighted token subsets (MagicPIG, BalanceKV and baselines)
 // against exact attention, on the synthetic generator or captured tensors.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +10,8 @@
 #include "kvsketch/sparse_attention.hpp"
 #include "kvsketch/sparse_eval.hpp"
 #include "list_options.hpp"
+#include "progress.hpp"
+#include "text_table.hpp"
 
 namespace kvsketch::tools {
 
@@ -19,10 +21,12 @@ std::function<void()> add_sparse_command(CLI::App& app) {
   auto config = std::make_shared<SparseEvalConfig>();
   auto json = std::make_shared<bool>(false);
   args->synthetic.clear();
-  auto* command = app.add_subcommand("sparse", "Sampling and selection attention (MagicPIG, top-k, uniform) vs exact");
+  auto* command = app.add_subcommand(
+      "sparse", "Sampling and selection attention (MagicPIG, BalanceKV, top-k, uniform) vs exact");
   command->add_option("--methods", *methods,
-                      "Selectors separated by ';' (magicpig:K=10,L=150; topk:budget=F; uniform:budget=F; "
-                      "oracle:budget=F; window; exact); default: the standard comparison")
+                      "Selectors separated by ';' (magicpig:K=10,L=150[,hits=2,center=1]; "
+                      "balancekv:ratio=1/2^k[,block=256,gain=G,temp=T,mode=joint|paper|prefill]; topk:budget=F; "
+                      "uniform:budget=F; oracle:budget=F; window; exact); default: the standard comparison")
       ->check(NonEmptyList(';'));
   command->add_option("--synthetic", args->synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");
   command->add_option("--synthetic-model", args->model, kSyntheticModelHelp);
@@ -48,10 +52,10 @@ std::function<void()> add_sparse_command(CLI::App& app) {
     for (const std::string& method : config->methods)
       if (!cases.empty()) make_selector(method, cases.front().dim, config->seed);
     nlohmann::json out = nlohmann::json::array();
-    if (!*json)
-      std::cout << fmt::format("{:<40} {:<12} {:>8} {:>12} {:>10} {:>10} {:>10}  {}\n", "method", "regime", "budget",
-                               "index B/tok", "rel_error", "lse_error", "kl", "body");
-    for (const AttentionCase& data : cases)
+    TextTable table({"<method", "<regime", "budget", "index B/tok", "rel_error", "lse_error", "kl", "<body"});
+    Progress progress(!*json, cases.size());
+    for (const AttentionCase& data : cases) {
+      progress.step(data.name);
       for (const SparseEvalRow& r : run_sparse_eval(data, *config)) {
         const size_t body = data.tokens - config->sinks - config->window;
         if (*json) {
@@ -59,12 +63,16 @@ std::function<void()> add_sparse_command(CLI::App& app) {
                          {"index_bytes", r.index_bytes}, {"kv_bytes", r.kv_bytes}, {"body_tokens", body}, {"rel_error", r.rel_error},
                          {"lse_error", r.lse_error}, {"kl", r.kl}});
         } else {
-          std::cout << fmt::format("{:<40} {:<12} {:>8.4f} {:>12.1f} {:>10.4f} {:>10.4f} {:>10.4f}  {}\n", r.method,
-                                   r.regime, r.budget, static_cast<double>(r.index_bytes) / body, r.rel_error,
-                                   r.lse_error, r.kl, r.body);
+          table.add({r.method, r.regime, fmt::format("{:.4f}", r.budget),
+                     fmt::format("{:.1f}", static_cast<double>(r.index_bytes) / body), fmt::format("{:.4f}", r.rel_error),
+                     fmt::format("{:.4f}", r.lse_error), fmt::format("{:.4f}", r.kl), r.body});
         }
       }
-    if (*json) std::cout << out.dump(2) << "\n";
+    }
+    if (*json)
+      std::cout << out.dump(2) << "\n";
+    else
+      table.print(std::cout);
   };
 }
 

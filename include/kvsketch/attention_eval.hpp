@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kvsketch/kv_cache.hpp"
+
 namespace kvsketch {
 
 struct AttentionCase {
@@ -23,9 +25,13 @@ struct AttentionEvalRow {
   double rel_error = 0;       // mean over queries of ||out - exact|| / ||exact||
   double kl = 0;              // mean KL(softmax exact || softmax approximate)
   double top8_overlap = 0;    // mean |top8 exact ∩ top8 approximate| / 8
-  double score_bias = 0;      // mean of (approximate - exact) logits over the compressed body
-  double score_bias_stderr = 0;
+  // Mean of (approximate - exact) logits over the compressed body, and its standard error across
+  // the queries. For one codec draw: it says whether this draw's scores are offset, not whether the
+  // codec is biased over draws (that needs several seeds; `kvsketch distortion --codec-seeds`).
+  double score_error_mean = 0;
+  double score_error_stderr_queries = 0;
   double ns_per_query = 0;    // decode_attention time per query, the median of the repetitions
+  double ns_spread = 0;       // (75th - 25th percentile) / median of those times
 };
 
 // One query's rel_error: ||approximate - exact|| / ||exact|| over d outputs, in double; 0 where
@@ -35,7 +41,16 @@ double output_relative_error(const float* approximate, const float* exact, size_
 // The policies of the standard comparison (fp16, int8, KIVI-style, TurboQuant, QJL).
 std::vector<std::string> standard_policies();
 
+// Times decode_attention `timing_repetitions` times on `threads` threads (0: all; one by default,
+// as a busy machine's other threads make a many-thread step slower and noisier than one thread).
 AttentionEvalRow evaluate_policy(const std::string& policy, const AttentionCase& data, uint64_t seed,
-                                 int timing_repetitions = 21);
+                                 int timing_repetitions = 21, int threads = 1);
+
+// The one-layer, one-head cache evaluate_policy measures: data's keys and values under policy.
+KVCache build_policy_cache(const std::string& policy, const AttentionCase& data, uint64_t seed);
+// The same measurements over a cache built elsewhere (a loaded file, for instance): it must hold
+// exactly data's tokens in one layer and one KV head. The row's policy is the cache's canonical one.
+AttentionEvalRow evaluate_cache(const KVCache& cache, const AttentionCase& data, int timing_repetitions = 21,
+                                int threads = 1);
 
 }  // namespace kvsketch

@@ -12,6 +12,14 @@
 //   ip_bias_factor  least-squares slope (through 0) of the estimate on the truth
 //   ip_var_d        d * variance of the inner-product error around its mean at each rho (for a
 //                   biased codec this leaves out the bias itself, which ip_bias_factor reports)
+// Bounds are given only where a theorem makes them hold for the rows measured:
+//   mse_upper_bound       sqrt(3) pi / 2 * 4^-b, Theorem 1: tq_mse rows, any unit input
+//   ip_var_d_upper_bound  sqrt(3) pi^2 * 4^-b, Theorem 2: tq_prod rows (unbiased TurboQuant)
+//   mse_lower_bound       4^-b, Lemma 3: any codec of b bits per coordinate, inputs uniform on the
+//                         sphere only (input "random"); e1, sparse and files are particular inputs,
+//                         which a quantizer may well reproduce below it
+// QJL promised no such bounds, and Theorem 3's inner-product lower bound holds for one hard query
+// direction, not for these queries: neither is reported.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -40,8 +48,7 @@ struct DistortionRow {
   int bits = 0;
   size_t dim = 0;
   double mse = 0, ip_bias = 0, ip_bias_stderr = 0, ip_bias_factor = 0, ip_var_d = 0;
-  double mse_lower_bound = 0, mse_upper_bound = 0, ip_var_d_lower_bound = 0;
-  std::optional<double> ip_var_d_upper_bound;  // Theorem 2 bounds unbiased codecs only
+  std::optional<double> mse_lower_bound, mse_upper_bound, ip_var_d_upper_bound;  // where they hold (above)
   size_t code_bytes = 0;
 };
 

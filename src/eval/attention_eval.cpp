@@ -53,19 +53,42 @@ std::vector<std::string> standard_policies() {
   return policies;
 }
 
-AttentionEvalRow evaluate_policy(const std::string& policy_spec, const AttentionCase& data, uint64_t seed,
-                                 int timing_repetitions) {
+namespace {
+
+void check_case(const AttentionCase& data) {
   const size_t n = data.tokens, d = data.dim, queries = data.queries;
   require(n >= 1 && queries >= 1, "attention eval: '{}' has {} tokens and {} queries; at least one of each is needed",
           data.name, n, queries);
   require(data.keys.size() == n * d && data.values.size() == n * d && data.query_rows.size() == queries * d,
           "attention eval: keys, values and queries must be {} x {}, {} x {} and {} x {}", n, d, n, d, queries, d);
-  KVCache cache(1, 1, d, KVPolicy::parse(policy_spec), seed);
-  cache.append(0, data.keys.data(), data.values.data(), n);
-  cache.shrink_to_fit();
+}
 
+}  // namespace
+
+KVCache build_policy_cache(const std::string& policy, const AttentionCase& data, uint64_t seed) {
+  check_case(data);
+  KVCache cache(1, 1, data.dim, KVPolicy::parse(policy), seed);
+  cache.append(0, data.keys.data(), data.values.data(), data.tokens);
+  cache.shrink_to_fit();
+  return cache;
+}
+
+AttentionEvalRow evaluate_policy(const std::string& policy_spec, const AttentionCase& data, uint64_t seed,
+                                 int timing_repetitions, int threads) {
+  AttentionEvalRow row = evaluate_cache(build_policy_cache(policy_spec, data, seed), data, timing_repetitions, threads);
+  row.policy = policy_spec;  // as the caller spelled it
+  return row;
+}
+
+AttentionEvalRow evaluate_cache(const KVCache& cache, const AttentionCase& data, int timing_repetitions, int threads) {
+  check_case(data);
+  const size_t n = data.tokens, d = data.dim, queries = data.queries;
+  require(cache.layers() == 1 && cache.kv_heads() == 1 && cache.head_dim() == d && cache.tokens(0) == n,
+          "attention eval: the cache holds {} layers x {} kv heads x {} tokens of dimension {}; '{}' needs 1 x 1 x {} "
+          "of dimension {}",
+          cache.layers(), cache.kv_heads(), cache.tokens(0), cache.head_dim(), data.name, n, d);
   AttentionEvalRow row;
-  row.policy = policy_spec;
+  row.policy = cache.policy().spec();
   row.regime = data.name;
   row.tokens = n;
   row.bytes = cache.bytes();
@@ -114,21 +137,24 @@ AttentionEvalRow evaluate_policy(const std::string& policy_spec, const Attention
     const double mean = std::accumulate(query_bias.begin(), query_bias.end(), 0.0) / static_cast<double>(queries);
     double squares = 0.0;
     for (double bias : query_bias) squares += (bias - mean) * (bias - mean);
-    row.score_bias = mean;
-    row.score_bias_stderr =
+    row.score_error_mean = mean;
+    row.score_error_stderr_queries =
         queries > 1 ? std::sqrt(squares / static_cast<double>(queries - 1) / static_cast<double>(queries)) : 0.0;
   }
 
   std::vector<double> times;
+  AttentionOptions options;
+  options.threads = threads;
   for (int r = 0; r < std::max(timing_repetitions, 1); ++r) {
     const auto start = std::chrono::steady_clock::now();
-    const AttentionResult again = decode_attention(cache, 0, 0, data.query_rows.data(), queries);
+    const AttentionResult again = decode_attention(cache, 0, 0, data.query_rows.data(), queries, options);
     const auto stop = std::chrono::steady_clock::now();
     times.push_back(std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(queries));
     (void)again;
   }
   std::sort(times.begin(), times.end());
   row.ns_per_query = times[times.size() / 2];
+  row.ns_spread = (times[times.size() * 3 / 4] - times[times.size() / 4]) / row.ns_per_query;
   return row;
 }
 

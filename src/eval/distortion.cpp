@@ -17,6 +17,8 @@ void normalize_rows(std::vector<float>& values, size_t dim) {
   for (size_t start = 0; start < values.size(); start += dim) {
     double sum = 0;
     for (size_t j = 0; j < dim; ++j) sum += static_cast<double>(values[start + j]) * values[start + j];
+    require(std::isfinite(sum), "distortion: input row {} holds NaN or Inf (or values whose squares overflow)",
+            start / dim);
     require(sum > 0, "distortion: input row {} is a zero vector and cannot be normalized", start / dim);
     const double inverse = 1.0 / std::sqrt(sum);
     for (size_t j = 0; j < dim; ++j) values[start + j] = static_cast<float>(values[start + j] * inverse);
@@ -167,7 +169,6 @@ DistortionRow measure(const std::string& spec, uint64_t seed, size_t dim, const 
   double within = 0;
   for (size_t j = 0; j < q; ++j) within += per_query_sq[j] - per_query[j] * per_query[j];  // 0 for unused
   row.ip_var_d = dim * within / measured.queries;
-  if (codec->unbiased_inner_products()) row.ip_var_d_upper_bound = 0.0;  // filled in by the caller
   return row;
 }
 
@@ -206,7 +207,6 @@ std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
         bias_sq += r.ip_bias * r.ip_bias;
         mean.spec = r.spec;
         mean.code_bytes = r.code_bytes;
-        mean.ip_var_d_upper_bound = r.ip_var_d_upper_bound;
       }
       // With several seeds the seeds are the independent samples: vectors of real data share their
       // quantization errors under one rotation, so the per-vector standard error would be too small.
@@ -217,10 +217,9 @@ std::vector<DistortionRow> run_distortion(const DistortionConfig& config) {
       mean.bits = bits;
       mean.dim = dim;
       const double quarter = std::pow(4.0, -bits);
-      mean.mse_lower_bound = quarter;
-      mean.mse_upper_bound = std::sqrt(3.0) * M_PI / 2.0 * quarter;
-      mean.ip_var_d_lower_bound = quarter;
-      if (mean.ip_var_d_upper_bound) mean.ip_var_d_upper_bound = std::sqrt(3.0) * M_PI * M_PI * quarter;
+      if (config.input == "random") mean.mse_lower_bound = quarter;
+      if (name == "tq_mse") mean.mse_upper_bound = std::sqrt(3.0) * M_PI / 2.0 * quarter;
+      if (name == "tq_prod") mean.ip_var_d_upper_bound = std::sqrt(3.0) * M_PI * M_PI * quarter;
       rows.push_back(mean);
     }
   }
