@@ -380,7 +380,7 @@ TEST(KVCacheFile, RoundTripIsBitExactAndCorruptFilesAreRefused) {
   for (const auto& [at, value] : {std::pair<size_t, uint64_t>{layers_at, 4096}, {kv_heads_at, 4096},
                                   {kv_heads_at, uint64_t{1} << 62}, {layers_at, ~uint64_t{0}}}) {
     SCOPED_TRACE(testing::Message() << "field at " << at << " = " << value);
-    const std::string message = testutil::error_of([&] { KVCache::load(resealed(at, value)); });
+    const std::string message = testutil::error_of([&, at = at, value = value] { KVCache::load(resealed(at, value)); });
     EXPECT_TRUE(message.find("heads claimed") != std::string::npos) << message;
   }
   // An fp16 +Inf as head 0's first sink key (after the header, the policy text and the head's

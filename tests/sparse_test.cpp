@@ -337,3 +337,26 @@ TEST(BalanceKV, PrefillVariantAndPaperDenominator) {
   EXPECT_NE(testutil::error_of([] { make_selector("balancekv:ratio=0.25,mode=tree", 8); }).find("mode=tree"),
             std::string::npos);
 }
+
+// At d = 64 the paper's (10, 150) tables outweigh the fp16 keys and values they index; cap=1 takes
+// as many tables as keep them below it, from kMagicPigCapTokens tokens on, for each table layout
+// (bucketed ids at K <= 12, raw u16 codes to 16, u32 beyond).
+TEST(MagicPig, CapKeepsTheTablesBelowTheCacheTheyIndex) {
+  const size_t d = 64;
+  for (const size_t n : {kMagicPigCapTokens, size_t{70000}}) {
+    const auto keys = testutil::gaussian_matrix(n, d, 3);
+    const double kv_bytes = 4.0 * d * static_cast<double>(n);
+    auto paper = make_selector("magicpig:K=10,L=150", d, 1);
+    paper->append(keys.data(), keys.data(), n);
+    EXPECT_GT(paper->index_bytes(), kv_bytes) << n;
+    for (const char* spec : {"magicpig:K=10,L=150,cap=1", "magicpig:K=14,L=300,cap=1", "magicpig:K=20,L=300,cap=1"}) {
+      auto capped = make_selector(spec, d, 1);
+      capped->append(keys.data(), keys.data(), n);
+      EXPECT_LT(capped->index_bytes(), kv_bytes) << spec << " at " << n << " tokens: " << capped->spec();
+      EXPECT_GT(capped->index_bytes(), 0.6 * kv_bytes) << spec << ": the cap should not waste the budget";
+    }
+  }
+  EXPECT_EQ(make_selector("magicpig:K=10,L=150,cap=100", d, 1)->spec(), "magicpig:K=10,L=150,hits=2,center=1");
+  EXPECT_NE(testutil::error_of([] { make_selector("magicpig:K=10,L=150,cap=0.01", 64); }).find("leaves no table"),
+            std::string::npos);
+}

@@ -26,9 +26,9 @@ HWY_INLINE __m256i ByteDot(__m256i acc, __m256i u, __m256i s) {
 // Whether this CPU has the VNNI form ByteDot<true> uses and it is allowed (set_shuffle_vnni_allowed).
 bool ShuffleVnniUsable() {
 #if HWY_TARGET == HWY_AVX2
-  static const bool has = __builtin_cpu_supports("avxvnni");
+  const bool has = cpu_has_avx_vnni();
 #else
-  static const bool has = __builtin_cpu_supports("avx512vnni");
+  const bool has = cpu_has_avx512_vnni();
 #endif
   return has && shuffle_vnni_allowed();
 }

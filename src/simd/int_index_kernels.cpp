@@ -26,6 +26,7 @@
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/error.hpp"
 #include "simd/amx.hpp"
+#include "simd/cpu_features.hpp"
 #include "simd/exp_non_positive-inl.h"
 #include "simd/fetch.hpp"
 #include "simd/int_index_kernels.hpp"

@@ -94,8 +94,10 @@ class IndexRows {
     if constexpr (kPermutes) {
       for (size_t t = 0; t < std::size(tables_); ++t) tables_[t] = hn::LoadU(df, src.table + t * lanes);
     } else if (!Gathers()) {
-      HWY_ALIGN float padded[2 * HWY_MAX_BYTES / sizeof(float)] = {};
-      std::memcpy(padded, src.table, (size_t{1} << kBits) * sizeof(float));
+      // Room for every level, though only widths whose levels fit two vectors come here.
+      constexpr size_t kLevels = size_t{1} << kBits;
+      HWY_ALIGN float padded[std::max(2 * HWY_MAX_BYTES / sizeof(float), kLevels)] = {};
+      std::memcpy(padded, src.table, kLevels * sizeof(float));
       low_ = hn::Load(df, padded);
       high_ = hn::Load(df, padded + lanes);
     }

@@ -6,10 +6,6 @@
 
 namespace kvsketch {
 
-namespace {
-constexpr int kMostBucketedBits = 12;  // beyond, the bucket starts of a small block outweigh its ids
-}
-
 LshTables::LshTables(int bits, int tables) : bits_(bits), tables_(tables), bucketed_(bits <= kMostBucketedBits) {
   require(bits >= 1 && bits <= 32 && tables >= 1, "lsh tables: bad shape K={} L={}", bits, tables);
   if (bits <= 16)

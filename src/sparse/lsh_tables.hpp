@@ -24,6 +24,7 @@ class LshTables {
   static constexpr size_t kBlockTokens = 61440;  // 60 x kOpenTokens; bucket starts fit in u16
   static constexpr size_t kOpenTokens = 1024;
   static constexpr size_t kGrowthStep = 256;     // unbucketed buffers grow by this many tokens at a time
+  static constexpr int kMostBucketedBits = 12;   // beyond, the bucket starts of a small block outweigh its ids
 
   LshTables(int bits, int tables);
   // One token's codes, one per table (each below 2^bits).

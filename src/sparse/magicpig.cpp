@@ -11,8 +11,9 @@
 // the exact sinks and window as it is.
 // Projections are Gaussian, one d x (K L) matrix per selector (shared by its heads; the paper
 // shares one across the model). The tables (lsh_tables.hpp) hold per token L u16 ids in
-// bucket-sorted blocks plus the blocks' bucket starts, and ||k_i - c|| (fp32): about 379 bytes per
-// token at (10, 150), against 512 for fp16 K+V at d = 128. A query reads one bucket per table and
+// bucket-sorted blocks plus the blocks' bucket starts, and ||k_i - c|| (fp32): about 310 bytes per
+// token at (10, 150) (magicpig_bytes_per_token), against 512 for fp16 K+V at d = 128 and 256 at
+// d = 64, where cap=1 limits the tables. A query reads one bucket per table and
 // block, then only the keys it samples.
 #include <algorithm>
 #include <cmath>
@@ -84,6 +85,20 @@ MagicPig::MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint
     grid[i] = exact_neg_log_inclusion(cosine, bits, tables, hits);
   }
   neg_log_u_grid_ = std::make_shared<const std::vector<double>>(std::move(grid));
+}
+
+double magicpig_bytes_per_token(int bits, int tables) {
+  const double per_table = bits <= LshTables::kMostBucketedBits
+                               ? 2.0 + 2.0 * static_cast<double>((size_t{1} << bits) + 1) / kMagicPigCapTokens
+                           : bits <= 16 ? 2.5
+                                        : 5.0;
+  return per_table * tables + sizeof(float);
+}
+
+int magicpig_tables_within(int bits, size_t dim, double cap) {
+  const double budget = 0.9 * cap * 4.0 * static_cast<double>(dim);
+  const double per_table = magicpig_bytes_per_token(bits, 1) - magicpig_bytes_per_token(bits, 0);
+  return static_cast<int>(std::clamp(std::floor((budget - magicpig_bytes_per_token(bits, 0)) / per_table), 0.0, 4096.0));
 }
 
 std::string MagicPig::spec() const {

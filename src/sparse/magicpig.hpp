@@ -13,6 +13,18 @@ namespace kvsketch {
 // p = 1 - arccos(cosine) / pi (the paper's Eq. 10, any number of hits).
 double magicpig_inclusion_probability(double cosine, int bits, int tables, int hits);
 
+// Index bytes per token of `tables` tables of `bits` bits, at most, over a stream of
+// kMagicPigCapTokens tokens or more: the ids, or the raw codes at capacity (grown by a quarter at a
+// time; lsh_tables.hpp), the blocks' bucket starts (heaviest per token at that length: one block,
+// partly filled) and ||k - c|| (4 bytes).
+inline constexpr size_t kMagicPigCapTokens = 16384;
+double magicpig_bytes_per_token(int bits, int tables);
+// The most tables whose index stays within `cap` times the fp16 keys and values it indexes (4 dim
+// bytes per token) from kMagicPigCapTokens tokens on, with 10% to spare for the buffers' growth.
+// At d = 64 the paper's (10, 150) tables take about 1.2-1.35 times that cache;
+// magicpig:...,cap=1 keeps them below it.
+int magicpig_tables_within(int bits, size_t dim, double cap);
+
 class MagicPig final : public TokenSelector {
  public:
   MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint64_t seed);

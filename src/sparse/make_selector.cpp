@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "codec/spec_parser.hpp"
@@ -14,12 +15,21 @@ std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim
   const ParsedSpec parsed = parse_spec(spec, "selector");
   if (auto baseline = make_baseline_selector(parsed, dim, seed)) return baseline;
   if (parsed.name == "magicpig") {
-    const SpecParameters p(parsed.name, parsed.values, {"K", "L", "hits", "center"}, "selector");
+    const SpecParameters p(parsed.name, parsed.values, {"K", "L", "hits", "center", "cap"}, "selector");
     require(p.has("K") && p.has("L"), "selector 'magicpig': parameters K (bits, 1..32) and L (tables) are required, "
                                       "e.g. magicpig:K=10,L=150");
     const int bits = static_cast<int>(p.integer("K", 0, 1, 32));
-    const int tables = static_cast<int>(p.integer("L", 0, 1, 4096));
-    const int hits = static_cast<int>(p.integer("hits", 2, 1, tables));
+    int tables = static_cast<int>(p.integer("L", 0, 1, 4096));
+    if (p.has("cap")) {
+      // cap=F: no more tables than keep the index within F times the fp16 keys and values it indexes.
+      const double cap = p.real("cap", 1.0, 0.01, 100.0);
+      const int most = magicpig_tables_within(bits, dim, cap);
+      require(most >= 1, "selector 'magicpig': cap={} leaves no table at K={} and dimension {} (one table takes "
+                         "{:.1f} bytes per token, the fp16 cache {})",
+              cap, bits, dim, magicpig_bytes_per_token(bits, 1) - magicpig_bytes_per_token(bits, 0), 4 * dim);
+      tables = std::min(tables, most);
+    }
+    const int hits = static_cast<int>(p.integer("hits", std::min(2, tables), 1, tables));
     const bool center = p.integer("center", 1, 0, 1) != 0;
     return std::make_unique<MagicPig>(dim, bits, tables, hits, center, seed);
   }
