@@ -117,7 +117,7 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
     if (chunks == 2) _tile_loadd(7, b.get() + b_bytes, b_stride);
   }
 
-  const auto unpack = [&](size_t slab) {
+  const auto unpack = [&](size_t slab) KVSKETCH_KERNEL_ATTR {
     const size_t first = slab * kTileRows;
     if (slab % kSlabsPerBlock == 0) {
       Block& block = blocks[slab / kSlabsPerBlock % 2];
@@ -142,7 +142,7 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
       _tile_dpbusd(C, A1, 7);                                         \
     }                                                                 \
   }
-  const auto multiply = [&](size_t slab) {
+  const auto multiply = [&](size_t slab) KVSKETCH_KERNEL_ATTR {
     const uint8_t* a = levels.get() + slab % 2 * kTileRows * padded;
     if (slab % 2 == 0) {
       KVSKETCH_SLAB_PRODUCTS(0, 2, 3)
@@ -151,7 +151,7 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
     }
   };
 #undef KVSKETCH_SLAB_PRODUCTS
-  const auto store = [&](size_t slab) {
+  const auto store = [&](size_t slab) KVSKETCH_KERNEL_ATTR {
     int32_t* c = sums.get() + (slab / kSlabsPerBlock % 2 * kIntBlockRows + slab % kSlabsPerBlock * kTileRows) * heads;
     if (slab % 2 == 0) {
       _tile_stored(0, c, c_stride);
@@ -164,7 +164,7 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
   const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm512_set1_epi32(static_cast<int>(heads)));
   const HeadColumns head_columns;
-  const auto write_scores = [&](size_t index) {
+  const auto write_scores = [&](size_t index) KVSKETCH_KERNEL_ATTR {
     const Block& block = blocks[index % 2];
     const int32_t* block_sums = sums.get() + index % 2 * kIntBlockRows * heads;
     // The rows' factors now, when unpacking has brought their lines in: read at the block's start
@@ -239,7 +239,7 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
   const uint8_t* end = CodesEnd(rows, n);
 
   // Quads [quad, quad + 8) of step's B tiles (quad 0: with the block's weights first).
-  const auto build = [&](size_t step, size_t quad) {
+  const auto build = [&](size_t step, size_t quad) KVSKETCH_KERNEL_ATTR {
     const size_t index = step / chunks, k = step % chunks, start = index * kIntBlockRows;
     const size_t count = std::min(kIntBlockRows, n - start);
     if (k == 0 && quad == 0) {
@@ -267,14 +267,14 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
       if (4 * q + 3 < count) {
         lookups[k](row, row + stride, row + 2 * stride, row + 3 * stride, end, v);
       } else {  // rows past count repeat the last (their weights are zero)
-        const auto at = [&](size_t t) { return first + std::min(4 * q + t, count - 1) * stride; };
+        const auto at = [&](size_t t) KVSKETCH_KERNEL_ATTR { return first + std::min(4 * q + t, count - 1) * stride; };
         lookups[k](at(0), at(1), at(2), at(3), end, v);
       }
       for (size_t m = 0; m < 4; ++m) _mm512_store_si512(b + q * 64 + m * kTileBytes, v[m]);
     }
   };
   // B tiles m = 0, 1 (half 0) or m = 2, 3 and the stores (half 1) of step's products.
-  const auto multiply = [&](size_t step, size_t half) {
+  const auto multiply = [&](size_t step, size_t half) KVSKETCH_KERNEL_ATTR {
     const int8_t* b = values.get() + step % 2 * 4 * kTileBytes;
     int32_t* c = sums.get() + step % 2 * 4 * kTileRows * kTileRows;
     if (half == 0) {
@@ -298,7 +298,7 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
     _tile_stored(6, c + 2 * kTileRows * kTileRows, 64);
     _tile_stored(7, c + 3 * kTileRows * kTileRows, 64);
   };
-  const auto add_up = [&](size_t step) {
+  const auto add_up = [&](size_t step) KVSKETCH_KERNEL_ATTR {
     const size_t index = step / chunks, k = step % chunks;
     const int32_t* c = sums.get() + step % 2 * 4 * kTileRows * kTileRows;
     for (size_t h = 0; h < heads; ++h) {

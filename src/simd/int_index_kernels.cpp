@@ -32,16 +32,28 @@
 #include "simd/int_index_kernels.hpp"
 #include "simd/quad_rows.hpp"
 
+// Highway 1.0's target string for AVX3_DL names "avxvnni" (the VEX form) where the EVEX form is
+// meant; the runtime check of the target includes AVX512-VNNI. AMX is enabled for the tile
+// kernels of int_index_amx-inl.h, which run only where amx_usable() says so. GCC takes a pragma
+// for the rest of the file (below); clang's pragma attribute must come before Highway's, as the
+// outermost target attribute is the one that applies; lambdas with an attribute of their own
+// take KVSKETCH_KERNEL_ATTR.
+#undef KVSKETCH_KERNEL_ATTR
+#if HWY_TARGET == HWY_AVX3_DL
+#define KVSKETCH_KERNEL_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni,amx-tile,amx-int8")))
+#if defined(__clang__)
+HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512vnni,amx-tile,amx-int8")
+#endif
+#else
+#define KVSKETCH_KERNEL_ATTR HWY_ATTR
+#endif
 HWY_BEFORE_NAMESPACE();
 namespace kvsketch::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if HWY_TARGET == HWY_AVX3_DL
-// Highway 1.0's target string for AVX3_DL names "avxvnni" (the VEX form) where the EVEX form is
-// meant; the runtime check of the target includes AVX512-VNNI. AMX is enabled for the tile
-// kernels of int_index_amx-inl.h, which run only where amx_usable() says so.
-#pragma GCC target("avx512vnni,amx-tile,amx-int8")
+#if HWY_TARGET == HWY_AVX3_DL && !defined(__clang__)
+#pragma GCC target("avx512vnni,amx-tile,amx-int8")  // see KVSKETCH_KERNEL_ATTR above
 #endif
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
@@ -400,6 +412,9 @@ bool QuadsNativeImpl(const RowSource& rows) {
 }  // namespace HWY_NAMESPACE
 }  // namespace kvsketch::simd
 HWY_AFTER_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL && defined(__clang__)
+HWY_POP_ATTRIBUTES
+#endif
 
 #if HWY_ONCE
 namespace kvsketch::simd {

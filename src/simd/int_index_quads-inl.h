@@ -44,7 +44,7 @@ struct RowPairs {
   }
   // Four rows `stride` apart from r0, all readable for 32 bytes.
   HWY_INLINE RowPairs(const uint8_t* r0, size_t stride) {
-    const auto load = [](const uint8_t* at) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)); };
+    const auto load = [](const uint8_t* at) KVSKETCH_KERNEL_ATTR { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)); };
     a = _mm512_inserti64x4(_mm512_castsi256_si512(load(r0)), load(r0 + stride), 1);
     b = _mm512_inserti64x4(_mm512_castsi256_si512(load(r0 + 2 * stride)), load(r0 + 3 * stride), 1);
   }
@@ -159,7 +159,7 @@ HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, si
   __m512i acc[kHeads][kVectors];
   for (int h = 0; h < kHeads; ++h)
     for (int m = 0; m < kVectors; ++m) acc[h][m] = _mm512_set1_epi32(start[h]);
-  const auto add = [&](const __m512i* v, size_t q) {
+  const auto add = [&](const __m512i* v, size_t q) KVSKETCH_KERNEL_ATTR {
     for (int h = 0; h < kHeads; ++h) {
       int32_t quad;  // the weights of rows q..q+3, row q in the low byte
       std::memcpy(&quad, weight_bytes + h * kIntBlockRows + q, sizeof(quad));
@@ -238,7 +238,7 @@ class QuadAccumulator {
     HWY_ALIGN float row_factor[kIntBlockRows];
     LoadFactors(rows_, factors_, start, count, row_factor);
     // The weights straight to signed bytes, and 128 sum(w) from the same integers.
-    block_.Round(weights, heads_, weight_stride, 0, count, row_factor, [&](size_t h, const VI32* rounded) {
+    block_.Round(weights, heads_, weight_stride, 0, count, row_factor, [&](size_t h, const VI32* rounded) KVSKETCH_KERNEL_ATTR {
       static_assert(BlockWeights::kVectors == 4);
       for (size_t v = 0; v < 4; ++v)
         _mm_storeu_si128(reinterpret_cast<__m128i*>(weight_bytes_.data() + h * kIntBlockRows + 16 * v),
@@ -264,7 +264,7 @@ class QuadAccumulator {
       FetchRows(rows_, start + kIntBlockRows + k * part, part, n);
       const QuadLookup& lookup = lookups[k];
       __m512i sums[8][4];
-      const auto flush = [&](size_t first_head, size_t group) HWY_ATTR __attribute__((always_inline)) {
+      const auto flush = [&](size_t first_head, size_t group) KVSKETCH_KERNEL_ATTR __attribute__((always_inline)) {
         for (size_t g = 0; g < group; ++g) {
           const size_t head = first_head + g;
           if (!live[head]) continue;
@@ -276,7 +276,7 @@ class QuadAccumulator {
           }
         }
       };
-      const auto run = [&](size_t h, auto group) HWY_ATTR __attribute__((always_inline)) {
+      const auto run = [&](size_t h, auto group) KVSKETCH_KERNEL_ATTR __attribute__((always_inline)) {
         constexpr int kGroup = decltype(group)::value;
         if (quads)
           QuadChunkSumsOf<kGroup, true>(lookup, first, stride, count, end, weight_bytes + h * kIntBlockRows,
@@ -377,7 +377,7 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
   // once for four of them. (Two groups at a time kept fewer values live, but GCC then folded every
   // query load into each vpdpbusd, twice per vector, and the step took 254-273 us against 228-248
   // at 16k tokens, one thread, Zen 4.)
-  const auto row = [&](size_t r) { return first + std::min(r, last) * stride; };
+  const auto row = [&](size_t r) KVSKETCH_KERNEL_ATTR { return first + std::min(r, last) * stride; };
   __m512i acc[4][4];
   for (int g = 0; g < 4; ++g)
     for (int h = 0; h < 4; ++h) acc[g][h] = _mm512_setzero_si512();
@@ -389,7 +389,7 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
     // and 96 for example) skips the blocks past dim: their sums are zero.
     const size_t live_blocks = kChunks == 0 ? lookup.blocks() : k + 1 == kChunks ? kLastBlocks : 4;
     // The blocks' products: per block kb, group g's levels from levels(g, kb, gather(kb)).
-    const auto multiply = [&](const auto& gather, const auto& levels) HWY_ATTR __attribute__((always_inline)) {
+    const auto multiply = [&](const auto& gather, const auto& levels) KVSKETCH_KERNEL_ATTR __attribute__((always_inline)) {
 #pragma GCC unroll 4
       for (int kb = 0; kb < 4; ++kb) {
         if (kb >= static_cast<int>(live_blocks)) break;
@@ -405,10 +405,10 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
     };
     if constexpr (kQuads) {
       // Group g is quad g (the quad of row `last` past it); a load and a one-source gather a block.
-      const auto quad = [&](size_t g) { return first + 4 * (kWhole ? g : std::min(g, last / 4)) * stride; };
+      const auto quad = [&](size_t g) KVSKETCH_KERNEL_ATTR { return first + 4 * (kWhole ? g : std::min(g, last / 4)) * stride; };
       const __m512i gather = lookup.QuadGather();
-      multiply([&](int) HWY_ATTR __attribute__((always_inline)) { return gather; },
-               [&](int g, int kb, __m512i block_gather) HWY_ATTR __attribute__((always_inline)) {
+      multiply([&](int) KVSKETCH_KERNEL_ATTR __attribute__((always_inline)) { return gather; },
+               [&](int g, int kb, __m512i block_gather) KVSKETCH_KERNEL_ATTR __attribute__((always_inline)) {
                  const uint8_t* at = quad(g) + lookup.QuadBlock(kb);
                  const __m512i window =
                      kWhole ? _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)))
@@ -418,7 +418,7 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
                });
       continue;
     }
-    const auto group = [&](size_t g) {
+    const auto group = [&](size_t g) KVSKETCH_KERNEL_ATTR {
       if constexpr (kWhole)
         return RowPairs(first + 4 * g * stride + lookup.offset(), stride);
       else
@@ -426,8 +426,8 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
                         row(4 * g + 3), end);
     };
     const RowPairs pairs[4] = {group(0), group(1), group(2), group(3)};
-    multiply([&](int kb) HWY_ATTR __attribute__((always_inline)) { return lookup.Gather(kb); },
-             [&](int g, int, __m512i block_gather) HWY_ATTR __attribute__((always_inline)) {
+    multiply([&](int kb) KVSKETCH_KERNEL_ATTR __attribute__((always_inline)) { return lookup.Gather(kb); },
+             [&](int g, int, __m512i block_gather) KVSKETCH_KERNEL_ATTR __attribute__((always_inline)) {
                return pairs[g].Lookup(block_gather, shifts, table);
              });
   }

@@ -1,0 +1,20 @@
+// FlatIndex::load on arbitrary payloads (sealed with a matching checksum). An index that loads
+// must find its rows with finite scores.
+#include <vector>
+
+#include "fuzz_input.hpp"
+#include "kvsketch/ann.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::vector<uint8_t> file = kvsketch::fuzz::sealed(data, size);
+  const std::string path = kvsketch::fuzz::write_input(file.data(), file.size(), ".kvi");
+  try {
+    const kvsketch::FlatIndex index = kvsketch::FlatIndex::load(path);
+    if (index.size() == 0) return 0;
+    const std::vector<float> query(index.dim(), 0.5f);
+    const kvsketch::Neighbors hits = index.search(query.data(), 1, 1);
+    kvsketch::fuzz::require_finite(hits.score(0, 0), "the loaded index's best score");
+  } catch (const kvsketch::Error&) {
+  }
+  return 0;
+}
