@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Installs, builds and runs every test. With SANITIZE=1 it builds into build-asan/ with
-# AddressSanitizer + UndefinedBehaviorSanitizer instead.
+# Installs, builds and runs every test. With SANITIZE=1 it builds with AddressSanitizer +
+# UndefinedBehaviorSanitizer instead, into build-asan/ (GCC) or build-asan-clang/ (CXX=clang++,
+# which also builds the fuzz targets of scripts/fuzz.sh in the same tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ "${SANITIZE:-0}" = "1" ]; then
-  export BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo
-  bash scripts/build.sh -DKVSKETCH_SANITIZE=ON -DKVSKETCH_BUILD_BENCH=OFF
+  export BUILD_TYPE=RelWithDebInfo
+  if [[ "${CXX:-}" == *clang* ]]; then
+    export BUILD_DIR=${BUILD_DIR:-build-asan-clang}
+    bash scripts/build.sh -DKVSKETCH_SANITIZE=ON -DKVSKETCH_FUZZ=ON -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=OFF
+  else
+    export BUILD_DIR=${BUILD_DIR:-build-asan}
+    bash scripts/build.sh -DKVSKETCH_SANITIZE=ON -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=OFF
+  fi
 else
   bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON
 fi

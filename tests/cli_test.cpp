@@ -8,18 +8,11 @@
 #include <cstdio>
 #include <memory>
 
+#include "test_util.hpp"
+
 namespace {
 
-std::pair<int, std::string> run(const std::string& arguments) {
-  const std::string command = std::string(KVSKETCH_TOOL_PATH) + " " + arguments + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string output;
-  std::array<char, 4096> buffer;
-  size_t got;
-  while ((got = fread(buffer.data(), 1, buffer.size(), pipe.get())) > 0) output.append(buffer.data(), got);
-  const int status = pclose(pipe.release());
-  return {WEXITSTATUS(status), output};
-}
+std::pair<int, std::string> run(const std::string& arguments) { return kvsketch::testutil::run_tool(arguments); }
 
 }  // namespace
 

@@ -4,7 +4,10 @@
 #include <hwy/targets.h>
 #include <zlib.h>
 
+#include <array>
 #include <cmath>
+#include <cstdio>
+#include <memory>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -33,11 +36,11 @@ inline std::string error_of(const std::function<void()>& call) {
 }
 
 // A cache or index file (checked_file.hpp: payload, then u64 payload bytes, u32 CRC-32, u32 0)
-// with `value` written over the 8 payload bytes at `at` and the trailer made to match: an edit
-// the checksum does not catch, for the loaders' own checks.
-inline std::string resealed(const std::string& file, size_t at, uint64_t value) {
+// with `bytes` written over the payload at `at` and the trailer made to match: an edit the
+// checksum does not catch, for the loaders' own checks.
+inline std::string resealed_bytes(const std::string& file, size_t at, const std::string& bytes) {
   std::string payload = file.substr(0, file.size() - 16);
-  std::memcpy(payload.data() + at, &value, sizeof(value));
+  payload.replace(at, bytes.size(), bytes);
   const uint32_t crc = static_cast<uint32_t>(
       crc32(0, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size())));
   const uint64_t length = payload.size();
@@ -46,6 +49,23 @@ inline std::string resealed(const std::string& file, size_t at, uint64_t value) 
   payload.append(reinterpret_cast<const char*>(&crc), 4);
   payload.append(reinterpret_cast<const char*>(&reserved), 4);
   return payload;
+}
+
+// The same with a u64 `value` over the 8 payload bytes at `at`.
+inline std::string resealed(const std::string& file, size_t at, uint64_t value) {
+  return resealed_bytes(file, at, std::string(reinterpret_cast<const char*>(&value), sizeof(value)));
+}
+
+// Runs the kvsketch tool with `arguments` (stderr joined to stdout): its exit status and output.
+inline std::pair<int, std::string> run_tool(const std::string& arguments) {
+  const std::string command = std::string(KVSKETCH_TOOL_PATH) + " " + arguments + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  std::string output;
+  std::array<char, 4096> buffer;
+  size_t got;
+  while ((got = fread(buffer.data(), 1, buffer.size(), pipe.get())) > 0) output.append(buffer.data(), got);
+  const int status = pclose(pipe.release());
+  return {WEXITSTATUS(status), output};
 }
 
 // Runs `check` once per SIMD target compiled in and supported by this CPU.

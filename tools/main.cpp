@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Help and --version exit 0; every bad argument exits 2, as the commands' own errors do.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     kvsketch::simd::select_target_from_environment();

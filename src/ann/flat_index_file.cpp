@@ -96,7 +96,15 @@ FlatIndex FlatIndex::load(const std::string& path) {
   in.into(index.center_, in.u64("centre length"), "centre");
   require(index.center_.empty() || index.center_.size() == dim,
           "load: {} is inconsistent: a centre of {} values at dimension {}", path, index.center_.size(), dim);
-  for (const float value : index.center_) require(std::isfinite(value), "load: {} has a non-finite centre", path);
+  // The mean of rows add() accepted: finite, and so is its squared norm.
+  const auto stored_rows = [&](const std::vector<float>& values, const char* what) {
+    try {
+      if (!values.empty()) require_finite_rows(values.data(), values.size() / dim, dim, what);
+    } catch (const Error& e) {
+      throw Error(fmt::format("load: {} is corrupted: {}", path, e.what()));
+    }
+  };
+  stored_rows(index.center_, "the centre");
   const size_t code_bytes = index.code_bytes_per_vector();
   require(rows <= in.remaining() / std::max<size_t>(code_bytes, 1), "load: {} is truncated: {} rows claimed", path,
           rows);
@@ -118,8 +126,7 @@ FlatIndex FlatIndex::load(const std::string& path) {
   for (const auto* halves : {&index.norms_, &index.copy16_})
     for (const uint16_t bits : *halves)
       require(half_is_finite(bits), "load: {} is corrupted: a stored norm or copy is NaN or Inf", path);
-  for (const float value : index.copy32_)
-    require(std::isfinite(value), "load: {} is corrupted: a stored copy is NaN or Inf", path);
+  stored_rows(index.copy32_, "the fp32 copies");
   const size_t bad_row = index.fast_ ? index.fast_->first_non_finite_row() : index.codec_->first_non_finite_row(index.codes_);
   require(bad_row == rows, "load: {} is corrupted: row {} (id {}) decodes to NaN or Inf (a norm or scale no encoder writes)",
           path, bad_row, bad_row < rows ? index.ids_[bad_row] : -1);

@@ -27,6 +27,7 @@ HWY_INLINE void StoreIndices(DI di, V index, uint8_t* out, int32_t* scratch) {
   hn::Store(index, di, scratch);
   out[0] = static_cast<uint8_t>(scratch[0]);
 #else
+  (void)di;
   (void)scratch;
   const hn::Rebind<uint8_t, DI> du8;
   hn::StoreU(hn::DemoteTo(du8, index), du8, out);

@@ -62,7 +62,7 @@ double magicpig_inclusion_probability(double cosine, int bits, int tables, int h
 }
 
 MagicPig::MagicPig(size_t dim, int bits, int tables, int hits, bool center, uint64_t seed)
-    : dim_(dim), bits_(bits), tables_(tables), hits_(hits), center_(center), seed_(seed), tables_index_(std::clamp(bits, 1, 32), std::max(tables, 1)) {
+    : dim_(dim), bits_(bits), tables_(tables), hits_(hits), center_(center), tables_index_(std::clamp(bits, 1, 32), std::max(tables, 1)) {
   require(bits >= 1 && bits <= 32, "magicpig: K (bits per table) must be in 1..32, got {}", bits);
   require(tables >= 1 && tables <= 4096, "magicpig: L (tables) must be in 1..4096, got {}", tables);
   require(hits >= 1 && hits <= tables, "magicpig: hits must be in 1..L = {}, got {}", tables, hits);

@@ -50,7 +50,6 @@ class MagicPig final : public TokenSelector {
   size_t dim_;
   int bits_, tables_, hits_;
   bool center_;
-  uint64_t seed_;
   size_t tokens_ = 0;
   // K L directions of d coordinates, in panels (see the constructor); immutable, shared by clones.
   std::shared_ptr<const std::vector<float>> projection_;
