@@ -7,7 +7,7 @@
 # replay with $BUILD_DIR/NAME_fuzzer FILE. A longer run: FUZZ_SECONDS=3600 bash scripts/fuzz.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh clang
 export BUILD_DIR=${BUILD_DIR:-build-asan-clang} BUILD_TYPE=RelWithDebInfo CXX=clang++
 bash scripts/build.sh -DKVSKETCH_SANITIZE=ON -DKVSKETCH_FUZZ=ON -DKVSKETCH_BUILD_BENCH=OFF
 seconds=${FUZZ_SECONDS:-30}

@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of kvsketch from Debian packages. Idempotent: when all
-# packages are present it does nothing (no network needed).
+# Installs kvsketch's dependencies from Debian packages (Debian 12 "bookworm"; GCC 12 and CMake
+# 3.25 from it). Idempotent: when every package asked for is present it does nothing (no network).
+#   bash scripts/setup.sh              the library, the CLI, the tests and benchmarks
+#   bash scripts/setup.sh extras       also FAISS (ann eval --baselines faiss) and the Fashion-MNIST
+#                                      dataset (ann eval --data fashion-mnist), evaluation extras
+#   bash scripts/setup.sh clang        also clang with its sanitizer and libFuzzer runtimes
+# Groups combine: bash scripts/setup.sh extras clang
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libeigen3-dev libhwy-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libhdf5-dev
-          libfaiss-dev dataset-fashion-mnist)
+          libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libhdf5-dev)
+for group in "$@"; do
+  case "$group" in
+    extras) packages+=(libfaiss-dev dataset-fashion-mnist) ;;
+    clang) packages+=(clang libclang-rt-dev) ;;
+    *) echo "setup: unknown group '$group' (extras, clang)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

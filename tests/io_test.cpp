@@ -129,6 +129,8 @@ TEST(Io, ReadsGzippedIdx) {
 }
 
 TEST(Io, ReadsFashionMnistFromTheDebianPackage) {
+  if (!std::ifstream("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is an extra: bash scripts/setup.sh extras";
   const Matrix m = read_matrix("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
   EXPECT_EQ(m.rows, 10000u);
   EXPECT_EQ(m.cols, 784u);

@@ -2,6 +2,8 @@
 // "distances" (float32). Any numeric 2-D (or 1-D) dataset is read, converted to float by HDF5.
 #include <hdf5.h>
 
+#include <filesystem>
+
 #include "io/file_bytes.hpp"
 #include "io/shape_product.hpp"
 #include "kvsketch/error.hpp"
@@ -50,6 +52,14 @@ Matrix read_hdf5(const std::string& path, const std::string& name) {
   m.cols = rank == 2 ? dims[1] : dims[0];
   const size_t count = shape_product(path, {m.rows, m.cols}, sizeof(float));
   require(count > 0, "'{}': dataset '{}' is empty", path, name);
+  // The values come from the stored bytes, compressed at most about 1000:1 (deflate's limit):
+  // a header that claims more is refused before anything that size is allocated.
+  const double stored = static_cast<double>(H5Dget_storage_size(dataset.get()));
+  const double claimed = static_cast<double>(count) * static_cast<double>(H5Tget_size(type.get()));
+  require(stored <= static_cast<double>(std::filesystem::file_size(path)) && claimed <= 1100.0 * stored,
+          "'{}': dataset '{}' claims {} x {} values, but the file stores {} bytes of them (truncated or corrupt "
+          "file)",
+          path, name, m.rows, m.cols, stored);
   m.values.resize(count);
   require(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.values.data()) >= 0,
           "'{}': cannot read dataset '{}' (truncated or corrupt file)", path, name);
