@@ -80,6 +80,9 @@ class VectorCodec {
   // over a group of tokens); 1 for codecs whose rows stand alone. encode() takes, and every
   // row range must be, a multiple of it.
   virtual size_t row_group() const { return 1; }
+  // Memory of the codec's own fixed parts: rotations, sketches, a basis (not its codes). A KV cache
+  // holds one codec per head and role, and bounds their total (kv_cache.hpp).
+  virtual size_t state_bytes() const { return 0; }
 
   // Data-dependent setup (outlier channels of QJL and of a channel split); a no-op for
   // data-oblivious codecs. A KVCache calibrates such codecs on the first tokens of a sequence.

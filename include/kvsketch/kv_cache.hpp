@@ -38,9 +38,14 @@ class KVCache {
   // Limits (checked by the constructor, which builds two codecs per head): layers in 1..kMaxLayers,
   // kv_heads in 1..kMaxKVHeads, head_dim in 2..kMaxDim, layers x kv_heads <= kMaxHeads and
   // layers x kv_heads x head_dim <= kMaxHeadValues (a 126-layer, 128-head, 128-dim model is 2M).
-  // Policies with rotation=haar also need layers x kv_heads x head_dim^3 <= 2^32.
+  // Policies with rotation=haar also need layers x kv_heads x head_dim^3 <= 2^32, and the codecs'
+  // own state (dense sketches, rotations: VectorCodec::state_bytes) at most kMaxCodecStateBytes.
   static constexpr size_t kMaxLayers = 4096, kMaxKVHeads = 4096, kMaxHeads = 65536;
   static constexpr size_t kMaxHeadValues = size_t{1} << 24;
+  static constexpr size_t kMaxCodecStateBytes = size_t{4} << 30;
+  // The codecs' state a cache of this shape and policy would hold, from one key and one value
+  // codec per distinct layer spec (what load() bounds by the file's size before building).
+  static size_t codec_state_bytes(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy);
 
   KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed = 0);
 

@@ -36,6 +36,8 @@ class Rotation {
   // out = Pi^T x (in-place allowed).
   virtual void apply_transpose(const float* x, float* out) const = 0;
   virtual std::string name() const = 0;
+  // Memory held (signs, or the dense matrix).
+  virtual size_t bytes() const = 0;
 };
 
 class RandomizedHadamard final : public Rotation {
@@ -46,6 +48,7 @@ class RandomizedHadamard final : public Rotation {
   void apply_scaled(const float* x, float scale, float* out) const override;
   void apply_transpose(const float* x, float* out) const override;
   std::string name() const override;
+  size_t bytes() const override;
   int rounds() const { return rounds_; }
 
  private:
@@ -74,6 +77,7 @@ class HaarRotation final : public Rotation {
   void apply_scaled(const float* x, float scale, float* out) const override;
   void apply_transpose(const float* x, float* out) const override;
   std::string name() const override { return "haar"; }
+  size_t bytes() const override { return (columns_.size() + transposed_.size()) * sizeof(float); }
 
  private:
   size_t dim_;
@@ -91,6 +95,10 @@ enum class SketchKind { kGaussian, kOrthogonal, kHadamard };
 SketchKind parse_sketch_kind(const std::string& text);
 std::string sketch_kind_name(SketchKind kind);
 
+// Dense sketches (Gaussian, orthogonal) hold rows x dim floats: at most this many (64 MB); the
+// Hadamard sketch holds signs only and takes any size.
+inline constexpr size_t kMaxDenseSketchValues = size_t{1} << 24;
+
 class Sketch {
  public:
   Sketch(SketchKind kind, size_t rows, size_t dim, uint64_t seed, int hadamard_rounds = 2);
@@ -107,6 +115,8 @@ class Sketch {
   // rows, c_d = sqrt(pi/2) sqrt(d) Gamma(d/2)/(sqrt(pi) Gamma((d+1)/2)) for rows uniform on the
   // sphere of radius sqrt(d). QJL divides its scale by it, which makes Orthogonal exactly unbiased.
   double bias_factor() const { return bias_factor_; }
+  // Memory held: the dense matrix, or the Hadamard blocks' signs.
+  size_t bytes() const;
 
  private:
   void project(const float* x, float* out, bool scaled) const;

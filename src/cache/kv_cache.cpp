@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "codec/quad_rows_codec.hpp"
 #include "kvsketch/error.hpp"
@@ -56,6 +57,20 @@ KVCodecPair body_specs(const KVCodecPair& pair, const KVPolicy& policy, size_t h
   return {key ? "quads:" + pair.key : pair.key, value ? "quads:" + pair.value : pair.value};
 }
 
+// body_specs of every layer, each distinct pair worked out once (it builds the codecs to ask them,
+// which for a dense sketch or rotation is not free).
+std::vector<KVCodecPair> layer_body_specs(const KVPolicy& policy, size_t layers, size_t head_dim) {
+  std::map<std::pair<std::string, std::string>, KVCodecPair> known;
+  std::vector<KVCodecPair> specs;
+  for (size_t layer = 0; layer < layers; ++layer) {
+    const KVCodecPair& pair = policy.codecs_for(layer);
+    auto [it, fresh] = known.try_emplace({pair.key, pair.value});
+    if (fresh) it->second = body_specs(pair, policy, head_dim);
+    specs.push_back(it->second);
+  }
+  return specs;
+}
+
 }  // namespace
 
 KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed)
@@ -81,9 +96,15 @@ KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy
           layers, kv_heads, head_dim);
   for (const auto& [layer, pair] : policy.layer_overrides)
     require(layer < layers, "KVCache: policy overrides layer {}, but the cache has {} layers", layer, layers);
+  const size_t state = codec_state_bytes(layers, kv_heads, head_dim, policy);
+  require(state <= kMaxCodecStateBytes,
+          "KVCache: {} layers x {} kv heads of this policy's codecs would hold {} MB of rotations and sketches, "
+          "beyond {} MB (a dense sketch per head: use sketch=hadamard)",
+          layers, kv_heads, state >> 20, kMaxCodecStateBytes >> 20);
   heads_.resize(layers * kv_heads);
+  const std::vector<KVCodecPair> specs = layer_body_specs(policy, layers, head_dim);
   for (size_t layer = 0; layer < layers; ++layer) {
-    const KVCodecPair pair = body_specs(policy.codecs_for(layer), policy, head_dim);
+    const KVCodecPair& pair = specs[layer];
     for (size_t h = 0; h < kv_heads; ++h) {
       // Every layer and head gets its own rotation and sketch, derived from the cache seed.
       key_codecs_.push_back(make_codec(pair.key, head_dim, derive_seed(seed, {layer, h, 0})));
@@ -99,6 +120,18 @@ KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy
       // 2^24 tokens that a short sequence never fills).
     }
   }
+}
+
+size_t KVCache::codec_state_bytes(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy) {
+  // Seeds change a codec's values, not its size: one pair per distinct layer spec tells.
+  std::map<std::pair<std::string, std::string>, size_t> per_head;
+  size_t total = 0;
+  for (const KVCodecPair& pair : layer_body_specs(policy, layers, head_dim)) {
+    auto [it, fresh] = per_head.try_emplace({pair.key, pair.value}, 0);
+    if (fresh) it->second = make_codec(pair.key, head_dim)->state_bytes() + make_codec(pair.value, head_dim)->state_bytes();
+    total += it->second * kv_heads;
+  }
+  return total;
 }
 
 void KVCache::check_layer(size_t layer, const char* operation) const {

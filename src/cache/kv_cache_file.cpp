@@ -91,8 +91,23 @@ KVCache KVCache::load(const std::string& path) {
   require(layers == 0 || kv_heads == 0 || (layers <= room && kv_heads <= room / layers),
           "load: {} is truncated or corrupted: {} layers x {} kv heads claimed, room for at most {} heads", path, layers,
           kv_heads, room);
-  KVCache cache(layers, kv_heads, head_dim,
-                KVPolicy::parse(std::string(reinterpret_cast<const char*>(policy_text), policy_bytes)), seed);
+  const KVPolicy policy = [&] {
+    try {
+      return KVPolicy::parse(std::string(reinterpret_cast<const char*>(policy_text), policy_bytes));
+    } catch (const Error& e) {
+      throw Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
+    }
+  }();
+  // The codecs' rotations and sketches are rebuilt from the seed, not stored: a short file must not
+  // claim gigabytes of them (256 MB, or more in proportion to the file).
+  require(layers >= 1 && layers <= kMaxLayers && kv_heads >= 1 && kv_heads <= kMaxKVHeads && head_dim >= 2 &&
+              head_dim <= kMaxDim,
+          "load: {} is inconsistent: {} layers x {} kv heads x head_dim {}", path, layers, kv_heads, head_dim);
+  const size_t state = codec_state_bytes(layers, kv_heads, head_dim, policy);
+  require(state <= (size_t{256} << 20) + 64 * bytes.size(),
+          "load: {} is truncated or corrupted: its {} bytes describe a cache whose codecs hold {} MB", path,
+          bytes.size(), state >> 20);
+  KVCache cache(layers, kv_heads, head_dim, policy, seed);
   for (size_t i = 0; i < cache.heads_.size(); ++i) {
     HeadCache& h = cache.heads_[i];
     const uint64_t sinks = in.u64("sink count"), window = in.u64("window count"), body = in.u64("body rows");

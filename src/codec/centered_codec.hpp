@@ -19,6 +19,7 @@ class CenteredCodec final : public VectorCodec {
   explicit CenteredCodec(std::unique_ptr<VectorCodec> inner);
   std::string spec() const override { return "center:" + inner_->spec(); }
   size_t code_bytes() const override { return inner_->code_bytes(); }
+  size_t state_bytes() const override { return inner_->state_bytes() + mean_.size() * sizeof(float); }
   size_t row_group() const override { return inner_->row_group(); }
   bool unbiased_inner_products() const override { return inner_->unbiased_inner_products(); }
   // The inner accumulator, then the sum of the weights.

@@ -28,6 +28,11 @@ class ChannelSplit final : public VectorCodec {
   ChannelSplit(size_t dim, std::vector<std::unique_ptr<TurboQuant>> parts);
   std::string spec() const override;
   size_t code_bytes() const override { return code_bytes_; }
+  size_t state_bytes() const override {
+    size_t total = 0;
+    for (const auto& part : parts_) total += part->state_bytes();
+    return total;
+  }
   bool unbiased_inner_products() const override;
   size_t accumulator_size() const override { return accumulator_size_; }
   void finish_accumulator(const float* accumulator, float* out) const override;

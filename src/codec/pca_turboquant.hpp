@@ -48,6 +48,11 @@ class PcaTurboQuant final : public VectorCodec {
   ~PcaTurboQuant() override;
   std::string spec() const override;
   size_t code_bytes() const override { return plain_->code_bytes(); }
+  size_t state_bytes() const override {
+    size_t total = plain_->state_bytes() + (basis_.size() + eigenvalues_.size()) * sizeof(float);
+    for (const Group& group : groups_) total += group.rotation ? group.rotation->bytes() : 0;
+    return total;
+  }
   size_t accumulator_size() const override { return dim(); }
   void finish_accumulator(const float* accumulator, float* out) const override;
 

@@ -32,6 +32,9 @@ class Qjl final : public VectorCodec {
   Qjl(size_t dim, const QjlOptions& options);
   std::string spec() const override;
   size_t code_bytes() const override { return code_bytes_; }
+  size_t state_bytes() const override {
+    return (inlier_sketch_ ? inlier_sketch_->bytes() : 0) + (outlier_sketch_ ? outlier_sketch_->bytes() : 0);
+  }
   bool unbiased_inner_products() const override { return true; }
   void calibrate(const float* x, size_t n) override;
   bool calibrated_by_data() const override { return options_.outliers > 0; }

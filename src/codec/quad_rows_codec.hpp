@@ -20,6 +20,7 @@ class QuadRowsCodec final : public VectorCodec {
   explicit QuadRowsCodec(std::unique_ptr<VectorCodec> inner);
   std::string spec() const override { return "quads:" + inner_->spec(); }
   size_t code_bytes() const override { return inner_->code_bytes(); }
+  size_t state_bytes() const override { return inner_->state_bytes(); }
   size_t row_group() const override;
   bool unbiased_inner_products() const override { return inner_->unbiased_inner_products(); }
   size_t accumulator_size() const override { return inner_->accumulator_size(); }

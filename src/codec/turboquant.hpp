@@ -39,6 +39,7 @@ class TurboQuant final : public VectorCodec {
   TurboQuant(size_t dim, const TurboQuantOptions& options);
   std::string spec() const override;
   size_t code_bytes() const override { return code_bytes_; }
+  size_t state_bytes() const override { return rotation_->bytes() + (sketch_ ? sketch_->bytes() : 0); }
   bool unbiased_inner_products() const override { return options_.residual_signs; }
   size_t accumulator_size() const override { return dim() + (signs_ ? signs_->rows() : 0); }
   void finish_accumulator(const float* accumulator, float* out) const override;

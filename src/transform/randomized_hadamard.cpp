@@ -72,4 +72,10 @@ void RandomizedHadamard::apply_transpose(const float* x, float* out) const {
 
 std::string RandomizedHadamard::name() const { return fmt::format("hadamard:rounds={}", rounds_); }
 
+size_t RandomizedHadamard::bytes() const {
+  size_t total = final_flips_.size() * sizeof(float);
+  for (const Step& step : steps_) total += step.factors.size() * sizeof(float);
+  return total;
+}
+
 }  // namespace kvsketch

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "kvsketch/error.hpp"
+#include "kvsketch/limits.hpp"
 #include "kvsketch/random.hpp"
 #include "kvsketch/transform.hpp"
 #include "simd/kernels.hpp"
@@ -41,6 +42,13 @@ Sketch::Sketch(SketchKind kind, size_t rows, size_t dim, uint64_t seed, int hada
     block_scale_ = static_cast<float>(std::sqrt(static_cast<double>(dim)));
     return;
   }
+  require(kind != SketchKind::kOrthogonal || dim <= kMaxHaarDim,
+          "sketch: an orthogonal sketch orthogonalizes blocks of {} x {} (O(d^3) work), offered up to {} dimensions; "
+          "use sketch=hadamard or gaussian",
+          dim, dim, kMaxHaarDim);
+  require(rows <= kMaxDenseSketchValues / dim,
+          "sketch: a {} sketch of {} rows x {} dimensions would hold {} floats, beyond {}; use sketch=hadamard",
+          sketch_kind_name(kind), rows, dim, rows * dim, kMaxDenseSketchValues);
   columns_.resize(rows * dim);
   if (kind == SketchKind::kGaussian) {
     RandomStream stream(seed, StreamPurpose::kSketch, {rows, dim});
@@ -91,6 +99,12 @@ void Sketch::project_transpose_add(const float* z, float* out) const {
     blocks_[b]->apply_transpose(block.data(), block.data());
     simd::axpy(block_scale_, block.data(), out, dim_);
   }
+}
+
+size_t Sketch::bytes() const {
+  size_t total = columns_.size() * sizeof(float);
+  for (const auto& block : blocks_) total += block->bytes();
+  return total;
 }
 
 }  // namespace kvsketch
