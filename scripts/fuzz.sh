@@ -11,6 +11,7 @@ bash scripts/setup.sh clang
 export BUILD_DIR=${BUILD_DIR:-build-asan-clang} BUILD_TYPE=RelWithDebInfo CXX=clang++
 bash scripts/build.sh -DKVSKETCH_SANITIZE=ON -DKVSKETCH_FUZZ=ON -DKVSKETCH_BUILD_BENCH=OFF
 seconds=${FUZZ_SECONDS:-30}
+export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 if [[ "${CXX:-}" == *clang* ]]; then bash scripts/setup.sh extras clang; else bash scripts/setup.sh extras; fi
 if [ "${SANITIZE:-0}" = "1" ]; then
   export BUILD_TYPE=RelWithDebInfo
+  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   if [[ "${CXX:-}" == *clang* ]]; then
     export BUILD_DIR=${BUILD_DIR:-build-asan-clang}
     bash scripts/build.sh -DKVSKETCH_SANITIZE=ON -DKVSKETCH_FUZZ=ON -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=OFF
