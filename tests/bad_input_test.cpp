@@ -129,6 +129,9 @@ TEST(BadInput, ApiCallsAreClearErrorsWithinSeconds) {
          run_distortion(config);
        },
        "input row 1 holds NaN or Inf"},
+      {"HDF5 file on which libhdf5 itself crashes (segfault before it ran in a child process)",
+       [] { read_matrix(KVSKETCH_DATA_DIR "/../fuzz/corpus/hdf5_reader/regression_libhdf5_segfault.hdf5:train"); },
+       "libhdf5 failed on this file"},
       {"selector cap that leaves no table", [] { make_selector("magicpig:K=10,L=150,cap=0.01", 64); },
        "leaves no table"},
   };

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "io/file_bytes.hpp"
+#include "io/isolated_read.hpp"
 #include "io/shape_product.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/io.hpp"
@@ -28,9 +29,8 @@ class Handle {
   herr_t (*close_)(hid_t);
 };
 
-}  // namespace
-
-Matrix read_hdf5(const std::string& path, const std::string& name) {
+// The read itself, in the process that calls it.
+Matrix read_hdf5_here(const std::string& path, const std::string& name) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as return codes, reported by us
   require_readable_file(path, "read");
   require(H5Fis_hdf5(path.c_str()) > 0, "'{}': cannot open as HDF5 (missing or not an HDF5 file)", path);
@@ -64,6 +64,15 @@ Matrix read_hdf5(const std::string& path, const std::string& name) {
   require(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.values.data()) >= 0,
           "'{}': cannot read dataset '{}' (truncated or corrupt file)", path, name);
   return m;
+}
+
+}  // namespace
+
+Matrix read_hdf5(const std::string& path, const std::string& name) {
+  require_readable_file(path, "read");
+  // libhdf5 is not hardened against crafted files (it dereferences a failed allocation on some):
+  // it runs in a child process, whose crash becomes an Error.
+  return read_isolated([&] { return read_hdf5_here(path, name); }, path, "libhdf5");
 }
 
 }  // namespace kvsketch
