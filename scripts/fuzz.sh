@@ -25,7 +25,7 @@ fuzz_one() {
   if "$BUILD_DIR/${name}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
        -print_final_stats=1 -artifact_prefix="$BUILD_DIR/" "${extra[@]}" "$scratch/$name" "fuzz/corpus/$name" \
        > "$scratch/$name.log" 2>&1; then
-    echo "fuzz: $name passed: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$scratch/$name.log" | grep -o '[0-9]*$') inputs in ${seconds}s"
+    echo "fuzz: $name passed: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$scratch/$name.log" | tail -n 1 | grep -o '[0-9]*$') inputs in ${seconds}s"
   else
     tail -n 60 "$scratch/$name.log"
     echo "fuzz: $name FAILED (the input is saved under $BUILD_DIR/)"

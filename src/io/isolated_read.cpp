@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -40,6 +41,9 @@ bool read_all(int fd, void* data, size_t n) {
 
 // Child: u8 1, u64 rows, u64 cols, the values; or u8 0, u64 length, the message.
 [[noreturn]] void run_child(int fd, const std::function<Matrix()>& read) {
+  // A crash here is the parent's to report: no handler of the parent's (a sanitizer's, a fuzzer's)
+  // runs in the child; it dies of the signal.
+  for (const int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(signal, SIG_DFL);
   uint8_t ok = 1;
   std::string message;
   Matrix m;
