@@ -156,55 +156,53 @@ TEST(BadInput, EmptyBatchesAreEmptyResults) {
   EXPECT_THROW(index.search(nullptr, 2, 3), Error);
 }
 
-// Every fp16 pair of a small saved file set to +Inf and to NaN in turn, checksum resealed: the
-// loader either refuses it with an Error, or what it loads answers with finite numbers (an Inf
-// norm made attention NaN, a NaN norm dropped a token, NaN index norms made rows unfindable).
-TEST(BadInput, NonFiniteStoredValuesAreRefusedByTheLoaders) {
-  const std::string inf("\x00\x7c", 2), nan("\x00\x7e", 2);
-  {
-    KVCache cache(1, 1, 16, KVPolicy::parse("tq_prod:b=3|tq_mse:b=2.5|sinks=1|window=4|block=4"), 3);
-    const auto keys = testutil::gaussian_matrix(13, 16, 2), values = testutil::gaussian_matrix(13, 16, 3);
-    cache.append(0, keys.data(), values.data(), 13);
-    cache.save(temp_path("finite.kvc"));
-    const std::string bytes = read(temp_path("finite.kvc"));
-    const std::vector<float> query(16, 0.25f);
-    size_t refused_rows = 0;
-    for (size_t at = 0; at + 2 <= bytes.size() - 16; ++at)
-      for (const std::string& value : {inf, nan}) {
-        const std::string path = write("corrupt.kvc", testutil::resealed_bytes(bytes, at, value));
-        try {
-          const KVCache loaded = KVCache::load(path);
-          const AttentionResult r = decode_attention(loaded, 0, 0, query.data(), 1);
-          ASSERT_TRUE(std::isfinite(r.lse[0])) << "offset " << at;
-          for (const float x : r.output) ASSERT_TRUE(std::isfinite(x)) << "offset " << at;
-        } catch (const Error& e) {
-          refused_rows += std::string(e.what()).find("decodes to NaN or Inf") != std::string::npos;
-        }
+// Every fp16 pair of the saved file `bytes` set to +Inf and to NaN in turn, checksum resealed, and
+// handed to `load_and_use` (which loads the file at the path and checks what it answers): the
+// loader must refuse it with an Error or load something whose answers are finite. Returns how many
+// refusals named a row that decodes to NaN or Inf.
+size_t non_finite_pairs_refused(const std::string& bytes, const std::string& name,
+                                const std::function<void(const std::string&)>& load_and_use) {
+  size_t refused_rows = 0;
+  for (size_t at = 0; at + 2 <= bytes.size() - 16; ++at)
+    for (const std::string value : {std::string("\x00\x7c", 2), std::string("\x00\x7e", 2)}) {
+      SCOPED_TRACE(testing::Message() << "offset " << at);
+      try {
+        load_and_use(write(name, testutil::resealed_bytes(bytes, at, value)));
+      } catch (const Error& e) {
+        refused_rows += std::string(e.what()).find("decodes to NaN or Inf") != std::string::npos;
       }
-    EXPECT_GT(refused_rows, 0u);  // the body's norms are among the pairs
-  }
-  {
-    for (const char* codec : {"tq_prod:b=3", "tq_mse:b=4,rescale=1"}) {  // row layout, fast scan
-      SCOPED_TRACE(codec);
-      FlatIndex index(16, codec, Metric::kL2);
-      const auto rows = testutil::gaussian_matrix(6, 16, 4);
-      index.add(rows.data(), 6);
-      index.save(temp_path("finite.kvi"));
-      const std::string bytes = read(temp_path("finite.kvi"));
-      size_t refused_rows = 0;
-      for (size_t at = 0; at + 2 <= bytes.size() - 16; ++at)
-        for (const std::string& value : {inf, nan}) {
-          const std::string path = write("corrupt.kvi", testutil::resealed_bytes(bytes, at, value));
-          try {
-            const FlatIndex loaded = FlatIndex::load(path);
-            const Neighbors hits = loaded.search(rows.data(), 6, 6);
-            for (const float score : hits.scores) ASSERT_TRUE(std::isfinite(score)) << "offset " << at;
-          } catch (const Error& e) {
-            refused_rows += std::string(e.what()).find("decodes to NaN or Inf") != std::string::npos;
-          }
-        }
-      EXPECT_GT(refused_rows, 0u);
+      if (testing::Test::HasFatalFailure()) return refused_rows;
     }
+  return refused_rows;
+}
+
+// An Inf norm made attention NaN, a NaN norm dropped a token, NaN index norms made rows unfindable.
+TEST(BadInput, NonFiniteStoredValuesAreRefusedByTheLoaders) {
+  KVCache cache(1, 1, 16, KVPolicy::parse("tq_prod:b=3|tq_mse:b=2.5|sinks=1|window=4|block=4"), 3);
+  const auto keys = testutil::gaussian_matrix(13, 16, 2), values = testutil::gaussian_matrix(13, 16, 3);
+  cache.append(0, keys.data(), values.data(), 13);
+  cache.save(temp_path("finite.kvc"));
+  const std::vector<float> query(16, 0.25f);
+  // The body's norms are among the pairs: some refusals must name them.
+  EXPECT_GT(non_finite_pairs_refused(read(temp_path("finite.kvc")), "corrupt.kvc",
+                                     [&](const std::string& path) {
+                                       const AttentionResult r = decode_attention(KVCache::load(path), 0, 0, query.data(), 1);
+                                       ASSERT_TRUE(std::isfinite(r.lse[0]));
+                                       for (const float x : r.output) ASSERT_TRUE(std::isfinite(x));
+                                     }),
+            0u);
+  for (const char* codec : {"tq_prod:b=3", "tq_mse:b=4,rescale=1"}) {  // row layout, fast scan
+    SCOPED_TRACE(codec);
+    FlatIndex index(16, codec, Metric::kL2);
+    const auto rows = testutil::gaussian_matrix(6, 16, 4);
+    index.add(rows.data(), 6);
+    index.save(temp_path("finite.kvi"));
+    EXPECT_GT(non_finite_pairs_refused(read(temp_path("finite.kvi")), "corrupt.kvi",
+                                       [&](const std::string& path) {
+                                         const Neighbors hits = FlatIndex::load(path).search(rows.data(), 6, 6);
+                                         for (const float score : hits.scores) ASSERT_TRUE(std::isfinite(score));
+                                       }),
+              0u);
   }
 }
 
