@@ -2,8 +2,8 @@
 # Builds the libFuzzer targets (fuzz/) with clang, AddressSanitizer and UndefinedBehaviorSanitizer
 # into build-asan-clang/ (the tree of CXX=clang++ SANITIZE=1 scripts/test.sh; or $BUILD_DIR) and
 # runs each for FUZZ_SECONDS (default 30), two at a time, from its seed corpus in fuzz/corpus/ (with
-# the flags in fuzz/NAME.options, if any: a larger per-input timeout for the spec grammars, whose
-# dense sketches run slowly under the sanitizers and coverage counters). New
+# the flags in fuzz/NAME.options, if any: a larger per-input timeout for the spec grammars and the
+# cache loader, which build dense sketches and codebooks slowly under the sanitizers). New
 # inputs go to a scratch copy. A crash, a leak, a timeout (10 s for one input) or an allocation
 # above 2 GB fails the run, with the input saved as $BUILD_DIR/crash-*, timeout-* or oom-*, to
 # replay with $BUILD_DIR/NAME_fuzzer FILE. A longer run: FUZZ_SECONDS=3600 bash scripts/fuzz.sh
