@@ -206,6 +206,25 @@ TEST(BadInput, NonFiniteStoredValuesAreRefusedByTheLoaders) {
   }
 }
 
+// A header may claim only as many codecs as its file justifies: their rotations and sketches are
+// rebuilt from the seed, so 60 heads of dense sketches (480 MB) from a 205 KB file are refused,
+// though the constructor takes up to 4 GB of them.
+TEST(BadInput, CacheHeadersClaimNoMoreCodecStateThanTheFileJustifies) {
+  const KVPolicy policy = KVPolicy::parse("qjl:m=4096,sketch=gaussian|window=256");
+  KVCache cache(1, 1, 256, policy, 1);
+  const auto keys = testutil::gaussian_matrix(200, 256, 1);
+  cache.append(0, keys.data(), keys.data(), 200);
+  cache.save(temp_path("dense.kvc"));
+  const std::string bytes = read(temp_path("dense.kvc"));
+  const size_t kv_heads_at = 32;
+  const std::string message =
+      testutil::error_of([&] { KVCache::load(write("claims.kvc", testutil::resealed(bytes, kv_heads_at, 60))); });
+  EXPECT_NE(message.find("is truncated or corrupted"), std::string::npos) << message;
+  EXPECT_NE(message.find("480 MB of rotations and sketches"), std::string::npos) << message;
+  // The file's bound (256 MB plus 64 bytes per file byte), not the constructor's 4 GB.
+  EXPECT_EQ(message.find("beyond 4096 MB"), std::string::npos) << message;
+}
+
 TEST(BadInput, RefusedCallsLeaveStateUnchanged) {
   KVCache cache(1, 2, 16, KVPolicy::parse("tq_mse:b=3|window=4|block=4"), 1);
   auto keys = testutil::gaussian_matrix(2 * 20, 16, 5);

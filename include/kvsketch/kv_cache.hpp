@@ -43,11 +43,9 @@ class KVCache {
   static constexpr size_t kMaxLayers = 4096, kMaxKVHeads = 4096, kMaxHeads = 65536;
   static constexpr size_t kMaxHeadValues = size_t{1} << 24;
   static constexpr size_t kMaxCodecStateBytes = size_t{4} << 30;
-  // The codecs' state a cache of this shape and policy would hold, from one key and one value
-  // codec per distinct layer spec (what load() bounds by the file's size before building).
-  static size_t codec_state_bytes(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy);
 
-  KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed = 0);
+  KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed = 0)
+      : KVCache(layers, kv_heads, head_dim, policy, seed, kMaxCodecStateBytes) {}
 
   size_t layers() const { return layers_; }
   size_t kv_heads() const { return kv_heads_; }
@@ -82,6 +80,10 @@ class KVCache {
   static KVCache load(const std::string& path);
 
  private:
+  // The public constructor with the codecs' state bounded by max_codec_state_bytes instead (load()
+  // bounds it in proportion to the file, whose header alone must not claim gigabytes of it).
+  KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed,
+          size_t max_codec_state_bytes);
   size_t index(size_t layer, size_t kv_head) const { return layer * kv_heads_ + kv_head; }
   void check_layer(size_t layer, const char* operation) const;
   // Codecs with data-dependent setup (outlier channels) are calibrated on the first sinks + window

@@ -71,9 +71,23 @@ std::vector<KVCodecPair> layer_body_specs(const KVPolicy& policy, size_t layers,
   return specs;
 }
 
+// The state (VectorCodec::state_bytes) of the codecs a cache with these layer specs holds: seeds
+// change a codec's values, not its size, so one key and one value codec per distinct spec tell.
+size_t codec_state_bytes(const std::vector<KVCodecPair>& specs, size_t kv_heads, size_t head_dim) {
+  std::map<std::pair<std::string, std::string>, size_t> per_head;
+  size_t total = 0;
+  for (const KVCodecPair& pair : specs) {
+    auto [it, fresh] = per_head.try_emplace({pair.key, pair.value}, 0);
+    if (fresh) it->second = make_codec(pair.key, head_dim)->state_bytes() + make_codec(pair.value, head_dim)->state_bytes();
+    total += it->second * kv_heads;
+  }
+  return total;
+}
+
 }  // namespace
 
-KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed)
+KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed,
+                 size_t max_codec_state_bytes)
     : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), policy_(policy), seed_(seed) {
   require(layers >= 1 && layers <= kMaxLayers, "KVCache: layers must be in 1..{}, got {}", kMaxLayers, layers);
   require(kv_heads >= 1 && kv_heads <= kMaxKVHeads, "KVCache: kv_heads must be in 1..{}, got {}", kMaxKVHeads,
@@ -96,13 +110,13 @@ KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy
           layers, kv_heads, head_dim);
   for (const auto& [layer, pair] : policy.layer_overrides)
     require(layer < layers, "KVCache: policy overrides layer {}, but the cache has {} layers", layer, layers);
-  const size_t state = codec_state_bytes(layers, kv_heads, head_dim, policy);
-  require(state <= kMaxCodecStateBytes,
+  const std::vector<KVCodecPair> specs = layer_body_specs(policy, layers, head_dim);
+  const size_t state = codec_state_bytes(specs, kv_heads, head_dim);
+  require(state <= max_codec_state_bytes,
           "KVCache: {} layers x {} kv heads of this policy's codecs would hold {} MB of rotations and sketches, "
           "beyond {} MB (a dense sketch per head: use sketch=hadamard)",
-          layers, kv_heads, state >> 20, kMaxCodecStateBytes >> 20);
+          layers, kv_heads, state >> 20, max_codec_state_bytes >> 20);
   heads_.resize(layers * kv_heads);
-  const std::vector<KVCodecPair> specs = layer_body_specs(policy, layers, head_dim);
   for (size_t layer = 0; layer < layers; ++layer) {
     const KVCodecPair& pair = specs[layer];
     for (size_t h = 0; h < kv_heads; ++h) {
@@ -120,18 +134,6 @@ KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy
       // 2^24 tokens that a short sequence never fills).
     }
   }
-}
-
-size_t KVCache::codec_state_bytes(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy) {
-  // Seeds change a codec's values, not its size: one pair per distinct layer spec tells.
-  std::map<std::pair<std::string, std::string>, size_t> per_head;
-  size_t total = 0;
-  for (const KVCodecPair& pair : layer_body_specs(policy, layers, head_dim)) {
-    auto [it, fresh] = per_head.try_emplace({pair.key, pair.value}, 0);
-    if (fresh) it->second = make_codec(pair.key, head_dim)->state_bytes() + make_codec(pair.value, head_dim)->state_bytes();
-    total += it->second * kv_heads;
-  }
-  return total;
 }
 
 void KVCache::check_layer(size_t layer, const char* operation) const {

@@ -8,6 +8,7 @@
 //     calibration states, each as u64 length and bytes
 //   u64 payload bytes (everything above), u32 CRC-32 of it (zlib), u32 reserved
 // The codecs are rebuilt from the policy and the seed, exactly as the cache made them.
+#include <algorithm>
 #include <cstring>
 
 #include "codec/quad_rows_codec.hpp"
@@ -100,14 +101,14 @@ KVCache KVCache::load(const std::string& path) {
   }();
   // The codecs' rotations and sketches are rebuilt from the seed, not stored: a short file must not
   // claim gigabytes of them (256 MB, or more in proportion to the file).
-  require(layers >= 1 && layers <= kMaxLayers && kv_heads >= 1 && kv_heads <= kMaxKVHeads && head_dim >= 2 &&
-              head_dim <= kMaxDim,
-          "load: {} is inconsistent: {} layers x {} kv heads x head_dim {}", path, layers, kv_heads, head_dim);
-  const size_t state = codec_state_bytes(layers, kv_heads, head_dim, policy);
-  require(state <= (size_t{256} << 20) + 64 * bytes.size(),
-          "load: {} is truncated or corrupted: its {} bytes describe a cache whose codecs hold {} MB", path,
-          bytes.size(), state >> 20);
-  KVCache cache(layers, kv_heads, head_dim, policy, seed);
+  const size_t max_state = std::min(kMaxCodecStateBytes, (size_t{256} << 20) + 64 * bytes.size());
+  KVCache cache = [&] {
+    try {
+      return KVCache(layers, kv_heads, head_dim, policy, seed, max_state);
+    } catch (const Error& e) {
+      throw Error(fmt::format("load: {} is truncated or corrupted ({} bytes): {}", path, bytes.size(), e.what()));
+    }
+  }();
   for (size_t i = 0; i < cache.heads_.size(); ++i) {
     HeadCache& h = cache.heads_[i];
     const uint64_t sinks = in.u64("sink count"), window = in.u64("window count"), body = in.u64("body rows");
