@@ -24,7 +24,7 @@ std::function<void()> add_sparse_command(CLI::App& app) {
   auto* command = app.add_subcommand(
       "sparse", "Sampling and selection attention (MagicPIG, BalanceKV, top-k, uniform) vs exact");
   command->add_option("--methods", *methods,
-                      "Selectors separated by ';' (magicpig:K=10,L=150[,hits=2,center=1]; "
+                      "Selectors separated by ';' (magicpig:K=10,L=150[,hits=2,center=1,cap=F]; "
                       "balancekv:ratio=1/2^k[,block=256,gain=G,temp=T,mode=joint|paper|prefill]; topk:budget=F; "
                       "uniform:budget=F; oracle:budget=F; window; exact); default: the standard comparison")
       ->check(NonEmptyList(';'));
