@@ -287,3 +287,48 @@ TEST(Cli, SyntheticModelsAreDistinctAndReproducible) {
   EXPECT_EQ(exact_window("hidden-state"), exact_window("hidden-state"));
   EXPECT_NE(exact_window("hidden-state"), exact_window("independent"));
 }
+
+// Table columns line up whatever the policy names' lengths (a fixed 28-character column let long
+// names push the rest of their row right).
+TEST(Cli, TableColumnsAlignForLongNames) {
+  auto [status, output] = run("attention --synthetic flat --tokens 300 --num-queries 2 --policies "
+                              "'fp16;split:tq_mse:b=3@32+tq_mse:b=2@96|center:split:tq_mse:b=3@32+tq_mse:b=2@96'");
+  ASSERT_EQ(status, 0) << output;
+  std::vector<std::string> rows;
+  for (size_t start = 0, end; (end = output.find('\n', start)) != std::string::npos && rows.size() < 3; start = end + 1)
+    rows.push_back(output.substr(start, end - start));
+  ASSERT_EQ(rows.size(), 3u) << output;  // header, fp16, the split
+  for (const char* column : {"regime", "us/query"}) {
+    const size_t at = rows[0].find(column);
+    ASSERT_NE(at, std::string::npos);
+    // Left-aligned "regime" starts where each row's regime does; "us/query" ends with its numbers.
+    const size_t edge = std::string(column) == "regime" ? at : at + std::string(column).size();
+    for (size_t r = 1; r < 3; ++r) {
+      ASSERT_GE(rows[r].size(), edge) << rows[r];
+      if (std::string(column) == "regime") {
+        EXPECT_EQ(rows[r].compare(edge, 4, "flat"), 0) << rows[r];
+      } else {
+        EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(rows[r][edge - 1]))) << rows[r];
+        EXPECT_EQ(rows[r][edge], ' ') << rows[r];
+      }
+    }
+  }
+  std::tie(status, output) = run("sparse --help");
+  EXPECT_NE(output.find("BalanceKV"), std::string::npos);
+  EXPECT_NE(output.find("balancekv:ratio="), std::string::npos);
+}
+
+// A cache saved by --save-cache and evaluated again with --cache gives the same measurements.
+TEST(Cli, SavedCacheEvaluatesAsBuilt) {
+  const std::string file = ::testing::TempDir() + "/kvsketch_cli_saved.kvc";
+  const std::string data = "attention --synthetic needle --tokens 600 --num-queries 4 --json ";
+  auto [status, output] = run(data + "--policies 'tq_prod:b=3|tq_mse:b=3' --save-cache " + file);
+  ASSERT_EQ(status, 0) << output;
+  const auto built = nlohmann::json::parse(output)[0];
+  std::tie(status, output) = run(data + "--cache " + file);
+  ASSERT_EQ(status, 0) << output;
+  const auto loaded = nlohmann::json::parse(output)[0];
+  for (const char* key : {"bytes", "rel_error", "kl", "top8_overlap", "score_error_mean"})
+    EXPECT_EQ(built[key], loaded[key]) << key;
+  EXPECT_EQ(loaded["policy"], "tq_prod:b=3|tq_mse:b=3|sinks=4|window=128|block=32|layout=auto");
+}
