@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "kvsketch/executor.hpp"
 #include "kvsketch/kv_cache.hpp"
 
 namespace kvsketch {
@@ -26,7 +27,8 @@ void merge_attention(AttentionResult& into, const AttentionResult& other);
 AttentionResult concat_attention(const std::vector<AttentionResult>& parts);
 
 struct AttentionOptions {
-  int threads = 0;                 // 0: all OpenMP threads
+  int threads = 0;                 // 0: all OpenMP threads (where no executor is given)
+  Executor* executor = nullptr;    // runs the step's tasks (executor.hpp); null: OpenMP with `threads`
   // The body is split in ranges of at most this many tokens that run in parallel (two ranges where
   // it would fit one and has 2048 or more). Not the thread count: it sets how partial sums merge,
   // so the same options give the same bits on any number of threads.

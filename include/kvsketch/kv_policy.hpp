@@ -14,6 +14,11 @@
 //          kernel reads four rows per load on AVX3_DL (AVX-512 VBMI) but other CPUs copy back first
 //   auto   (default) quads where this CPU's kernel reads both the key and the value rows in place,
 //          plain elsewhere
+// page: tokens per page of a PagedKVCache's block store (a multiple of block; paged_cache.hpp): pages
+//   fill with encoded tokens, are sealed when full and then shared by forked sequences. 0 (default):
+//   the multiple of block nearest 1024.
+// rollback: tokens that PagedKVCache::truncate can always drop (speculative decoding); the fp16 of
+//   the last rollback tokens (rounded up to whole blocks) that left the window is kept for it.
 // Saved files hold the body as plain rows whatever the layout, so that they are the same bytes on
 // every machine.
 #pragma once
@@ -35,6 +40,8 @@ struct KVPolicy {
   size_t sinks = 4;
   size_t window = 128;
   size_t block = 32;
+  size_t page = 0;
+  size_t rollback = 0;
   RowLayout layout = RowLayout::kAuto;
   std::map<size_t, KVCodecPair> layer_overrides;
 
@@ -47,6 +54,10 @@ struct KVPolicy {
   // Canonical spec string (parse(spec()) gives the same policy).
   std::string spec() const;
   const KVCodecPair& codecs_for(size_t layer) const;
+  // Tokens per page: `page`, or its default where 0.
+  size_t page_tokens() const;
+  // fp16 tokens kept for truncate: rollback rounded up to whole blocks.
+  size_t rollback_tokens() const { return (rollback + block - 1) / block * block; }
 };
 
 }  // namespace kvsketch

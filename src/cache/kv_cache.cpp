@@ -2,137 +2,28 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
-#include "codec/quad_rows_codec.hpp"
+#include "cache/cache_codecs.hpp"
+#include "cache/half_rows.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
-#include "kvsketch/random.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch {
-namespace {
-
-// Refuses what an fp16 cache cannot hold, naming where it is.
-void check_values(const float* x, size_t layer, size_t kv_heads, size_t tokens, size_t first_position, size_t dim,
-                  const char* what) {
-  // Fast scan: |x| > 65504 (0x477FE000), NaN and Inf all have larger magnitude bits.
-  if (simd::largest_magnitude_bits(x, kv_heads * tokens * dim) <= 0x477FE000u) return;
-  for (size_t h = 0; h < kv_heads; ++h)
-    for (size_t t = 0; t < tokens; ++t)
-      for (size_t c = 0; c < dim; ++c) {
-        const float v = x[(h * tokens + t) * dim + c];
-        if (std::isfinite(v) && std::abs(v) <= kHalfMax) continue;
-        throw Error(fmt::format("append: {} of layer {}, kv head {}, token {} (position {}), channel {} is {}; "
-                                "a cache holds finite fp16 values (|x| <= 65504)",
-                                what, layer, h, t, first_position + t, c, v));
-      }
-}
-
-// Tokens converted and moved through the window at a time by a long append.
-constexpr size_t kAppendChunk = 2048;
-
-void append_halves(std::vector<uint16_t>& out, const float* rows, size_t count) {
-  const size_t start = out.size();
-  out.resize(start + count);
-  simd::float_to_half_row(rows, count, out.data() + start);
-}
-
-// The specs of a head's body codecs as the policy's layout stores them (kv_policy.hpp): a codec
-// whose rows quads rearrange as quads:SPEC where the layout is quads, and under auto where the block
-// holds whole quads and this CPU's fused kernel reads both the keys and the values in place.
-// (What the rows are does not depend on the seeds: one answer serves every head of a layer.)
-KVCodecPair body_specs(const KVCodecPair& pair, const KVPolicy& policy, size_t head_dim) {
-  if (policy.layout == RowLayout::kPlain) return pair;
-  const auto quads = [&](const std::string& spec) -> std::unique_ptr<QuadRowsCodec> {
-    auto codec = make_codec(spec, head_dim);
-    if (dynamic_cast<const QuadRowsCodec*>(codec.get()) || !QuadRowsCodec::rearranges(*codec)) return nullptr;
-    return std::make_unique<QuadRowsCodec>(std::move(codec));
-  };
-  const auto key = quads(pair.key), value = quads(pair.value);
-  if (policy.layout == RowLayout::kAuto &&
-      (policy.block % 4 != 0 || !key || !value || !key->read_in_place(true) || !value->read_in_place(false)))
-    return pair;
-  return {key ? "quads:" + pair.key : pair.key, value ? "quads:" + pair.value : pair.value};
-}
-
-// body_specs of every layer, each distinct pair worked out once (it builds the codecs to ask them,
-// which for a dense sketch or rotation is not free).
-std::vector<KVCodecPair> layer_body_specs(const KVPolicy& policy, size_t layers, size_t head_dim) {
-  std::map<std::pair<std::string, std::string>, KVCodecPair> known;
-  std::vector<KVCodecPair> specs;
-  for (size_t layer = 0; layer < layers; ++layer) {
-    const KVCodecPair& pair = policy.codecs_for(layer);
-    auto [it, fresh] = known.try_emplace({pair.key, pair.value});
-    if (fresh) it->second = body_specs(pair, policy, head_dim);
-    specs.push_back(it->second);
-  }
-  return specs;
-}
-
-// The state (VectorCodec::state_bytes) of the codecs a cache with these layer specs holds: seeds
-// change a codec's values, not its size, so one key and one value codec per distinct spec tell.
-size_t codec_state_bytes(const std::vector<KVCodecPair>& specs, size_t kv_heads, size_t head_dim) {
-  std::map<std::pair<std::string, std::string>, size_t> per_head;
-  size_t total = 0;
-  for (const KVCodecPair& pair : specs) {
-    auto [it, fresh] = per_head.try_emplace({pair.key, pair.value}, 0);
-    if (fresh) it->second = make_codec(pair.key, head_dim)->state_bytes() + make_codec(pair.value, head_dim)->state_bytes();
-    total += it->second * kv_heads;
-  }
-  return total;
-}
-
-}  // namespace
-
 KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed,
                  size_t max_codec_state_bytes)
     : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), policy_(policy), seed_(seed) {
-  require(layers >= 1 && layers <= kMaxLayers, "KVCache: layers must be in 1..{}, got {}", kMaxLayers, layers);
-  require(kv_heads >= 1 && kv_heads <= kMaxKVHeads, "KVCache: kv_heads must be in 1..{}, got {}", kMaxKVHeads,
-          kv_heads);
-  require(head_dim >= 2 && head_dim <= kMaxDim, "KVCache: head_dim must be in 2..{}, got {}", kMaxDim, head_dim);
-  // Every head builds its own key and value codecs up front (rotation signs, sketches, tables):
-  // the total is bounded so that construction takes seconds, not hours.
-  require(layers * kv_heads <= kMaxHeads && layers * kv_heads * head_dim <= kMaxHeadValues,
-          "KVCache: {} layers x {} kv heads x head_dim {} is beyond the limits ({} heads, {} heads x head_dim)", layers,
-          kv_heads, head_dim, kMaxHeads, kMaxHeadValues);
-  policy.validate();
-  const auto dense_rotation = [](const KVCodecPair& pair) {
-    return pair.key.find("rotation=haar") != std::string::npos || pair.value.find("rotation=haar") != std::string::npos;
-  };
-  bool haar = dense_rotation(policy.codecs);
-  for (const auto& [layer, pair] : policy.layer_overrides) haar = haar || dense_rotation(pair);
-  require(!haar || layers * kv_heads * head_dim * head_dim * head_dim <= (size_t{1} << 32),
-          "KVCache: {} layers x {} kv heads of rotation=haar at head_dim {} would build a dense rotation per head "
-          "(O(head_dim^3) each, beyond the limit of 2^32); use rotation=hadamard",
-          layers, kv_heads, head_dim);
-  for (const auto& [layer, pair] : policy.layer_overrides)
-    require(layer < layers, "KVCache: policy overrides layer {}, but the cache has {} layers", layer, layers);
-  const std::vector<KVCodecPair> specs = layer_body_specs(policy, layers, head_dim);
-  const size_t state = codec_state_bytes(specs, kv_heads, head_dim);
-  require(state <= max_codec_state_bytes,
-          "KVCache: {} layers x {} kv heads of this policy's codecs would hold {} MB of rotations and sketches, "
-          "beyond {} MB (a dense sketch per head: use sketch=hadamard)",
-          layers, kv_heads, state >> 20, max_codec_state_bytes >> 20);
+  check_cache_shape({layers, kv_heads, head_dim}, policy, max_codec_state_bytes, "KVCache");
+  HeadCodecs codecs = make_head_codecs({layers, kv_heads, head_dim}, policy, seed, "KVCache");
+  key_codecs_ = std::move(codecs.keys);
+  value_codecs_ = std::move(codecs.values);
+  // The window grows as tokens come (no reservation up front: a policy may allow a window of 2^24
+  // tokens that a short sequence never fills).
   heads_.resize(layers * kv_heads);
-  for (size_t layer = 0; layer < layers; ++layer) {
-    const KVCodecPair& pair = specs[layer];
-    for (size_t h = 0; h < kv_heads; ++h) {
-      // Every layer and head gets its own rotation and sketch, derived from the cache seed.
-      key_codecs_.push_back(make_codec(pair.key, head_dim, derive_seed(seed, {layer, h, 0})));
-      value_codecs_.push_back(make_codec(pair.value, head_dim, derive_seed(seed, {layer, h, 1})));
-      for (const VectorCodec* codec : {key_codecs_.back().get(), value_codecs_.back().get()})
-        require(policy.block % codec->row_group() == 0,
-                "KVCache: codec {} encodes groups of {} tokens; the policy's block ({}) must be a multiple of it",
-                codec->spec(), codec->row_group(), policy.block);
-      HeadCache& head = heads_[index(layer, h)];
-      head.body_keys = key_codecs_.back()->make_buffer();
-      head.body_values = value_codecs_.back()->make_buffer();
-      // The window grows as tokens come (no reservation up front: a policy may allow a window of
-      // 2^24 tokens that a short sequence never fills).
-    }
+  for (size_t i = 0; i < heads_.size(); ++i) {
+    heads_[i].body_keys = key_codecs_[i]->make_buffer();
+    heads_[i].body_values = value_codecs_[i]->make_buffer();
   }
 }
 
@@ -191,8 +82,8 @@ void KVCache::append(size_t layer, const float* keys, const float* values, size_
   if (tokens == 0) return;
   require(keys != nullptr && values != nullptr, "append: null keys or values for {} tokens", tokens);
   const size_t position = this->tokens(layer);
-  check_values(keys, layer, kv_heads_, tokens, position, head_dim_, "keys");
-  check_values(values, layer, kv_heads_, tokens, position, head_dim_, "values");
+  check_half_range(keys, layer, kv_heads_, tokens, position, head_dim_, "keys");
+  check_half_range(values, layer, kv_heads_, tokens, position, head_dim_, "values");
   // Encoding can still fail (a norm beyond what the codec stores): every head's state before the
   // append is kept to undo it. Sinks and body only grow at their ends, so sizes undo them; the
   // window loses its front once a head encodes, and a head's first encode calibrates its codecs,

@@ -21,6 +21,7 @@ namespace {
 constexpr std::array<std::string_view, 3> kLayoutNames = {"auto", "plain", "quads"};
 constexpr size_t kMaxSinks = size_t{1} << 20, kMaxWindow = size_t{1} << 24, kMaxBlock = size_t{1} << 20;
 constexpr size_t kMaxLayer = size_t{1} << 16;
+constexpr size_t kMaxPage = size_t{1} << 20, kMaxRollback = size_t{1} << 20;
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -76,6 +77,11 @@ void check_policy(const KVPolicy& policy, const std::string& label) {
           policy.window);
   require(policy.block >= 1 && policy.block <= kMaxBlock, "policy '{}': block must be in 1..{}, got {}", label,
           kMaxBlock, policy.block);
+  require(policy.page <= kMaxPage && policy.page % policy.block == 0,
+          "policy '{}': page must be a multiple of block ({}) in 0..{} (0: about 1024 tokens), got {}", label,
+          policy.block, kMaxPage, policy.page);
+  require(policy.rollback <= kMaxRollback, "policy '{}': rollback must be in 0..{}, got {}", label, kMaxRollback,
+          policy.rollback);
   require(static_cast<size_t>(policy.layout) < kLayoutNames.size(), "policy '{}': layout {} is not auto, plain or quads",
           label, static_cast<int>(policy.layout));
   std::set<std::string> checked;  // each distinct spec built once, however many layers name it
@@ -105,7 +111,8 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
                            key.find_first_not_of("0123456789", 5) == std::string::npos;
     const bool option =
         equals != std::string::npos &&
-        (key == "sinks" || key == "window" || key == "block" || key == "layout" || layer_key);
+        (key == "sinks" || key == "window" || key == "block" || key == "page" || key == "rollback" ||
+         key == "layout" || layer_key);
     if (!option) {
       codecs.push_back(field);
       continue;
@@ -120,6 +127,10 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
       policy.window = parse_count(spec, key, value, kMaxWindow);
     } else if (key == "block") {
       policy.block = parse_count(spec, key, value, kMaxBlock);
+    } else if (key == "page") {
+      policy.page = parse_count(spec, key, value, kMaxPage);
+    } else if (key == "rollback") {
+      policy.rollback = parse_count(spec, key, value, kMaxRollback);
     } else if (key == "layout") {
       const auto it = std::find(kLayoutNames.begin(), kLayoutNames.end(), value);
       require(it != kLayoutNames.end(), "policy '{}': layout must be auto, plain or quads, got '{}'", spec, value);
@@ -129,7 +140,8 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
     }
   }
   require(!codecs.empty() && codecs.size() <= 2,
-          "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, layout=, layerN= fields "
+          "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, page=, rollback=, layout=, "
+          "layerN= fields "
           "(codecs: {})",
           spec, codec_spec_help());
   policy.codecs = role_pair(codecs[0], codecs.back());
@@ -139,14 +151,26 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
 
 void KVPolicy::validate() const {
   // A policy built field by field never went through parse(): name it by its fields.
-  check_policy(*this, fmt::format("{}|{}|sinks={}|window={}|block={}", codecs.key, codecs.value, sinks, window, block));
+  check_policy(*this, fmt::format("{}|{}|sinks={}|window={}|block={}|page={}|rollback={}", codecs.key, codecs.value,
+                                  sinks, window, block, page, rollback));
 }
 
 std::string KVPolicy::spec() const {
   std::string text = fmt::format("{}|{}|sinks={}|window={}|block={}|layout={}", codecs.key, codecs.value, sinks, window,
                                  block, kLayoutNames[static_cast<size_t>(layout)]);
+  // Spelled out where they differ from the defaults, so that the specs (and the files holding them)
+  // of caches that never use them stay as they were.
+  if (page != 0) text += fmt::format("|page={}", page);
+  if (rollback != 0) text += fmt::format("|rollback={}", rollback);
   for (const auto& [layer, pair] : layer_overrides) text += fmt::format("|layer{}={}/{}", layer, pair.key, pair.value);
   return text;
+}
+
+size_t KVPolicy::page_tokens() const {
+  if (page != 0) return page;
+  // Long enough that a page's kernel call costs little beside its rows, short enough that a
+  // sequence's unsealed page and a fork's copy of it stay small.
+  return std::max<size_t>(1, (1024 + block / 2) / block) * block;
 }
 
 const KVCodecPair& KVPolicy::codecs_for(size_t layer) const {

@@ -1,0 +1,99 @@
+// PagedKVCache: the key/value cache of a model serving many sequences, as an inference engine keeps
+// it. Per layer, each sequence holds
+//   sinks   its first `sinks` tokens, fp16
+//   body    its encoded tokens, in pages of `page` tokens (KVPolicy): a page fills as tokens leave
+//           the window, is sealed when full and is immutable from then on, shared by every
+//           sequence forked from it (copy-on-write) and counted once
+//   window  its most recent tokens, fp16 (and, with rollback=N, the fp16 of the last N encoded
+//           tokens, kept so that truncate can re-open them)
+// All sequences share the codecs of each layer and KV head, and their Calibration (the outlier
+// channels, centring means or PCA basis of codecs fitted to data): pass a fitted Calibration, or
+// let the cache fit each layer on the first sequence that encodes it (its first sinks + window +
+// block tokens, as KVCache does).
+//
+//   kvsketch::PagedKVCache cache(32, 8, 128, kvsketch::KVPolicy::parse("tq_mse:b=3|rollback=8"), 1);
+//   auto a = cache.add_sequence();
+//   cache.append(a, layer, keys, values, tokens);      // [kv_heads][tokens][head_dim] floats each
+//   auto b = cache.fork(a);                            // shares a's sealed pages
+//   cache.decode(layer, ids, batch, queries, q_heads, output, lse);   // one step for a batch
+//   cache.truncate(b, cache.tokens(b, 0) - 3);         // roll back 3 tokens
+//
+// Appends and decodes of one sequence give the bits a KVCache with the same policy and seed gives:
+// the same codes, sinks and window. A decode merges per page instead of per token range, so its
+// float sums differ from KVCache's in the last bits. Mutations (add, fork, append, truncate,
+// remove) must not run concurrently with anything else on the cache; decode is const and may run
+// beside other decodes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvsketch/attention.hpp"
+#include "kvsketch/calibration.hpp"
+#include "kvsketch/codec.hpp"
+#include "kvsketch/kv_policy.hpp"
+
+namespace kvsketch {
+
+using SequenceId = uint64_t;
+
+class PagedKVCache {
+ public:
+  // An empty cache; the shape's limits are KVCache's. The second form starts from a calibration,
+  // whose shape, policy and seed it takes; its unfitted layers are fitted as sequences reach them.
+  PagedKVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy, uint64_t seed = 0);
+  explicit PagedKVCache(Calibration calibration);
+  ~PagedKVCache();
+  PagedKVCache(PagedKVCache&&) noexcept;
+  PagedKVCache& operator=(PagedKVCache&&) noexcept;
+
+  size_t layers() const;
+  size_t kv_heads() const;
+  size_t head_dim() const;
+  const KVPolicy& policy() const;
+  uint64_t seed() const;
+  const Calibration& calibration() const;
+  const VectorCodec& key_codec(size_t layer, size_t kv_head) const;
+  const VectorCodec& value_codec(size_t layer, size_t kv_head) const;
+
+  // Sequences. Ids are never reused. fork copies a sequence: the new one shares every sealed page
+  // and copies the unsealed one, the sinks and the window. truncate keeps the first `tokens` tokens
+  // of every layer, as if the rest had never been appended (appending the same tokens again gives
+  // the same bytes); tokens that left the window can be re-opened only as far as rollback keeps
+  // their fp16, and a truncate beyond that is refused, naming how far it can go.
+  SequenceId add_sequence();
+  SequenceId fork(SequenceId source);
+  void truncate(SequenceId sequence, size_t tokens);
+  void remove_sequence(SequenceId sequence);
+  bool contains(SequenceId sequence) const;
+  std::vector<SequenceId> sequences() const;  // in increasing order
+
+  // Appends `tokens` tokens to one layer of a sequence: keys and values are
+  // [kv_heads][tokens][head_dim]. NaN, Inf or values beyond fp16 are refused naming layer, head,
+  // token and channel; a refused append leaves the cache unchanged.
+  void append(SequenceId sequence, size_t layer, const float* keys, const float* values, size_t tokens);
+  size_t tokens(SequenceId sequence, size_t layer) const;
+
+  // One decode step of a layer for a batch of sequences of any lengths: queries are
+  // [batch][q_heads][head_dim] floats, q_heads a multiple of kv_heads (query head h reads kv head
+  // h / (q_heads / kv_heads)); output ([batch][q_heads][head_dim]) and lse ([batch][q_heads], may
+  // be null) are the caller's. Each sequence's answer has the bits it has decoded alone, on any
+  // executor or thread count. A sequence may appear more than once.
+  void decode(size_t layer, const SequenceId* sequences, size_t batch, const float* queries, size_t q_heads,
+              float* output, float* lse, const AttentionOptions& options = {}) const;
+
+  // Bytes held: every page once however many sequences share it, every sequence's fp16 sinks and
+  // window, and the calibration. sequence_bytes counts one sequence's pages (shared or not) and
+  // fp16 parts; pages() the distinct pages of all layers. allocated_bytes() counts capacity.
+  size_t bytes() const;
+  size_t sequence_bytes(SequenceId sequence) const;
+  size_t pages() const;
+  size_t allocated_bytes() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kvsketch

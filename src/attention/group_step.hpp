@@ -1,0 +1,89 @@
+// One GQA group's decode step, in three phases that any cache layout shares: its items (exact
+// fp16 pieces, then ranges of code rows), each run by any thread; and their merge by log-sum-exp in
+// a fixed order. The items depend on the cache and the options only, never on the thread count,
+// so the merged answer has the same bits on any number of threads and any executor.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+#include "kvsketch/executor.hpp"
+
+namespace kvsketch {
+
+// Rows of fp16 keys and values, attended exactly.
+struct ExactPiece {
+  const uint16_t* keys;
+  const uint16_t* values;
+  size_t rows;
+};
+
+// Rows [first, first + rows) of a key and a value code buffer.
+struct CodeRange {
+  const CodeBuffer* keys;
+  const CodeBuffer* values;
+  size_t first, rows;
+};
+
+// Softmax pieces of the query heads over some tokens: per head the max logit, the sum of
+// exp(logit - max), and the exp-weighted sum of values (width floats, in whatever domain the
+// values are accumulated), so that parts merge exactly. One allocation per field, not per head.
+struct Partials {
+  size_t width = 0;
+  std::vector<float> max, sum, acc;  // acc: head h at h * width
+  Partials() = default;
+  Partials(size_t heads, size_t width);
+  const float* head_acc(size_t h) const { return acc.data() + h * width; }
+};
+
+// Each query head times the logit scale, prepared once for the codec (rotated, sketched, tables
+// built): every estimator is linear in the query, so its scores come out scaled.
+struct PreparedQueries {
+  std::vector<std::unique_ptr<PreparedQuery>> owned;
+  std::vector<const PreparedQuery*> pointers;
+  PreparedQueries(const VectorCodec& codec, const float* queries, size_t heads, float scale);
+};
+
+class GroupStep {
+ public:
+  // `exact` pieces and `body` ranges of one KV head, read by `heads` query heads (heads x dim).
+  GroupStep(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries, size_t heads,
+            std::vector<ExactPiece> exact, std::vector<CodeRange> body, Arithmetic arithmetic);
+
+  size_t items() const { return exact_.size() + body_.size(); }
+  // Item i's partial sums; distinct items may run at once.
+  void run(size_t i);
+  // The items' partial sums merged by log-sum-exp, in item order: output (heads x dim) and lse
+  // (heads; -inf, with a zero output, where there are no tokens).
+  void merge(float* output, float* lse) const;
+
+ private:
+  const VectorCodec& key_codec_;
+  const VectorCodec& value_codec_;
+  const float* queries_;
+  size_t heads_, dim_;
+  float scale_;
+  Arithmetic arithmetic_;
+  std::vector<ExactPiece> exact_;
+  std::vector<CodeRange> body_;
+  std::vector<Partials> exact_parts_, body_parts_;
+  std::unique_ptr<const PreparedQueries> prepared_;
+};
+
+// The exact pieces of sinks and a recent window: the sinks, then the window in two halves. The
+// halves run beside each other and beside the body ranges, so that two threads share the window's
+// reads. The split depends on the window's length only, never on the thread count.
+std::vector<ExactPiece> sink_and_window_pieces(const uint16_t* sink_keys, const uint16_t* sink_values, size_t sinks,
+                                               const uint16_t* window_keys, const uint16_t* window_values,
+                                               size_t window, size_t dim);
+
+// Runs every item of every step on the executor (items dealt in order: the steps' first items
+// first).
+void run_steps(std::vector<GroupStep>& steps, Executor& executor);
+
+// The checks every decode entry point makes of its query heads (heads x dim floats).
+void check_query_heads(const float* queries, size_t heads, size_t dim, const char* operation);
+
+}  // namespace kvsketch
