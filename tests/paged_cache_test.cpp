@@ -1,0 +1,412 @@
+// PagedKVCache: one sequence holds what a KVCache holds; fork shares sealed pages and then behaves
+// as an independent copy; truncate + append equals never having appended; a batch decode equals
+// its sequences decoded alone, bit for bit, on any executor.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "kvsketch/attention.hpp"
+#include "kvsketch/calibration.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/half.hpp"
+#include "kvsketch/kv_cache.hpp"
+#include "kvsketch/paged_cache.hpp"
+#include "test_util.hpp"
+
+namespace kvsketch {
+namespace {
+
+constexpr size_t kHeads = 2, kDim = 64;
+
+// A stream of tokens, [kv_heads][tokens][dim] per call, drawn from one seed: token t of a stream
+// is the same whatever calls cut it.
+struct TokenStream {
+  std::vector<float> keys, values;
+  size_t total;
+  TokenStream(size_t total_, uint64_t seed) : total(total_) {
+    keys = testutil::gaussian_matrix(kHeads * total, kDim, seed);
+    values = testutil::gaussian_matrix(kHeads * total, kDim, seed + 1000);
+    // A loud channel, so that outlier-fitted codecs have something to find.
+    for (size_t i = 0; i < kHeads * total; ++i) keys[i * kDim + 5] *= 6.0f;
+  }
+  // Tokens [first, first + count) of every head.
+  std::pair<std::vector<float>, std::vector<float>> slice(size_t first, size_t count) const {
+    std::pair<std::vector<float>, std::vector<float>> out;
+    for (size_t h = 0; h < kHeads; ++h)
+      for (const bool k : {true, false}) {
+        const auto& from = k ? keys : values;
+        auto& to = k ? out.first : out.second;
+        to.insert(to.end(), from.begin() + static_cast<std::ptrdiff_t>((h * total + first) * kDim),
+                  from.begin() + static_cast<std::ptrdiff_t>((h * total + first + count) * kDim));
+      }
+    return out;
+  }
+};
+
+// Appends tokens [first, first + count) of `stream` to every layer of a sequence in uneven chunks.
+void feed(PagedKVCache& cache, SequenceId id, const TokenStream& stream, size_t first, size_t count) {
+  static constexpr size_t kChunks[] = {1, 7, 64, 3, 130, 33};
+  for (size_t done = 0, c = 0; done < count; ++c) {
+    const size_t n = std::min(kChunks[c % std::size(kChunks)], count - done);
+    const auto [k, v] = stream.slice(first + done, n);
+    for (size_t layer = 0; layer < cache.layers(); ++layer) cache.append(id, layer, k.data(), v.data(), n);
+    done += n;
+  }
+}
+
+struct Decoded {
+  std::vector<float> output, lse;
+  bool operator==(const Decoded& o) const {
+    return output.size() == o.output.size() && lse.size() == o.lse.size() &&
+           std::memcmp(output.data(), o.output.data(), output.size() * sizeof(float)) == 0 &&
+           std::memcmp(lse.data(), o.lse.data(), lse.size() * sizeof(float)) == 0;
+  }
+};
+
+Decoded decode(const PagedKVCache& cache, size_t layer, const std::vector<SequenceId>& ids, const float* queries,
+               size_t q_heads, const AttentionOptions& options = {}) {
+  Decoded d{std::vector<float>(ids.size() * q_heads * kDim), std::vector<float>(ids.size() * q_heads)};
+  cache.decode(layer, ids.data(), ids.size(), queries, q_heads, d.output.data(), d.lse.data(), options);
+  return d;
+}
+
+// Exact attention in fp32 of `group` query heads per KV head over every token of `stream` (as fp16
+// holds them): [kv_heads][group][dim].
+std::vector<float> exact_output(const TokenStream& stream, const std::vector<float>& queries, size_t group) {
+  std::vector<float> out;
+  for (size_t h = 0; h < kHeads; ++h) {
+    auto [k, v] = stream.slice(0, stream.total);
+    for (auto* x : {&k, &v})
+      for (float& value : *x) value = half_to_float(float_to_half(value));
+    const AttentionResult r = reference_attention(queries.data() + h * group * kDim, group,
+                                                  k.data() + h * stream.total * kDim,
+                                                  v.data() + h * stream.total * kDim, stream.total, kDim);
+    out.insert(out.end(), r.output.begin(), r.output.end());
+  }
+  return out;
+}
+
+const char* const kPolicies[] = {
+    "tq_prod:b=3|tq_mse:b=3|window=64|block=16|page=64",
+    "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1|window=40|block=8|page=48|sinks=2",
+    "qjl:m=128,outliers=8|tq_mse:b=3,rescale=1|window=32|block=16|page=32|layer1=int8",
+    "kivi:b=2|window=16|block=32|page=64",
+};
+
+TEST(PagedKVCache, OneSequenceHoldsWhatAKVCacheHolds) {
+  const TokenStream stream(700, 1);
+  const auto queries = testutil::gaussian_matrix(4 * kHeads, kDim, 2);
+  for (const char* spec : kPolicies) {
+    SCOPED_TRACE(spec);
+    KVPolicy policy = KVPolicy::parse(spec);
+    KVCache reference(2, kHeads, kDim, policy, 5);
+    const auto [k, v] = stream.slice(0, stream.total);
+    for (size_t layer = 0; layer < 2; ++layer) reference.append(layer, k.data(), v.data(), stream.total);
+    for (const size_t page : {policy.page, size_t{1024}}) {
+      policy.page = page;
+      PagedKVCache cache(2, kHeads, kDim, policy, 5);
+      const SequenceId id = cache.add_sequence();
+      feed(cache, id, stream, 0, stream.total);
+      EXPECT_EQ(cache.tokens(id, 1), reference.tokens(1));
+      EXPECT_EQ(cache.bytes(), reference.bytes());
+      for (size_t layer = 0; layer < 2; ++layer) {
+        const AttentionResult want = decode_attention_layer(reference, layer, queries.data(), 4 * kHeads);
+        const Decoded got = decode(cache, layer, {id}, queries.data(), 4 * kHeads);
+        if (page >= stream.total) {  // one page: the very ranges KVCache reads, so the same bits
+          EXPECT_EQ(0, std::memcmp(got.output.data(), want.output.data(), want.output.size() * sizeof(float)));
+          EXPECT_EQ(got.lse, want.lse);
+        } else {
+          // Pages cut the body elsewhere: in float arithmetic only the merge's rounding differs. The
+          // integer kernels also round the weights to bytes per block of rows, which the cut moves:
+          // there the two differ by a fraction of their own error against exact attention.
+          AttentionOptions float_options;
+          float_options.arithmetic = Arithmetic::kFloat;
+          const AttentionResult w = decode_attention_layer(reference, layer, queries.data(), 4 * kHeads, float_options);
+          const Decoded g = decode(cache, layer, {id}, queries.data(), 4 * kHeads, float_options);
+          for (size_t i = 0; i < w.output.size(); ++i) ASSERT_NEAR(g.output[i], w.output[i], 2e-5f);
+          for (size_t i = 0; i < w.lse.size(); ++i) ASSERT_NEAR(g.lse[i], w.lse[i], 2e-5f);
+          const std::vector<float> exact = exact_output(stream, queries, 4);
+          double kv_error = 0, paged_error = 0, between = 0;
+          for (size_t i = 0; i < want.output.size(); ++i) {
+            kv_error += std::pow(want.output[i] - exact[i], 2);
+            paged_error += std::pow(got.output[i] - exact[i], 2);
+            between += std::pow(got.output[i] - want.output[i], 2);
+          }
+          EXPECT_LT(paged_error, 1.2 * kv_error);
+          EXPECT_LT(between, 0.1 * kv_error);
+        }
+      }
+    }
+  }
+}
+
+TEST(PagedKVCache, ForkSharesSealedPagesAndThenActsAsACopy) {
+  const TokenStream prefix(600, 3), left(200, 4), right(150, 5);
+  const auto queries = testutil::gaussian_matrix(2 * kHeads, kDim, 6);
+  for (const char* spec : kPolicies) {
+    SCOPED_TRACE(spec);
+    const KVPolicy policy = KVPolicy::parse(spec);
+    PagedKVCache cache(2, kHeads, kDim, policy, 7);
+    const SequenceId a = cache.add_sequence();
+    feed(cache, a, prefix, 0, prefix.total);
+    const size_t pages = cache.pages(), bytes = cache.bytes(), one = cache.sequence_bytes(a);
+    const SequenceId b = cache.fork(a);
+    // Only unsealed pages were copied: the sealed ones are shared and count once.
+    const size_t rest = prefix.total - policy.sinks;
+    const size_t body = rest >= policy.window + policy.block ? (rest - policy.window) / policy.block * policy.block : 0;
+    const size_t sealed = body / policy.page, partial = body % policy.page ? 1 : 0;
+    size_t shared_bytes = 0;
+    for (size_t layer = 0; layer < 2; ++layer)
+      for (size_t h = 0; h < kHeads; ++h)
+        shared_bytes += sealed * policy.page *
+                        (cache.key_codec(layer, h).code_bytes() + cache.value_codec(layer, h).code_bytes());
+    ASSERT_GT(sealed, 0u);
+    EXPECT_EQ(cache.pages(), pages + 2 * partial);
+    EXPECT_EQ(cache.sequence_bytes(b), one);
+    EXPECT_EQ(cache.bytes(), bytes + one - shared_bytes);
+    feed(cache, a, left, 0, left.total);
+    feed(cache, b, right, 0, right.total);
+
+    // Independent caches fed the same streams.
+    PagedKVCache alone_a(2, kHeads, kDim, policy, 7), alone_b(2, kHeads, kDim, policy, 7);
+    const SequenceId ia = alone_a.add_sequence(), ib = alone_b.add_sequence();
+    feed(alone_a, ia, prefix, 0, prefix.total);
+    feed(alone_a, ia, left, 0, left.total);
+    feed(alone_b, ib, prefix, 0, prefix.total);
+    feed(alone_b, ib, right, 0, right.total);
+    for (size_t layer = 0; layer < 2; ++layer) {
+      EXPECT_EQ(decode(cache, layer, {a}, queries.data(), 2 * kHeads), decode(alone_a, layer, {ia}, queries.data(), 2 * kHeads));
+      EXPECT_EQ(decode(cache, layer, {b}, queries.data(), 2 * kHeads), decode(alone_b, layer, {ib}, queries.data(), 2 * kHeads));
+    }
+    EXPECT_EQ(cache.sequence_bytes(a), alone_a.sequence_bytes(ia));
+    EXPECT_EQ(cache.sequence_bytes(b), alone_b.sequence_bytes(ib));
+    // Removing the source leaves the fork whole.
+    cache.remove_sequence(a);
+    EXPECT_FALSE(cache.contains(a));
+    EXPECT_EQ(decode(cache, 0, {b}, queries.data(), 2 * kHeads), decode(alone_b, 0, {ib}, queries.data(), 2 * kHeads));
+  }
+}
+
+TEST(PagedKVCache, TruncateThenAppendEqualsNeverAppended) {
+  const TokenStream stream(500, 8), other(120, 9);
+  const auto queries = testutil::gaussian_matrix(2 * kHeads, kDim, 10);
+  for (const char* spec : kPolicies) {
+    KVPolicy policy = KVPolicy::parse(spec);
+    policy.rollback = 20;
+    SCOPED_TRACE(policy.spec());
+    for (const size_t n : {size_t{1}, size_t{3}, size_t{40}, size_t{97}, size_t{300}, size_t{500}})
+      for (const size_t dropped : {size_t{0}, size_t{1}, size_t{5}, size_t{20}}) {
+        if (dropped > n) continue;
+        SCOPED_TRACE(testing::Message() << n << " tokens, " << dropped << " dropped");
+        PagedKVCache cache(2, kHeads, kDim, policy, 11);
+        const SequenceId id = cache.add_sequence();
+        feed(cache, id, stream, 0, n);
+        const SequenceId spare = cache.fork(id);  // shares pages that truncate must not change
+        cache.truncate(id, n - dropped);
+        EXPECT_EQ(cache.tokens(id, 0), n - dropped);
+        feed(cache, id, other, 0, other.total);
+
+        PagedKVCache fresh(2, kHeads, kDim, policy, 11);
+        const SequenceId f = fresh.add_sequence();
+        feed(fresh, f, stream, 0, n - dropped);
+        feed(fresh, f, other, 0, other.total);
+        PagedKVCache untouched(2, kHeads, kDim, policy, 11);
+        const SequenceId u = untouched.add_sequence();
+        feed(untouched, u, stream, 0, n);
+        for (size_t layer = 0; layer < 2; ++layer) {
+          EXPECT_EQ(decode(cache, layer, {id}, queries.data(), 2 * kHeads),
+                    decode(fresh, layer, {f}, queries.data(), 2 * kHeads));
+          EXPECT_EQ(decode(cache, layer, {spare}, queries.data(), 2 * kHeads),
+                    decode(untouched, layer, {u}, queries.data(), 2 * kHeads));
+        }
+      }
+  }
+}
+
+TEST(PagedKVCache, TruncateBeyondRollbackIsRefusedAndChangesNothing) {
+  const TokenStream stream(400, 12);
+  const auto queries = testutil::gaussian_matrix(kHeads, kDim, 13);
+  PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse("tq_mse:b=3|window=32|block=16|page=64|rollback=4"), 1);
+  const SequenceId id = cache.add_sequence();
+  feed(cache, id, stream, 0, 400);
+  const Decoded before = decode(cache, 0, {id}, queries.data(), kHeads);
+  const std::string message = testutil::error_of([&] { cache.truncate(id, 300); });
+  EXPECT_NE(message.find("rollback=4"), std::string::npos) << message;
+  EXPECT_NE(message.find("truncate to at least"), std::string::npos) << message;
+  EXPECT_NE(testutil::error_of([&] { cache.truncate(id, 401); }).find("holds 400 tokens"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { cache.truncate(99, 1); }).find("no sequence 99"), std::string::npos);
+  EXPECT_EQ(cache.tokens(id, 0), 400u);
+  EXPECT_EQ(decode(cache, 0, {id}, queries.data(), kHeads), before);
+  // Within the window it always works, rollback or not.
+  cache.truncate(id, 395);
+  EXPECT_EQ(cache.tokens(id, 0), 395u);
+}
+
+TEST(PagedKVCache, BatchEqualsSeparateCallsOnAnyExecutor) {
+  const KVPolicy policy = KVPolicy::parse("tq_prod:b=3|tq_mse:b=3|window=32|block=16|page=64");
+  PagedKVCache cache(1, kHeads, kDim, policy, 14);
+  std::vector<SequenceId> ids;
+  for (const size_t n : {size_t{0}, size_t{3}, size_t{50}, size_t{333}, size_t{900}}) {
+    ids.push_back(cache.add_sequence());
+    feed(cache, ids.back(), TokenStream(std::max<size_t>(n, 1), 20 + n), 0, n);
+  }
+  ids.push_back(ids[3]);  // the same sequence twice
+  const size_t q_heads = 3 * kHeads;
+  const auto queries = testutil::gaussian_matrix(ids.size() * q_heads, kDim, 15);
+  const Decoded batch = decode(cache, 0, ids, queries.data(), q_heads);
+  for (size_t b = 0; b < ids.size(); ++b) {
+    const Decoded one = decode(cache, 0, {ids[b]}, queries.data() + b * q_heads * kDim, q_heads);
+    EXPECT_EQ(0, std::memcmp(one.output.data(), batch.output.data() + b * q_heads * kDim, one.output.size() * 4));
+    EXPECT_EQ(0, std::memcmp(one.lse.data(), batch.lse.data() + b * q_heads, one.lse.size() * 4));
+  }
+  // The empty sequence attends to nothing.
+  EXPECT_TRUE(std::isinf(batch.lse[0]) && batch.lse[0] < 0);
+  EXPECT_EQ(batch.output[0], 0.0f);
+  // One thread, two threads, and the caller's own threads through a callback.
+  AttentionOptions one_thread;
+  one_thread.threads = 1;
+  EXPECT_EQ(decode(cache, 0, ids, queries.data(), q_heads, one_thread), batch);
+  OpenMPExecutor two(2);
+  AttentionOptions two_threads;
+  two_threads.executor = &two;
+  EXPECT_EQ(decode(cache, 0, ids, queries.data(), q_heads, two_threads), batch);
+  std::atomic<size_t> tasks_run{0};
+  CallbackExecutor callback(
+      [](void* user, size_t count, TaskFunction task, void* context) {
+        // Three threads of "the engine", each taking every third task, in reverse.
+        std::vector<std::thread> threads;
+        for (size_t t = 0; t < 3; ++t)
+          threads.emplace_back([=] {
+            for (size_t i = count; i-- > 0;)
+              if (i % 3 == t) task(context, i);
+          });
+        for (auto& thread : threads) thread.join();
+        *static_cast<std::atomic<size_t>*>(user) += count;
+      },
+      &tasks_run);
+  AttentionOptions engine;
+  engine.executor = &callback;
+  EXPECT_EQ(decode(cache, 0, ids, queries.data(), q_heads, engine), batch);
+  EXPECT_GT(tasks_run.load(), ids.size());
+  // lse may be left out.
+  std::vector<float> output(ids.size() * q_heads * kDim);
+  cache.decode(0, ids.data(), ids.size(), queries.data(), q_heads, output.data(), nullptr);
+  EXPECT_EQ(output, batch.output);
+}
+
+TEST(PagedKVCache, FirstTokensCalibrationIsACalibrationObject) {
+  const TokenStream stream(300, 16);
+  const KVPolicy policy = KVPolicy::parse("qjl:m=128,outliers=8|center:tq_mse:b=3|window=32|block=16|page=32");
+  PagedKVCache lazy(2, kHeads, kDim, policy, 17);
+  EXPECT_TRUE(lazy.calibration().needs_data());
+  EXPECT_FALSE(lazy.calibration().fitted(0));
+  const SequenceId a = lazy.add_sequence();
+  feed(lazy, a, stream, 0, stream.total);
+  ASSERT_TRUE(lazy.calibration().complete());
+  EXPECT_GT(lazy.calibration().bytes(), 0u);
+
+  // The same object, fitted explicitly on the first sinks + window + block tokens as fp16 holds them.
+  Calibration explicit_fit(2, kHeads, kDim, policy, 17);
+  const size_t first = policy.sinks + policy.window + policy.block;
+  auto [k, v] = stream.slice(0, first);
+  for (auto* x : {&k, &v})
+    for (float& value : *x) value = half_to_float(float_to_half(value));
+  for (size_t layer = 0; layer < 2; ++layer) explicit_fit.fit(layer, k.data(), v.data(), first);
+  EXPECT_TRUE(explicit_fit == lazy.calibration());
+
+  // A cache built from it encodes as the lazy one did; a second sequence shares the calibration.
+  const std::string path = testing::TempDir() + "kvsketch_paged.kvcal";
+  explicit_fit.save(path);
+  const Calibration loaded = Calibration::load(path);
+  EXPECT_TRUE(loaded == explicit_fit);
+  PagedKVCache from_file(loaded);
+  const SequenceId b = from_file.add_sequence();
+  feed(from_file, b, stream, 0, stream.total);
+  const auto queries = testutil::gaussian_matrix(kHeads, kDim, 18);
+  EXPECT_EQ(decode(from_file, 1, {b}, queries.data(), kHeads), decode(lazy, 1, {a}, queries.data(), kHeads));
+  const SequenceId c = lazy.add_sequence();
+  const TokenStream later(200, 19);
+  feed(lazy, c, later, 0, later.total);
+  EXPECT_TRUE(explicit_fit == lazy.calibration());
+}
+
+TEST(Calibration, CorruptAndInconsistentFilesAreRefused) {
+  const TokenStream stream(100, 21);
+  const KVPolicy policy = KVPolicy::parse("qjl:m=128,outliers=8|tq_mse:b=3");
+  Calibration calibration(1, kHeads, kDim, policy, 3);
+  const auto [k, v] = stream.slice(0, 100);
+  calibration.fit(0, k.data(), v.data(), 100);
+  const std::string path = testing::TempDir() + "kvsketch_calibration.kvcal";
+  calibration.save(path);
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto load_of = [&](const std::string& bytes) {
+    const std::string bad = testing::TempDir() + "kvsketch_calibration_bad.kvcal";
+    std::ofstream(bad, std::ios::binary) << bytes;
+    return testutil::error_of([&] { Calibration::load(bad); });
+  };
+  EXPECT_NE(load_of(file.substr(0, file.size() - 9)).find("kvsketch_calibration_bad.kvcal"), std::string::npos);
+  std::string flipped = file;
+  flipped[60] ^= 1;
+  EXPECT_NE(load_of(flipped).find("CRC-32 mismatch"), std::string::npos) << load_of(flipped);
+  // Flags and lengths no writer writes, under a matching checksum.
+  const std::string policy_text = policy.spec();
+  const size_t states = 16 + 8 + 4 * 8 + 8 + policy_text.size();  // the first head's fitted flag
+  EXPECT_NE(load_of(testutil::resealed(file, states, 2)).find("fitted flag 2"), std::string::npos);
+  EXPECT_NE(load_of(testutil::resealed(file, states + 8, 1u << 20)).find("truncated or corrupted"), std::string::npos);
+  // Fitting refuses NaN and empty samples, and leaves the layer as it was.
+  std::vector<float> nan_keys = k;
+  nan_keys[kDim * 50 + 3] = std::nanf("");
+  const Calibration before = calibration;
+  EXPECT_NE(testutil::error_of([&] { calibration.fit(0, nan_keys.data(), v.data(), 100); }).find("NaN"),
+            std::string::npos);
+  EXPECT_TRUE(before == calibration);
+  EXPECT_NE(testutil::error_of([&] { calibration.fit(0, k.data(), v.data(), 0); }).find("no tokens"),
+            std::string::npos);
+}
+
+TEST(PagedKVCache, BadCallsNameTheProblem) {
+  PagedKVCache cache(2, kHeads, kDim, KVPolicy::parse("tq_mse:b=3|window=16|block=16|page=32"), 1);
+  const SequenceId id = cache.add_sequence();
+  const TokenStream stream(100, 22);
+  feed(cache, id, stream, 0, 100);
+  const auto queries = testutil::gaussian_matrix(2 * kHeads, kDim, 23);
+  std::vector<float> out(2 * kHeads * kDim);
+  const auto error = [&](const std::function<void()>& call) { return testutil::error_of(call); };
+  EXPECT_NE(error([&] { cache.decode(2, &id, 1, queries.data(), kHeads, out.data(), nullptr); }).find("layer 2"),
+            std::string::npos);
+  const SequenceId missing = 42;
+  EXPECT_NE(error([&] { cache.decode(0, &missing, 1, queries.data(), kHeads, out.data(), nullptr); })
+                .find("no sequence 42"),
+            std::string::npos);
+  EXPECT_NE(error([&] { cache.decode(0, &id, 1, queries.data(), 3, out.data(), nullptr); }).find("multiple"),
+            std::string::npos);
+  EXPECT_NE(error([&] { cache.decode(0, &id, 1, queries.data(), kHeads, nullptr, nullptr); }).find("null output"),
+            std::string::npos);
+  EXPECT_NE(error([&] { cache.decode(0, nullptr, 1, queries.data(), kHeads, out.data(), nullptr); }).find("null"),
+            std::string::npos);
+  auto nan_queries = queries;
+  nan_queries[5] = std::nanf("");
+  EXPECT_NE(error([&] { cache.decode(0, &id, 1, nan_queries.data(), kHeads, out.data(), nullptr); }).find("NaN"),
+            std::string::npos);
+  // A refused append changes nothing.
+  auto [k, v] = stream.slice(0, 50);
+  k[kDim * 60 + 1] = 1e6f;
+  const size_t bytes = cache.bytes();
+  EXPECT_NE(error([&] { cache.append(id, 0, k.data(), v.data(), 50); }).find("65504"), std::string::npos);
+  EXPECT_EQ(cache.bytes(), bytes);
+  EXPECT_EQ(cache.tokens(id, 0), 100u);
+  EXPECT_NE(error([&] { cache.append(7, 0, k.data(), v.data(), 50); }).find("no sequence 7"), std::string::npos);
+  EXPECT_NE(error([&] { cache.fork(7); }).find("no sequence 7"), std::string::npos);
+  EXPECT_NE(error([&] { cache.remove_sequence(7); }).find("no sequence 7"), std::string::npos);
+  EXPECT_NE(error([] { KVPolicy::parse("tq_mse:b=3|block=32|page=48"); }).find("page must be a multiple of block"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvsketch
