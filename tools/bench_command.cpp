@@ -12,6 +12,7 @@
 #include "json_values.hpp"
 #include "kvsketch/attention_bench.hpp"
 #include "kvsketch/error.hpp"
+#include "kvsketch/paged_bench.hpp"
 #include "kvsketch/sparse_bench.hpp"
 #include "list_options.hpp"
 #include "text_table.hpp"
@@ -26,11 +27,59 @@ std::vector<std::string> default_bench_policies() {
 }
 
 struct BenchArguments {
-  std::string policies, tokens = "4096,16384,65536,131072", threads;
-  size_t dim = 128, heads = 4, kv_heads = 1, layers = 0;
+  std::string policies, tokens = "4096,16384,65536,131072", threads, contexts = "4096";
+  size_t dim = 128, heads = 4, kv_heads = 1, layers = 0, batch = 0;
   int repetitions = 5;
   bool json = false;
 };
+
+// --batch B: a PagedKVCache's batched decode against single-sequence calls (paged_bench.hpp).
+void run_batched_attention(const BenchArguments& args, const std::vector<int>& threads) {
+  PagedBenchConfig config;
+  config.policies = split_list(args.policies, ';');
+  if (config.policies.empty()) config.policies = default_bench_policies();
+  config.batch = args.batch;
+  config.threads = threads;
+  config.head_dim = args.dim;
+  config.query_heads = args.heads;
+  config.kv_heads = args.kv_heads;
+  config.repetitions = args.repetitions;
+  config.layers = args.layers;
+  const std::vector<size_t> contexts = parse_sizes(args.contexts, "--contexts");
+  std::vector<PagedBenchRow> rows;
+  // One sequence: a run per context. A batch: the contexts cycled over its sequences.
+  for (size_t c = 0; c < (args.batch == 1 ? contexts.size() : 1); ++c) {
+    config.contexts = args.batch == 1 ? std::vector<size_t>{contexts[c]} : contexts;
+    for (const PagedBenchRow& row : bench_paged_attention(config)) rows.push_back(row);
+  }
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows)
+      out.push_back({{"policy", r.policy}, {"batch", r.batch}, {"tokens", r.tokens}, {"threads", r.threads},
+                     {"layers", r.layers}, {"bytes", r.bytes}, {"query_heads", args.heads},
+                     {"kv_heads", args.kv_heads}, {"head_dim", args.dim}, {"batch_ns", r.batch_ns},
+                     {"single_ns", r.single_ns}, {"batch_speedup", r.batch_speedup},
+                     {"kv_cache_ns", measured_ratio(r.kv_cache_ns)},
+                     {"paged_vs_kv_cache", measured_ratio(r.paged_vs_kv_cache)}, {"fork_ns", r.fork_ns},
+                     {"append_ns", r.append_ns}, {"fork_fraction_of_append", r.fork_ns / r.append_ns},
+                     {"target", simd::active_target()}});
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("target {}; batches of {} sequences ({} tokens), {} KV head{} of {} query heads, "
+                           "head_dim {}\n",
+                           simd::active_target(), args.batch, args.contexts, args.kv_heads,
+                           args.kv_heads == 1 ? "" : "s", args.heads, args.dim);
+  TextTable table({"<policy", "tokens", "thr", "bytes", "batch us", "singles us", "batch gain", "vs KVCache",
+                   "fork/append"});
+  for (const auto& r : rows)
+    table.add({r.policy, std::to_string(r.tokens), std::to_string(r.threads), std::to_string(r.bytes),
+               fmt::format("{:.1f}", r.batch_ns / 1000.0), fmt::format("{:.1f}", r.single_ns / 1000.0),
+               fmt::format("{:.2f}x", r.batch_speedup),
+               r.paged_vs_kv_cache > 0 ? fmt::format("{:.3f}x", r.paged_vs_kv_cache) : std::string("-"),
+               fmt::format("{:.3f}%", 100.0 * r.fork_ns / r.append_ns)});
+  table.print(std::cout);
+}
 
 void run_attention(const BenchArguments& args) {
   AttentionBenchConfig config;
@@ -41,6 +90,7 @@ void run_attention(const BenchArguments& args) {
   for (size_t t : parse_sizes(threads, "--threads"))
     if (std::find(config.threads.begin(), config.threads.end(), static_cast<int>(t)) == config.threads.end())
       config.threads.push_back(static_cast<int>(t));
+  if (args.batch > 0) return run_batched_attention(args, config.threads);
   config.head_dim = args.dim;
   config.query_heads = args.heads;
   config.kv_heads = args.kv_heads;
@@ -150,8 +200,14 @@ std::function<void()> add_bench_command(CLI::App& app) {
   attention->add_option("--kv-heads", args->kv_heads, "KV heads of the layer (default 1: one GQA group)")
       ->check(CLI::Range(1, 64));
   attention->add_option("--layers", args->layers,
-                         "Copies of the cache queried in turn (default: enough to be twice the last-level cache; "
+                         "Copies of the cache queried in turn (default: enough to be twice the last-level cache, at most 256 MiB; "
                          "1 measures a cache-resident head)");
+  attention->add_option("--batch", args->batch,
+                        "Sequences decoded in one call of a paged cache, against as many single calls (with 1: "
+                        "against KVCache's step, one run per context)")
+      ->check(CLI::Range(1, 4096));
+  attention->add_option("--contexts", args->contexts, "With --batch: the sequences' tokens, comma separated, cycled")
+      ->default_val("4096");
   attention->add_option("--repetitions", args->repetitions, "Timed passes (the median is reported)")
       ->check(CLI::Range(1, 1000));
   auto* append = bench->add_subcommand("append", "Append speed per KV head and core: prefill block and token by token");

@@ -1,7 +1,8 @@
 // The decode-attention speed benchmark behind `kvsketch bench attention`: one layer's decode step
 // over a cache of `tokens` tokens (decode_attention_layer): kv_heads GQA groups of query_heads
 // query heads each, by default one group. Each policy's
-// cache is repeated over enough layers that they are at least twice the last-level cache, and the
+// cache is repeated over enough layers that they are at least twice the last-level cache (capped at
+// 256 MiB: VMs report host caches of 500 MiB and more), and the
 // layers are queried in turn, as a decoder does: every step reads its bytes from memory, not from
 // a cache level that a single small head would fit in.
 // The policies are timed in turn within each pass (bench::interleaved_ns_per_copy), so that a
@@ -22,7 +23,7 @@ struct AttentionBenchConfig {
   size_t kv_heads = 1;  // above 1: the whole layer's step; every KV head holds the same tokens
   int repetitions = 5;
   uint64_t seed = 1;
-  size_t layers = 0;  // 0: per policy, enough that its cache is twice the last-level cache
+  size_t layers = 0;  // 0: per policy, enough that its copies are twice the last-level cache (<= 256 MiB)
 };
 
 struct AttentionBenchRow {

@@ -48,7 +48,15 @@ class CodeBuffer {
 };
 
 class VectorCodec;
-struct AttentionParts;  // codec/attention_parts.hpp (internal)
+struct AttentionParts;
+
+// Rows [first, first + rows) of a key and a value code buffer: one segment of a decode step's body
+// (a range of one cache's body, or one page of a paged cache).
+struct CodeSegment {
+  const CodeBuffer* keys = nullptr;
+  const CodeBuffer* values = nullptr;
+  size_t first = 0, rows = 0;
+};  // codec/attention_parts.hpp (internal)
 
 // How the multi-query kernels multiply. kInteger: where a codec has integer kernels (TurboQuant's
 // scalar stage, b <= 4, and its QJL signs as 1-bit indices into {-1, +1}) the query heads and the
@@ -146,6 +154,12 @@ class VectorCodec {
   bool attend_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& keys,
                     const VectorCodec& value_codec, const CodeBuffer& values, size_t first, size_t n, float* max,
                     float* sum, float* accumulators, Arithmetic arithmetic) const;
+  // The same over segments read one after another as one range (the pages of a sequence): the
+  // kernel's per-query setup is done once for all of them. Each segment starts a block of the
+  // integer kernels' weights.
+  bool attend_segments(const PreparedQuery* const* queries, size_t heads, const VectorCodec& value_codec,
+                       const CodeSegment* segments, size_t count, float* max, float* sum, float* accumulators,
+                       Arithmetic arithmetic) const;
 
  protected:
   explicit VectorCodec(size_t dim) : dim_(dim) {}

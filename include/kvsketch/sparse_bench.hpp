@@ -4,7 +4,7 @@
 // over the selected body tokens and the exact sinks and window, the merge), next to dense fp16
 // attention over the same tokens in the same run; the insertion cost of a decoded token; the
 // prefill (block append) rate. As in bench attention, the data is repeated over enough copies
-// (layers) to be twice the last-level cache, queried in turn.
+// (layers) to be twice the last-level cache (at most 256 MiB), queried in turn.
 #pragma once
 #include <cstddef>
 #include <cstdint>

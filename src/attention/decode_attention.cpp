@@ -15,18 +15,6 @@ namespace {
 
 constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
-// Tokens per range of the body. Each kernel call costs a few microseconds besides its rows, so
-// ranges are long (tokens_per_task at most), but a body that would fit one range is split in two
-// from kMinSplitTokens on, so that two threads share a short context too. Ranges start on whole row
-// groups of both codecs (KIVI keys share scales over a group). The split depends on the body and
-// the options only, never on the thread count: the merged answer is the same bits on any.
-constexpr size_t kMinSplitTokens = 2048;
-size_t task_tokens(size_t body, size_t tokens_per_task, size_t group) {
-  size_t tokens = std::max<size_t>(tokens_per_task, 1);
-  if (body <= tokens && body >= kMinSplitTokens) tokens = (body + 1) / 2;
-  return (tokens + group - 1) / group * group;
-}
-
 void check_queries(const KVCache& cache, size_t layer, const float* queries, size_t heads,
                    const AttentionOptions& options) {
   check_threads(options.threads, "attention");
@@ -34,23 +22,21 @@ void check_queries(const KVCache& cache, size_t layer, const float* queries, siz
   check_query_heads(queries, heads, cache.head_dim(), "attention");
 }
 
-// One KV head's decode step: the sinks and window exactly, the body in ranges of task_tokens.
+// One KV head's decode step: the sinks and window exactly, the body in ranges (body_tasks).
 GroupStep group_step(const KVCache& cache, size_t layer, size_t kv_head, const float* queries, size_t heads,
                      const AttentionOptions& options) {
   const HeadCache& head = cache.head(layer, kv_head);
   const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
   const VectorCodec& value_codec = cache.value_codec(layer, kv_head);
-  const size_t body = head.body_count();
-  const size_t per_task =
-      task_tokens(body, options.tokens_per_task, std::lcm(key_codec.row_group(), value_codec.row_group()));
-  std::vector<CodeRange> ranges;
-  for (size_t first = 0; first < body; first += per_task)
-    ranges.push_back({&head.body_keys, &head.body_values, first, std::min(per_task, body - first)});
+  std::vector<CodeSegment> body;
+  if (head.body_count() > 0) body.push_back({&head.body_keys, &head.body_values, 0, head.body_count()});
   return GroupStep(key_codec, value_codec, queries, heads,
                    sink_and_window_pieces(head.sink_keys.data(), head.sink_values.data(), head.sink_count,
                                           head.window_keys.data(), head.window_values.data(), head.window_count,
                                           cache.head_dim()),
-                   std::move(ranges), options.arithmetic);
+                   body_tasks(body, options.tokens_per_task,
+                              std::lcm(key_codec.row_group(), value_codec.row_group())),
+                   options.arithmetic);
 }
 
 // Runs the steps on the options' executor, or OpenMP threads.

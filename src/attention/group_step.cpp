@@ -44,20 +44,58 @@ Partials half_rows_attention(const float* queries, size_t heads, const ExactPiec
 // of the group reads each code row once: in one pass where the codecs have a fused kernel
 // (attend_multi), else scores_multi, the softmax, then accumulate_partial_multi. The prepared
 // queries carry the logit scale.
-Partials body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
-                        const std::vector<const PreparedQuery*>& prepared, const CodeRange& range,
-                        Arithmetic arithmetic) {
-  const size_t heads = prepared.size(), n = range.rows;
+// Attention pieces over one segment, by the fused kernel where the codecs have one, else by the
+// separate ones.
+Partials segment_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
+                           const std::vector<const PreparedQuery*>& prepared, const CodeSegment& segment,
+                           Arithmetic arithmetic) {
+  const size_t heads = prepared.size(), n = segment.rows;
   Partials parts(heads, value_codec.accumulator_size());
-  if (key_codec.attend_multi(prepared.data(), heads, *range.keys, value_codec, *range.values, range.first, n,
-                             parts.max.data(), parts.sum.data(), parts.acc.data(), arithmetic))
+  if (n == 0 || key_codec.attend_segments(prepared.data(), heads, value_codec, &segment, 1, parts.max.data(),
+                                          parts.sum.data(), parts.acc.data(), arithmetic))
     return parts;
   // Every logit is written by scores_multi: no zeroing pass over the task's heads x n floats.
   const auto logits = std::make_unique_for_overwrite<float[]>(heads * n);
-  key_codec.scores_multi(prepared.data(), heads, *range.keys, range.first, n, logits.get(), n, arithmetic);
+  key_codec.scores_multi(prepared.data(), heads, *segment.keys, segment.first, n, logits.get(), n, arithmetic);
   softmax_pieces(logits.get(), heads, n, parts);
-  value_codec.accumulate_partial_multi(logits.get(), heads, n, *range.values, range.first, n, parts.acc.data(),
+  value_codec.accumulate_partial_multi(logits.get(), heads, n, *segment.values, segment.first, n, parts.acc.data(),
                                        arithmetic);
+  return parts;
+}
+
+// Merges `part` into `total` (the same heads and width): the attention pieces of both token sets.
+void merge_partials(Partials& total, const Partials& part) {
+  for (size_t h = 0; h < total.max.size(); ++h) {
+    const float top = std::max(total.max[h], part.max[h]);
+    if (top == kMinusInfinity) continue;
+    float* acc = total.acc.data() + h * total.width;
+    if (total.sum[h] != 0.0f && total.max[h] != top) {
+      const float factor = std::exp(total.max[h] - top);
+      total.sum[h] *= factor;
+      for (size_t j = 0; j < total.width; ++j) acc[j] *= factor;
+    }
+    total.max[h] = top;
+    add_scaled(part, h, top, total.sum[h], acc);
+  }
+}
+
+// Attention pieces over a task's segments, values left in the codec's accumulator domain. Every
+// query head of the group reads each code row once: in one pass where the codecs have a fused
+// kernel (attend_segments), else per segment scores_multi, the softmax, then
+// accumulate_partial_multi, merged. The prepared queries carry the logit scale.
+Partials body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
+                        const std::vector<const PreparedQuery*>& prepared, const std::vector<CodeSegment>& task,
+                        Arithmetic arithmetic) {
+  if (task.size() == 1) return segment_attention(key_codec, value_codec, prepared, task.front(), arithmetic);
+  const size_t heads = prepared.size();
+  Partials parts(heads, value_codec.accumulator_size());
+  if (key_codec.attend_segments(prepared.data(), heads, value_codec, task.data(), task.size(), parts.max.data(),
+                                parts.sum.data(), parts.acc.data(), arithmetic))
+    return parts;
+  // One at a time where the fused kernel does not take them together (no fused kernel, or rows in
+  // quads that this CPU copies back).
+  for (const CodeSegment& segment : task)
+    merge_partials(parts, segment_attention(key_codec, value_codec, prepared, segment, arithmetic));
   return parts;
 }
 
@@ -76,7 +114,8 @@ PreparedQueries::PreparedQueries(const VectorCodec& codec, const float* queries,
 }
 
 GroupStep::GroupStep(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries,
-                     size_t heads, std::vector<ExactPiece> exact, std::vector<CodeRange> body, Arithmetic arithmetic)
+                     size_t heads, std::vector<ExactPiece> exact, std::vector<std::vector<CodeSegment>> body,
+                     Arithmetic arithmetic)
     : key_codec_(key_codec), value_codec_(value_codec), queries_(queries), heads_(heads), dim_(key_codec.dim()),
       scale_(1.0f / std::sqrt(static_cast<float>(dim_))), arithmetic_(arithmetic), exact_(std::move(exact)),
       body_(std::move(body)), exact_parts_(exact_.size()), body_parts_(body_.size()) {
@@ -112,6 +151,31 @@ void GroupStep::merge(float* output, float* lse) const {
     for (size_t j = 0; j < dim_; ++j) out[j] /= sum;
     lse[h] = top + std::log(sum);
   }
+}
+
+std::vector<std::vector<CodeSegment>> body_tasks(const std::vector<CodeSegment>& segments, size_t tokens_per_task,
+                                                 size_t group) {
+  constexpr size_t kMinSplitTokens = 2048;
+  size_t total = 0;
+  for (const CodeSegment& segment : segments) total += segment.rows;
+  size_t target = std::max<size_t>(tokens_per_task, 1);
+  if (total <= target && total >= kMinSplitTokens) target = (total + 1) / 2;
+  target = (target + group - 1) / group * group;
+  std::vector<std::vector<CodeSegment>> tasks;
+  size_t rows = 0;  // of the last task
+  for (const CodeSegment& segment : segments)
+    for (size_t first = 0; first < segment.rows;) {
+      // A segment longer than a task is cut into ranges of one task each.
+      const size_t count = segment.rows > target ? std::min(target, segment.rows - first) : segment.rows;
+      if (tasks.empty() || rows >= target) {
+        tasks.emplace_back();
+        rows = 0;
+      }
+      tasks.back().push_back({segment.keys, segment.values, segment.first + first, count});
+      rows += count;
+      first += count;
+    }
+  return tasks;
 }
 
 std::vector<ExactPiece> sink_and_window_pieces(const uint16_t* sink_keys, const uint16_t* sink_values, size_t sinks,

@@ -20,13 +20,6 @@ struct ExactPiece {
   size_t rows;
 };
 
-// Rows [first, first + rows) of a key and a value code buffer.
-struct CodeRange {
-  const CodeBuffer* keys;
-  const CodeBuffer* values;
-  size_t first, rows;
-};
-
 // Softmax pieces of the query heads over some tokens: per head the max logit, the sum of
 // exp(logit - max), and the exp-weighted sum of values (width floats, in whatever domain the
 // values are accumulated), so that parts merge exactly. One allocation per field, not per head.
@@ -48,9 +41,10 @@ struct PreparedQueries {
 
 class GroupStep {
  public:
-  // `exact` pieces and `body` ranges of one KV head, read by `heads` query heads (heads x dim).
+  // `exact` pieces and `body` tasks (body_tasks) of one KV head, read by `heads` query heads
+  // (heads x dim).
   GroupStep(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries, size_t heads,
-            std::vector<ExactPiece> exact, std::vector<CodeRange> body, Arithmetic arithmetic);
+            std::vector<ExactPiece> exact, std::vector<std::vector<CodeSegment>> body, Arithmetic arithmetic);
 
   size_t items() const { return exact_.size() + body_.size(); }
   // Item i's partial sums; distinct items may run at once.
@@ -67,10 +61,20 @@ class GroupStep {
   float scale_;
   Arithmetic arithmetic_;
   std::vector<ExactPiece> exact_;
-  std::vector<CodeRange> body_;
+  std::vector<std::vector<CodeSegment>> body_;
   std::vector<Partials> exact_parts_, body_parts_;
   std::unique_ptr<const PreparedQueries> prepared_;
 };
+
+// The body's segments (one range, or a sequence's pages) cut into the tasks that run in parallel: each
+// task a run of consecutive segments of about tokens_per_task tokens, a segment longer than that cut
+// into ranges that start on whole row groups (`group`: KIVI keys share scales over a group). Each
+// kernel call costs a few microseconds besides its rows, so tasks are long, but a body that would
+// fit one task is cut in two from 2048 tokens on, so that two threads share a short context too.
+// The tasks depend on the segments and tokens_per_task only, never on the thread count, so the
+// merged answer is the same bits on any.
+std::vector<std::vector<CodeSegment>> body_tasks(const std::vector<CodeSegment>& segments, size_t tokens_per_task,
+                                                 size_t group);
 
 // The exact pieces of sinks and a recent window: the sinks, then the window in two halves. The
 // halves run beside each other and beside the body ranges, so that two threads share the window's

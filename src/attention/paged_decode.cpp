@@ -1,6 +1,7 @@
 // PagedKVCache::decode: one decode step of a layer for a batch of sequences. Every (sequence, KV
 // head) is a GroupStep whose items are its exact fp16 pieces and its pages; all items of the batch
 // run in one parallel batch on the executor, then each step merges its items in a fixed order.
+#include <numeric>
 #include <vector>
 
 #include "attention/group_step.hpp"
@@ -31,14 +32,17 @@ void PagedKVCache::decode(size_t layer, const SequenceId* sequences, size_t batc
     for (size_t g = 0; g < kv; ++g) {
       const HeadRows& head = rows.heads[g];
       const size_t live = head.retained * d;  // the window's tokens not yet encoded start here
-      std::vector<CodeRange> pages;
+      const VectorCodec& key_codec = *s.codecs.keys[s.shape.index(layer, g)];
+      const VectorCodec& value_codec = *s.codecs.values[s.shape.index(layer, g)];
+      std::vector<CodeSegment> pages;
       for (const auto& page : rows.pages) pages.push_back({&page->keys[g], &page->values[g], 0, page->rows()});
-      steps.emplace_back(*s.codecs.keys[s.shape.index(layer, g)], *s.codecs.values[s.shape.index(layer, g)],
-                         queries + (b * q_heads + g * group) * d, group,
+      steps.emplace_back(key_codec, value_codec, queries + (b * q_heads + g * group) * d, group,
                          sink_and_window_pieces(head.sink_keys.data(), head.sink_values.data(), head.sinks,
                                                 head.window_keys.data() + live, head.window_values.data() + live,
                                                 head.window, d),
-                         std::move(pages), options.arithmetic);
+                         body_tasks(pages, options.tokens_per_task,
+                                    std::lcm(key_codec.row_group(), value_codec.row_group())),
+                         options.arithmetic);
     }
   }
   if (options.executor) {

@@ -48,17 +48,44 @@ void VectorCodec::check_queries(const PreparedQuery* const* queries, size_t head
 bool VectorCodec::attend_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& keys,
                                const VectorCodec& value_codec, const CodeBuffer& values, size_t first, size_t n,
                                float* max, float* sum, float* accumulators, Arithmetic arithmetic) const {
+  const CodeSegment segment{&keys, &values, first, n};
+  return attend_segments(queries, heads, value_codec, &segment, 1, max, sum, accumulators, arithmetic);
+}
+
+bool VectorCodec::attend_segments(const PreparedQuery* const* queries, size_t heads, const VectorCodec& value_codec,
+                                  const CodeSegment* segments, size_t count, float* max, float* sum,
+                                  float* accumulators, Arithmetic arithmetic) const {
   check_queries(queries, heads, "attention");
-  check_range(keys, first, n, "attention (keys)");
-  value_codec.check_range(values, first, n, "attention (values)");
-  if (n == 0 || arithmetic != Arithmetic::kInteger) return false;
+  std::vector<const CodeSegment*> live;  // segments with rows
+  for (size_t s = 0; s < count; ++s) {
+    const CodeSegment& segment = segments[s];
+    require(segment.keys != nullptr && segment.values != nullptr, "attention: segment {} has null codes", s);
+    check_range(*segment.keys, segment.first, segment.rows, "attention (keys)");
+    value_codec.check_range(*segment.values, segment.first, segment.rows, "attention (values)");
+    if (segment.rows > 0) live.push_back(&segment);
+  }
+  if (live.empty() || arithmetic != Arithmetic::kInteger) return false;
+  const uint8_t* key_base = live[0]->keys->row(live[0]->first);
+  const uint8_t* value_base = live[0]->values->row(live[0]->first);
   AttentionParts key_view, value_view;
-  if (!key_parts(keys.row(first), queries, heads, key_view) ||
-      !value_codec.value_parts(values.row(first), accumulators, value_codec.accumulator_size(), value_view))
+  if (!key_parts(key_base, queries, heads, key_view) ||
+      !value_codec.value_parts(value_base, accumulators, value_codec.accumulator_size(), value_view))
     return false;
+  // Each segment's rows as a shift from the first's (the parts point into the first segment).
+  const auto shift = [](const uint8_t* to, const uint8_t* from) {
+    return static_cast<std::ptrdiff_t>(reinterpret_cast<uintptr_t>(to) - reinterpret_cast<uintptr_t>(from));
+  };
+  std::vector<size_t> rows;
+  std::vector<std::ptrdiff_t> key_shift, value_shift;
+  for (const CodeSegment* segment : live) {
+    rows.push_back(segment->rows);
+    key_shift.push_back(shift(segment->keys->row(segment->first), key_base));
+    value_shift.push_back(shift(segment->values->row(segment->first), value_base));
+  }
   std::vector<simd::AttentionKeyGroup> groups;
-  if (!simd::int_index_attention(key_view.keys(groups), value_view.parts.data(), value_view.parts.size(), n, heads,
-                                 max, sum))
+  const simd::RowSegments row_segments{live.size(), rows.data(), key_shift.data(), value_shift.data()};
+  if (!simd::int_index_attention_segments(key_view.keys(groups), value_view.parts.data(), value_view.parts.size(),
+                                          row_segments, heads, max, sum))
     return false;
   for (float* slot : value_view.weight_sums)
     for (size_t h = 0; h < heads; ++h) slot[h * value_view.weight_sum_stride] = sum[h];

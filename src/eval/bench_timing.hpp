@@ -19,10 +19,15 @@ inline double median(std::vector<double> x) {
   return x[x.size() / 2];
 }
 
-// Copies of `copy_bytes` each so that they add up to at least twice the last-level cache: querying
-// them in turn reads from memory, as a decoder going through its layers does.
+// The bytes that, queried in turn, are read from memory: twice the last-level cache, but at most
+// 256 MiB (VMs report host caches of 500 MiB and more, which would make every policy's copies a
+// gigabyte).
+inline size_t cold_bytes() { return std::min<size_t>(2 * last_level_cache_bytes(), size_t{256} << 20); }
+
+// Copies of `copy_bytes` each so that they add up to at least cold_bytes(): querying them in turn
+// reads from memory, as a decoder going through its layers does.
 inline size_t copies_beyond_cache(size_t copy_bytes) {
-  const size_t wanted = 2 * last_level_cache_bytes();
+  const size_t wanted = cold_bytes();
   return std::clamp<size_t>((wanted + copy_bytes - 1) / std::max<size_t>(copy_bytes, 1), 1, 4096);
 }
 

@@ -176,48 +176,97 @@ HWY_INLINE void KeyScoresBlock(const std::vector<KeyGroupState>& groups, const f
       }
 }
 
-// The common case, one key part and one value part (TurboQuant mse): its states on the stack and
-// const, so that the compiler keeps their members in registers across the vector stores that may
-// alias them (the general form below took 2.5% longer for a 16k step).
-bool SinglePartAttention(const AttentionPart& key, const AttentionPart& value, size_t n, size_t heads, float* max,
-                         float* sum) {
-  if (!BlockKernelsCover(PaddedDim(key.rows.dim)) || !BlockKernelsCover(PaddedDim(value.rows.dim))) return false;
-  const KeyPartState key_state(key, n, heads);
-  ValuePartState value_state(value, n, heads);
+// Moves parts to segment s of `segments` (RowSegments): each copy's rows from its original's by the
+// segment's shift.
+HWY_INLINE void MoveParts(const AttentionPart* originals, AttentionPart* copies, size_t count,
+                          const std::ptrdiff_t* shift, size_t s) {
+  // In integers: the segments are separate allocations.
+  for (size_t p = 0; p < count; ++p)
+    copies[p].rows.data =
+        reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(originals[p].rows.data) + shift[s]);
+}
+
+// The prefetch across a segment's end: the kernels ask for rows up to kFarBlocks + 1 blocks ahead
+// (FetchRows), within their segment; near its end the next segment's first rows are asked for
+// instead, as one long range would have them (a sequence's next page lies elsewhere in memory).
+HWY_INLINE void FetchNextSegment(const AttentionPart* parts, size_t count, const std::ptrdiff_t* shift,
+                                 const RowSegments& segments, size_t s, size_t start) {
+  if (s + 1 >= segments.count) return;
+  const size_t ahead = start + (kFarBlocks + 1) * kIntBlockRows, n = segments.rows[s];
+  if (ahead < n) return;
+  const size_t row = ahead - n, next_rows = segments.rows[s + 1];
+  if (row >= next_rows) return;
+  const size_t rows = std::min(kIntBlockRows, next_rows - row);
+  for (size_t p = 0; p < count; ++p) {
+    const RowSource& source = parts[p].rows;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(source.data) + shift[s + 1];
+    const uint8_t* first = reinterpret_cast<const uint8_t*>(base + row * source.stride);
+    for (size_t at = 0; at < rows * source.stride; at += 64) FetchLine(first + at);
+  }
+}
+
+// The common case, one key part and one value part (TurboQuant mse): its states on the stack, so
+// that the compiler keeps their members in registers across the vector stores that may alias them
+// (the general form below took 2.5% longer for a 16k step). The states read copies of the parts,
+// which move from segment to segment.
+bool SinglePartAttention(const AttentionPart& key_part, const AttentionPart& value_part, const RowSegments& segments,
+                         size_t heads, float* max, float* sum) {
+  if (!BlockKernelsCover(PaddedDim(key_part.rows.dim)) || !BlockKernelsCover(PaddedDim(value_part.rows.dim)))
+    return false;
+  AttentionPart key = key_part, value = value_part;
+  KeyPartState key_state(key, segments.rows[0], heads);
+  ValuePartState value_state(value, segments.rows[0], heads);
   LaneAccumulators* lanes[1] = {&value_state.lanes};
   OnlineSoftmax softmax(heads);
   const auto logits = hwy::AllocateAligned<float>(heads * kIntBlockRows);
-  for (size_t start = 0; start < n; start += kIntBlockRows) {
-    const size_t count = std::min(kIntBlockRows, n - start);
-    key_state.scorer.Block(start, logits.get(), kIntBlockRows);
-    softmax.Block(logits.get(), count, lanes, 1);
-    value_state.accumulator.Block(logits.get(), kIntBlockRows, start, value_state.lanes);
+  for (size_t s = 0; s < segments.count; ++s) {
+    const size_t n = segments.rows[s];
+    if (s > 0) {
+      MoveParts(&key_part, &key, 1, segments.key_shift, s);
+      MoveParts(&value_part, &value, 1, segments.value_shift, s);
+      key_state.scorer.NextSegment(n);
+      value_state.accumulator.NextSegment(n);
+    }
+    const BlockScorer& scorer = key_state.scorer;
+    for (size_t start = 0; start < n; start += kIntBlockRows) {
+      const size_t count = std::min(kIntBlockRows, n - start);
+      FetchNextSegment(&key_part, 1, segments.key_shift, segments, s, start);
+      FetchNextSegment(&value_part, 1, segments.value_shift, segments, s, start);
+      scorer.Block(start, logits.get(), kIntBlockRows);
+      softmax.Block(logits.get(), count, lanes, 1);
+      value_state.accumulator.Block(logits.get(), kIntBlockRows, start, value_state.lanes);
+    }
   }
   value_state.lanes.WriteBack(value.acc);
   softmax.Finish(max, sum);
   return true;
 }
 
-// int_index_attention for parts the block kernels cover (BlockKernelsCover). False, with nothing
-// written, where it does not apply.
-bool BlockAttention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
-                    size_t heads, float* max, float* sum) {
+// int_index_attention for parts the block kernels cover (BlockKernelsCover), over segments. False,
+// with nothing written, where it does not apply.
+bool BlockAttention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts,
+                    const RowSegments& segments, size_t heads, float* max, float* sum) {
   if (keys.count == 1 && keys.groups[0].count == 1 && !keys.groups[0].factor && !keys.shift && value_parts == 1)
-    return SinglePartAttention(keys.groups[0].parts[0], values[0], n, heads, max, sum);
+    return SinglePartAttention(keys.groups[0].parts[0], values[0], segments, heads, max, sum);
+  // The states read copies of the parts, which move from segment to segment.
+  std::vector<std::vector<AttentionPart>> key_copies(keys.count);
+  std::vector<AttentionPart> value_copies(values, values + value_parts);
   std::vector<KeyGroupState> key_groups(keys.count);
   std::vector<std::unique_ptr<ValuePartState>> value_states;
+  const size_t first_rows = segments.rows[0];
   for (size_t g = 0; g < keys.count; ++g) {
     const AttentionKeyGroup& group = keys.groups[g];
-    key_groups[g].factor_rows = &group.parts[0].rows;
+    key_copies[g].assign(group.parts, group.parts + group.count);
+    key_groups[g].factor_rows = &key_copies[g][0].rows;
     key_groups[g].factor = group.factor;
     for (size_t p = 0; p < group.count; ++p) {
       if (!BlockKernelsCover(PaddedDim(group.parts[p].rows.dim))) return false;
-      key_groups[g].parts.push_back(std::make_unique<KeyPartState>(group.parts[p], n, heads));
+      key_groups[g].parts.push_back(std::make_unique<KeyPartState>(key_copies[g][p], first_rows, heads));
     }
   }
   for (size_t p = 0; p < value_parts; ++p) {
     if (!BlockKernelsCover(PaddedDim(values[p].rows.dim))) return false;
-    value_states.push_back(std::make_unique<ValuePartState>(values[p], n, heads));
+    value_states.push_back(std::make_unique<ValuePartState>(value_copies[p], first_rows, heads));
   }
   std::vector<LaneAccumulators*> value_lanes;
   for (const auto& value : value_states) value_lanes.push_back(&value->lanes);
@@ -229,11 +278,25 @@ bool BlockAttention(const AttentionKeys& keys, const AttentionPart* values, size
   const auto scratch = hwy::AllocateAligned<float>(3 * block);
   std::fill(scratch.get(), scratch.get() + 3 * block, 0.0f);
   float* logits = scratch.get();
-  for (size_t start = 0; start < n; start += kIntBlockRows) {
-    const size_t count = std::min(kIntBlockRows, n - start);
-    KeyScoresBlock(key_groups, keys.shift, heads, start, count, logits, logits + block, logits + 2 * block);
-    softmax.Block(logits, count, value_lanes.data(), value_parts);
-    for (const auto& value : value_states) value->accumulator.Block(logits, kIntBlockRows, start, value->lanes);
+  for (size_t s = 0; s < segments.count; ++s) {
+    const size_t n = segments.rows[s];
+    if (s > 0) {
+      for (size_t g = 0; g < keys.count; ++g) {
+        MoveParts(keys.groups[g].parts, key_copies[g].data(), keys.groups[g].count, segments.key_shift, s);
+        for (auto& part : key_groups[g].parts) part->scorer.NextSegment(n);
+      }
+      MoveParts(values, value_copies.data(), value_parts, segments.value_shift, s);
+      for (auto& value : value_states) value->accumulator.NextSegment(n);
+    }
+    for (size_t start = 0; start < n; start += kIntBlockRows) {
+      const size_t count = std::min(kIntBlockRows, n - start);
+      for (size_t g = 0; g < keys.count; ++g)
+        FetchNextSegment(keys.groups[g].parts, keys.groups[g].count, segments.key_shift, segments, s, start);
+      FetchNextSegment(values, value_parts, segments.value_shift, segments, s, start);
+      KeyScoresBlock(key_groups, keys.shift, heads, start, count, logits, logits + block, logits + 2 * block);
+      softmax.Block(logits, count, value_lanes.data(), value_parts);
+      for (const auto& value : value_states) value->accumulator.Block(logits, kIntBlockRows, start, value->lanes);
+    }
   }
   for (size_t p = 0; p < value_parts; ++p) value_states[p]->lanes.WriteBack(values[p].acc);
   softmax.Finish(max, sum);

@@ -64,6 +64,11 @@ class RowPairScorer {
     TableBytes(table, kScoreTableOffset, table_);
   }
 
+  // The same rows' next segment (RowSegments): the RowSource this reads has moved to it.
+  void NextSegment(size_t n) {
+    n_ = n;
+  }
+
   // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.
   void Block(size_t start, float* out, size_t out_stride) const {
     if (vnni_) return WithChunks<true>(start, out, out_stride);
@@ -179,6 +184,11 @@ class QuadByteAccumulator {
         positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows), vnni_(ShuffleVnniUsable()),
         full_(unpacker.shuffle().full_rows()) {
     TableBytes(table, 0, table_);
+  }
+
+  // The same rows' next segment (RowSegments): the RowSource this reads has moved to it.
+  void NextSegment(size_t n) {
+    n_ = n;
   }
 
   // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]

@@ -65,7 +65,8 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
                         float* acc, size_t acc_stride, const RowFactor* factors) {
   reference::int_index_weighted_sum(rows, n, weights, heads, weight_stride, acc, acc_stride, factors);
 }
-bool IntAttentionImpl(const AttentionKeys&, const AttentionPart*, size_t, size_t, size_t, float*, float*) {
+bool IntAttentionImpl(const AttentionKeys&, const AttentionPart*, size_t, const RowSegments&, size_t, float*,
+                      float*) {
   return false;  // the caller runs the separate kernels
 }
 bool QuadsNativeImpl(const RowSource&) { return false; }
@@ -392,9 +393,9 @@ void IntWeightedSumImpl(const RowSource& rows, size_t n, const float* weights, s
   lanes.WriteBack(acc);
 }
 
-bool IntAttentionImpl(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
-                      size_t heads, float* max, float* sum) {
-  return BlockAttention(keys, values, value_parts, n, heads, max, sum);
+bool IntAttentionImpl(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts,
+                      const RowSegments& segments, size_t heads, float* max, float* sum) {
+  return BlockAttention(keys, values, value_parts, segments, heads, max, sum);
 }
 
 // Whether this target's fused kernel reads `rows` in quads as they lie: AVX3_DL's block kernels,
@@ -504,17 +505,31 @@ bool any_part(const AttentionKeys& keys, const AttentionPart* values, size_t val
 
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum) {
-  if (n == 0 || heads == 0 || !int_index_attention_usable(keys, values, value_parts)) return false;
+  const std::ptrdiff_t no_shift = 0;
+  return int_index_attention_segments(keys, values, value_parts, RowSegments{1, &n, &no_shift, &no_shift}, heads, max,
+                                      sum);
+}
+
+bool int_index_attention_segments(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts,
+                                  const RowSegments& segments, size_t heads, float* max, float* sum) {
+  if (segments.count == 0 || heads == 0 || !int_index_attention_usable(keys, values, value_parts)) return false;
+  for (size_t s = 0; s < segments.count; ++s)
+    if (segments.rows[s] == 0) return false;
   if (any_part(keys, values, value_parts, [](const RowSource& rows) { return rows.quads; })) {
-    require(n % 4 == 0, "int_index_attention: {} rows in quads is not a whole number of quads", n);
-    // Copies only where this target does not read the quads in place (PlainParts).
+    for (size_t s = 0; s < segments.count; ++s)
+      require(segments.rows[s] % 4 == 0, "int_index_attention: {} rows in quads is not a whole number of quads",
+              segments.rows[s]);
+    // Copies only where this target does not read the quads in place (PlainParts), and of one
+    // segment: the caller takes several one at a time there.
     if (any_part(keys, values, value_parts,
                  [](const RowSource& rows) { return rows.quads && !int_index_reads_quads(rows); })) {
-      const PlainParts plain(keys, values, value_parts, n);
-      return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(plain.keys(), plain.values(), value_parts, n, heads, max, sum);
+      if (segments.count > 1) return false;
+      const PlainParts plain(keys, values, value_parts, segments.rows[0]);
+      return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(plain.keys(), plain.values(), value_parts, segments, heads, max,
+                                                    sum);
     }
   }
-  return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, values, value_parts, n, heads, max, sum);
+  return HWY_DYNAMIC_DISPATCH(IntAttentionImpl)(keys, values, value_parts, segments, heads, max, sum);
 }
 
 void int_index_scores(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,

@@ -88,6 +88,22 @@ struct AttentionKeys {
 bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts, size_t n,
                          size_t heads, float* max, float* sum);
 
+// Rows in several segments (the pages of a paged cache), read one after another as one range: the
+// per-query setup (byte tables, byte queries, lookups) is done once for all of them. Segment s
+// holds rows[s] rows, each part's at its rows.data + key_shift[s] (key parts) or value_shift[s]
+// (value parts); shift[0] is 0. Every segment starts a block of kIntBlockRows rows.
+struct RowSegments {
+  size_t count = 0;
+  const size_t* rows = nullptr;
+  const std::ptrdiff_t* key_shift = nullptr;
+  const std::ptrdiff_t* value_shift = nullptr;
+};
+
+// int_index_attention over segments. False, with nothing written, where it does not apply (as
+// int_index_attention, and where rows in quads would need a plain copy on this CPU).
+bool int_index_attention_segments(const AttentionKeys& keys, const AttentionPart* values, size_t value_parts,
+                                  const RowSegments& segments, size_t heads, float* max, float* sum);
+
 // Whether int_index_attention reads these rows in quads as they lie on this CPU (else it copies
 // them back to plain rows first, which costs more than the layout saves): AVX3_DL, dim a multiple
 // of 16.

@@ -229,6 +229,12 @@ class QuadAccumulator {
     part_ = (kIntBlockRows * 64 + padded - 1) / padded;
   }
 
+  // The same rows' next segment (RowSegments): the RowSource this reads has moved to it.
+  void NextSegment(size_t n) {
+    n_ = n;
+    end_ = CodesEnd(rows_, n);
+  }
+
   // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
   // for row start + i, added to head h's lanes at lanes.Head(h).
   // Not inlined, and its lambdas are: other arrangements took 3-10% longer (the compiler then
@@ -481,6 +487,12 @@ class QuadScorer {
     const GroupedLookup& last = lookups_.back();
     reach_ = rows.quads ? 12 * rows.stride + last.QuadBlock(last.blocks() - 1) + 32
                         : 15 * rows.stride + last.offset() + 32;
+  }
+
+  // The same rows' next segment (RowSegments): the RowSource this reads has moved to it.
+  void NextSegment(size_t n) {
+    n_ = n;
+    end_ = CodesEnd(rows_, n);
   }
 
   // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.

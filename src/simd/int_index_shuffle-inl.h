@@ -92,6 +92,11 @@ class GroupedScorer {
     hn::Store(TableVector(table, kScoreTableOffset), DU8(), table_);
   }
 
+  // The same rows' next segment (RowSegments): the RowSource this reads has moved to it.
+  void NextSegment(size_t n) {
+    n_ = n;
+  }
+
   // Rows [start, start + min(kIntBlockRows, n - start)): head h's scores at out + h * out_stride.
   // (const: grouped_ is scratch, as a kernel's locals would be.)
   void Block(size_t start, float* out, size_t out_stride) const {
@@ -235,6 +240,11 @@ class PairAccumulator {
         block_(block), index_((kIntBlockRows + 1) * padded_, 0) {
     // The table repeats in every 128-bit block, so any part of it serves a chunk.
     hn::Store(hn::BitCast(DI8(), TableVector(table, 0)), DI8(), table_);
+  }
+
+  // The same rows' next segment (RowSegments): the RowSource this reads has moved to it.
+  void NextSegment(size_t n) {
+    n_ = n;
   }
 
   // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
