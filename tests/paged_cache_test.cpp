@@ -370,6 +370,68 @@ TEST(Calibration, CorruptAndInconsistentFilesAreRefused) {
             std::string::npos);
 }
 
+TEST(PagedKVCache, PrefillIsCausalAndEndsWithDecodesBits) {
+  const TokenStream stream(400, 30);
+  const size_t group = 2, q_heads = group * kHeads, chunk = 150;
+  const auto queries = testutil::gaussian_matrix(chunk * q_heads, kDim, 31);
+  // fp16 bodies hold the tokens exactly: every position's answer is exact attention over its prefix.
+  for (const char* spec :
+       {"fp16|window=32|block=16|page=64", "tq_mse:b=3|window=32|block=16|page=64", "kivi:b=4|window=32|block=32|page=64"}) {
+    SCOPED_TRACE(spec);
+    PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse(spec), 3);
+    const SequenceId id = cache.add_sequence();
+    feed(cache, id, stream, 0, stream.total - chunk);
+    const auto [k, v] = stream.slice(stream.total - chunk, chunk);
+    cache.append(id, 0, k.data(), v.data(), chunk);
+    std::vector<float> output(chunk * q_heads * kDim), lse(chunk * q_heads);
+    cache.prefill(0, id, chunk, queries.data(), q_heads, output.data(), lse.data());
+    const Decoded last = decode(cache, 0, {id}, queries.data() + (chunk - 1) * q_heads * kDim, q_heads);
+    EXPECT_EQ(0, std::memcmp(last.output.data(), output.data() + (chunk - 1) * q_heads * kDim, last.output.size() * 4));
+    EXPECT_EQ(0, std::memcmp(last.lse.data(), lse.data() + (chunk - 1) * q_heads, last.lse.size() * 4));
+    const auto [all_k, all_v] = stream.slice(0, stream.total);
+    double worst = 0.0, total = 0.0, last_total = 0.0;
+    size_t count = 0, last_count = 0;
+    for (size_t i = 0; i < chunk; i += 7)
+      for (size_t g = 0; g < kHeads; ++g) {
+        const size_t prefix = stream.total - chunk + i + 1;
+        std::vector<float> keys(all_k.begin() + static_cast<std::ptrdiff_t>(g * stream.total * kDim),
+                                all_k.begin() + static_cast<std::ptrdiff_t>((g * stream.total + prefix) * kDim));
+        std::vector<float> values(all_v.begin() + static_cast<std::ptrdiff_t>(g * stream.total * kDim),
+                                  all_v.begin() + static_cast<std::ptrdiff_t>((g * stream.total + prefix) * kDim));
+        for (auto* x : {&keys, &values})
+          for (float& value : *x) value = half_to_float(float_to_half(value));
+        const float* q = queries.data() + (i * q_heads + g * group) * kDim;
+        const AttentionResult exact = reference_attention(q, group, keys.data(), values.data(), prefix, kDim);
+        for (size_t j = 0; j < group * kDim; ++j) {
+          const double error = std::abs(double(output[(i * q_heads + g * group) * kDim + j]) - exact.output[j]);
+          worst = std::max(worst, error);
+          total += error;
+          ++count;
+          if (i + 7 >= chunk) {
+            last_total += error;
+            ++last_count;
+          }
+        }
+        for (size_t h = 0; h < group; ++h)
+          worst = std::max(worst, std::abs(double(lse[i * q_heads + g * group + h]) - exact.lse[h]) / 10);
+      }
+    // fp16 bodies: float rounding only. 3-bit codes: every position's error is the codec's, about
+    // what the last position's (decode's own) is.
+    if (std::string(spec).rfind("fp16", 0) == 0) {
+      EXPECT_LT(worst, 1e-5);
+    } else {
+      EXPECT_LT(total / count, 1.5 * last_total / last_count) << total / count << " " << last_total / last_count;
+      EXPECT_GT(total / count, 0.5 * last_total / last_count);
+    }
+  }
+  PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse("tq_mse:b=3"), 3);
+  const SequenceId id = cache.add_sequence();
+  std::vector<float> output(q_heads * kDim);
+  EXPECT_NE(testutil::error_of([&] { cache.prefill(0, id, 1, queries.data(), q_heads, output.data(), nullptr); })
+                .find("holds 0"),
+            std::string::npos);
+}
+
 TEST(PagedKVCache, BadCallsNameTheProblem) {
   PagedKVCache cache(2, kHeads, kDim, KVPolicy::parse("tq_mse:b=3|window=16|block=16|page=32"), 1);
   const SequenceId id = cache.add_sequence();

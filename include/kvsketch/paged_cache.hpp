@@ -17,6 +17,8 @@
 //   auto b = cache.fork(a);                            // shares a's sealed pages
 //   cache.decode(layer, ids, batch, queries, q_heads, output, lse);   // one step for a batch
 //   cache.truncate(b, cache.tokens(b, 0) - 3);         // roll back 3 tokens
+//   cache.append(a, layer, chunk_keys, chunk_values, 512);                  // a prompt chunk,
+//   cache.prefill(layer, a, 512, chunk_queries, q_heads, output, lse);      // attended causally
 //
 // Appends and decodes of one sequence give the bits a KVCache with the same policy and seed gives:
 // the same codes, sinks and window. A decode merges per page instead of per token range, so its
@@ -82,6 +84,13 @@ class PagedKVCache {
   // executor or thread count. A sequence may appear more than once.
   void decode(size_t layer, const SequenceId* sequences, size_t batch, const float* queries, size_t q_heads,
               float* output, float* lse, const AttentionOptions& options = {}) const;
+
+  // Chunked prefill: the last `chunk` tokens of a sequence's layer (appended already) as queries,
+  // each attending causally to every token up to and including its own, the compressed past and
+  // the chunk alike, through the decode kernels: queries [chunk][q_heads][head_dim], output the
+  // same, lse [chunk][q_heads] (may be null). The chunk's last position gives decode's bits.
+  void prefill(size_t layer, SequenceId sequence, size_t chunk, const float* queries, size_t q_heads, float* output,
+               float* lse, const AttentionOptions& options = {}) const;
 
   // Bytes held: every page once however many sequences share it, every sequence's fp16 sinks and
   // window, and the calibration. sequence_bytes counts one sequence's pages (shared or not) and

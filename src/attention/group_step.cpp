@@ -34,6 +34,20 @@ Partials half_rows_attention(const float* queries, size_t heads, const ExactPiec
   Partials parts(heads, dim);
   if (piece.rows == 0) return parts;
   std::vector<float> logits(heads * piece.rows);
+  if (piece.float_keys != nullptr) {  // a few decoded rows
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < piece.rows; ++i) {
+        float dot = 0.0f;
+        for (size_t j = 0; j < dim; ++j) dot += queries[h * dim + j] * piece.float_keys[i * dim + j];
+        logits[h * piece.rows + i] = dot * scale;
+      }
+    softmax_pieces(logits.data(), heads, piece.rows, parts);
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < piece.rows; ++i)
+        for (size_t j = 0; j < dim; ++j)
+          parts.acc[h * dim + j] += logits[h * piece.rows + i] * piece.float_values[i * dim + j];
+    return parts;
+  }
   simd::half_row_scores(queries, heads, piece.keys, piece.rows, dim, scale, logits.data(), piece.rows);
   softmax_pieces(logits.data(), heads, piece.rows, parts);
   simd::half_row_weighted_sum(logits.data(), heads, piece.rows, piece.values, piece.rows, dim, parts.acc.data());
@@ -115,9 +129,10 @@ PreparedQueries::PreparedQueries(const VectorCodec& codec, const float* queries,
 
 GroupStep::GroupStep(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries,
                      size_t heads, std::vector<ExactPiece> exact, std::vector<std::vector<CodeSegment>> body,
-                     Arithmetic arithmetic)
+                     Arithmetic arithmetic, std::vector<std::vector<float>> storage)
     : key_codec_(key_codec), value_codec_(value_codec), queries_(queries), heads_(heads), dim_(key_codec.dim()),
       scale_(1.0f / std::sqrt(static_cast<float>(dim_))), arithmetic_(arithmetic), exact_(std::move(exact)),
+      storage_(std::move(storage)),
       body_(std::move(body)), exact_parts_(exact_.size()), body_parts_(body_.size()) {
   if (!body_.empty()) prepared_ = std::make_unique<const PreparedQueries>(key_codec_, queries, heads, scale_);
 }

@@ -13,11 +13,14 @@
 
 namespace kvsketch {
 
-// Rows of fp16 keys and values, attended exactly.
+// Rows of keys and values attended exactly: fp16, or floats (code rows decoded, where a range ends
+// inside a row group that the codec reads only whole).
 struct ExactPiece {
   const uint16_t* keys;
   const uint16_t* values;
   size_t rows;
+  const float* float_keys = nullptr;  // where set, the rows are these floats instead
+  const float* float_values = nullptr;
 };
 
 // Softmax pieces of the query heads over some tokens: per head the max logit, the sum of
@@ -43,8 +46,10 @@ class GroupStep {
  public:
   // `exact` pieces and `body` tasks (body_tasks) of one KV head, read by `heads` query heads
   // (heads x dim).
+  // `storage` holds what float pieces point to (moved in, so the pointers stay valid).
   GroupStep(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries, size_t heads,
-            std::vector<ExactPiece> exact, std::vector<std::vector<CodeSegment>> body, Arithmetic arithmetic);
+            std::vector<ExactPiece> exact, std::vector<std::vector<CodeSegment>> body, Arithmetic arithmetic,
+            std::vector<std::vector<float>> storage = {});
 
   size_t items() const { return exact_.size() + body_.size(); }
   // Item i's partial sums; distinct items may run at once.
@@ -61,6 +66,7 @@ class GroupStep {
   float scale_;
   Arithmetic arithmetic_;
   std::vector<ExactPiece> exact_;
+  std::vector<std::vector<float>> storage_;
   std::vector<std::vector<CodeSegment>> body_;
   std::vector<Partials> exact_parts_, body_parts_;
   std::unique_ptr<const PreparedQueries> prepared_;

@@ -1,62 +1,84 @@
-// PagedKVCache::decode: one decode step of a layer for a batch of sequences. Every (sequence, KV
-// head) is a GroupStep whose items are its exact fp16 pieces and its pages; all items of the batch
-// run in one parallel batch on the executor, then each step merges its items in a fixed order.
-#include <numeric>
+// PagedKVCache::decode and prefill. Every (query position, KV head) is a GroupStep whose items are
+// its exact fp16 pieces and its runs of pages; all items of a call run in one parallel batch on the
+// executor, then each step merges its items in a fixed order.
 #include <vector>
 
-#include "attention/group_step.hpp"
+#include "attention/paged_steps.hpp"
 #include "cache/paged_cache_state.hpp"
 #include "core/team_size.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/paged_cache.hpp"
 
 namespace kvsketch {
+namespace {
+
+// What decode and prefill check of their shared arguments; returns the query heads per KV head.
+size_t check_step(size_t kv_heads, size_t head_dim, const float* queries, size_t positions, size_t q_heads,
+                  const float* output, const AttentionOptions& options, const char* operation) {
+  check_threads(options.threads, operation);
+  require(output != nullptr, "{}: null output buffer", operation);
+  require(q_heads >= 1 && q_heads % kv_heads == 0, "{}: {} query heads is not a positive multiple of the {} kv heads",
+          operation, q_heads, kv_heads);
+  check_query_heads(queries, positions * q_heads, head_dim, operation);
+  return q_heads / kv_heads;
+}
+
+// Merges steps[position * kv_heads + g] into output and lse ([positions][q_heads][...]; lse may be
+// null).
+void merge_steps(const std::vector<GroupStep>& steps, size_t positions, size_t kv_heads, size_t group, size_t dim,
+                 float* output, float* lse) {
+  const size_t q_heads = kv_heads * group;
+  std::vector<float> scratch_lse(lse ? 0 : group);
+  for (size_t b = 0; b < positions; ++b)
+    for (size_t g = 0; g < kv_heads; ++g) {
+      const size_t first = b * q_heads + g * group;
+      steps[b * kv_heads + g].merge(output + first * dim, lse ? lse + first : scratch_lse.data());
+    }
+}
+
+}  // namespace
 
 void PagedKVCache::decode(size_t layer, const SequenceId* sequences, size_t batch, const float* queries,
                           size_t q_heads, float* output, float* lse, const AttentionOptions& options) const {
   const State& s = *state_;
-  check_threads(options.threads, "decode");
   s.check_layer(layer, "decode");
   if (batch == 0) return;
   require(sequences != nullptr, "decode: null sequence ids for a batch of {}", batch);
-  require(output != nullptr, "decode: null output buffer");
   const size_t kv = s.shape.kv_heads, d = s.shape.head_dim;
-  require(q_heads >= 1 && q_heads % kv == 0, "decode: {} query heads is not a positive multiple of the {} kv heads",
-          q_heads, kv);
-  check_query_heads(queries, batch * q_heads, d, "decode");
-  const size_t group = q_heads / kv;
+  const size_t group = check_step(kv, d, queries, batch, q_heads, output, options, "decode");
   std::vector<GroupStep> steps;
   steps.reserve(batch * kv);
   for (size_t b = 0; b < batch; ++b) {
     const SequenceLayer& rows = s.sequence(sequences[b], "decode").layers[layer];
-    for (size_t g = 0; g < kv; ++g) {
-      const HeadRows& head = rows.heads[g];
-      const size_t live = head.retained * d;  // the window's tokens not yet encoded start here
-      const VectorCodec& key_codec = *s.codecs.keys[s.shape.index(layer, g)];
-      const VectorCodec& value_codec = *s.codecs.values[s.shape.index(layer, g)];
-      std::vector<CodeSegment> pages;
-      for (const auto& page : rows.pages) pages.push_back({&page->keys[g], &page->values[g], 0, page->rows()});
-      steps.emplace_back(key_codec, value_codec, queries + (b * q_heads + g * group) * d, group,
-                         sink_and_window_pieces(head.sink_keys.data(), head.sink_values.data(), head.sinks,
-                                                head.window_keys.data() + live, head.window_values.data() + live,
-                                                head.window, d),
-                         body_tasks(pages, options.tokens_per_task,
-                                    std::lcm(key_codec.row_group(), value_codec.row_group())),
-                         options.arithmetic);
-    }
+    for (size_t g = 0; g < kv; ++g)
+      steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
+                                       *s.codecs.values[s.shape.index(layer, g)], rows, g, rows.tokens(),
+                                       queries + (b * q_heads + g * group) * d, group, options));
   }
-  if (options.executor) {
-    run_steps(steps, *options.executor);
-  } else {
-    OpenMPExecutor executor(options.threads);
-    run_steps(steps, executor);
-  }
-  std::vector<float> scratch_lse(lse ? 0 : group);
-  for (size_t b = 0; b < batch; ++b)
-    for (size_t g = 0; g < kv; ++g) {
-      const size_t first = b * q_heads + g * group;
-      steps[b * kv + g].merge(output + first * d, lse ? lse + first : scratch_lse.data());
-    }
+  run_paged_steps(steps, options);
+  merge_steps(steps, batch, kv, group, d, output, lse);
+}
+
+void PagedKVCache::prefill(size_t layer, SequenceId sequence, size_t chunk, const float* queries, size_t q_heads,
+                           float* output, float* lse, const AttentionOptions& options) const {
+  const State& s = *state_;
+  s.check_layer(layer, "prefill");
+  const SequenceLayer& rows = s.sequence(sequence, "prefill").layers[layer];
+  if (chunk == 0) return;
+  require(chunk <= rows.tokens(), "prefill: a chunk of {} tokens, but sequence {} holds {} in layer {}", chunk,
+          sequence, rows.tokens(), layer);
+  const size_t kv = s.shape.kv_heads, d = s.shape.head_dim;
+  const size_t group = check_step(kv, d, queries, chunk, q_heads, output, options, "prefill");
+  const size_t first_position = rows.tokens() - chunk;
+  std::vector<GroupStep> steps;
+  steps.reserve(chunk * kv);
+  for (size_t i = 0; i < chunk; ++i)
+    for (size_t g = 0; g < kv; ++g)
+      steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
+                                       *s.codecs.values[s.shape.index(layer, g)], rows, g, first_position + i + 1,
+                                       queries + (i * q_heads + g * group) * d, group, options));
+  run_paged_steps(steps, options);
+  merge_steps(steps, chunk, kv, group, d, output, lse);
 }
 
 }  // namespace kvsketch
