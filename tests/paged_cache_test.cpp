@@ -432,6 +432,103 @@ TEST(PagedKVCache, PrefillIsCausalAndEndsWithDecodesBits) {
             std::string::npos);
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(PagedKVCacheFile, RoundTripsKeepSharingAndBits) {
+  const TokenStream prefix(500, 40), left(90, 41), right(170, 42);
+  const auto queries = testutil::gaussian_matrix(2 * kHeads, kDim, 43);
+  const KVPolicy policy =
+      KVPolicy::parse("qjl:m=128,outliers=8|center:tq_mse:b=3|window=32|block=16|page=64|rollback=16");
+  PagedKVCache cache(2, kHeads, kDim, policy, 44);
+  const SequenceId a = cache.add_sequence();
+  feed(cache, a, prefix, 0, prefix.total);
+  const SequenceId b = cache.fork(a);
+  feed(cache, a, left, 0, left.total);
+  feed(cache, b, right, 0, right.total);
+  cache.remove_sequence(cache.add_sequence());  // ids need not be dense
+  const SequenceId c = cache.add_sequence();    // an empty one
+  const std::string path = testing::TempDir() + "kvsketch_paged.kvp";
+  cache.save(path);
+  PagedKVCache loaded = PagedKVCache::load(path);
+  EXPECT_EQ(loaded.sequences(), cache.sequences());
+  EXPECT_EQ(loaded.bytes(), cache.bytes());
+  EXPECT_EQ(loaded.pages(), cache.pages());
+  EXPECT_TRUE(loaded.calibration() == cache.calibration());
+  for (size_t layer = 0; layer < 2; ++layer)
+    for (const SequenceId id : {a, b, c})
+      EXPECT_EQ(decode(loaded, layer, {id}, queries.data(), 2 * kHeads), decode(cache, layer, {id}, queries.data(), 2 * kHeads));
+  // Both go on alike: appends, truncation within rollback, new ids.
+  for (PagedKVCache* x : {&cache, &loaded}) {
+    feed(*x, b, left, 0, 40);
+    x->truncate(a, x->tokens(a, 0) - 10);
+  }
+  EXPECT_EQ(loaded.add_sequence(), cache.add_sequence());
+  EXPECT_EQ(decode(loaded, 1, {a, b}, queries.data(), kHeads), decode(cache, 1, {a, b}, queries.data(), kHeads));
+
+  // One sequence into another cache of the same model: the same bits.
+  const std::string one = testing::TempDir() + "kvsketch_sequence.kvs";
+  cache.save_sequence(b, one);
+  PagedKVCache other(cache.calibration());
+  const SequenceId moved = other.load_sequence(one);
+  EXPECT_EQ(decode(other, 0, {moved}, queries.data(), 2 * kHeads), decode(cache, 0, {b}, queries.data(), 2 * kHeads));
+  EXPECT_EQ(other.sequence_bytes(moved), cache.sequence_bytes(b));
+  // Not into a cache of another policy, seed or calibration.
+  const auto refused = [&](PagedKVCache& target) { return testutil::error_of([&] { target.load_sequence(one); }); };
+  KVPolicy wider = policy;
+  wider.window = 48;
+  PagedKVCache other_policy(2, kHeads, kDim, wider, 44), other_seed(2, kHeads, kDim, policy, 45),
+      other_shape(3, kHeads, kDim, policy, 44), unfitted(2, kHeads, kDim, policy, 44);
+  EXPECT_NE(refused(other_policy).find("policy"), std::string::npos);
+  EXPECT_NE(refused(other_seed).find("seed 44"), std::string::npos);
+  EXPECT_NE(refused(other_shape).find("3 x 2 x 64"), std::string::npos);
+  EXPECT_NE(refused(unfitted).find("another calibration of layer 0"), std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { PagedKVCache::load(one); }).find("magic"), std::string::npos);
+}
+
+TEST(PagedKVCacheFile, CorruptAndInconsistentFilesAreRefused) {
+  const TokenStream stream(300, 50);
+  PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse("tq_mse:b=3|window=32|block=16|page=64"), 1);
+  const SequenceId id = cache.add_sequence();
+  feed(cache, id, stream, 0, stream.total);
+  cache.fork(id);
+  const std::string path = testing::TempDir() + "kvsketch_paged_bad_source.kvp";
+  cache.save(path);
+  const std::string file = file_bytes(path);
+  const auto load_of = [&](const std::string& bytes) {
+    const std::string bad = testing::TempDir() + "kvsketch_paged_bad.kvp";
+    std::ofstream(bad, std::ios::binary) << bytes;
+    return testutil::error_of([&] { PagedKVCache::load(bad); });
+  };
+  EXPECT_NE(load_of(file.substr(0, file.size() - 5)).find("kvsketch_paged_bad.kvp"), std::string::npos);
+  std::string flipped = file;
+  flipped[file.size() / 2] ^= 4;
+  EXPECT_NE(load_of(flipped).find("CRC-32 mismatch"), std::string::npos);
+  // Under a matching checksum: u64 fields of the header and the first page, and places all over
+  // the file, set to values no writer writes. Each is refused with an error, or loads a cache whose
+  // attention is finite.
+  size_t refused = 0;
+  const auto queries = testutil::gaussian_matrix(kHeads, kDim, 51);
+  for (size_t at = 16; at + 8 <= file.size() - 16; at += at < 400 ? 8 : 1231) {
+    for (const uint64_t value : {uint64_t{1} << 40, uint64_t{3}, ~uint64_t{0}}) {
+      const std::string bad = testing::TempDir() + "kvsketch_paged_bad.kvp";
+      std::ofstream(bad, std::ios::binary) << testutil::resealed(file, at, value);
+      try {
+        const PagedKVCache loaded = PagedKVCache::load(bad);
+        for (const SequenceId s : loaded.sequences()) {
+          const Decoded d = decode(loaded, 0, {s}, queries.data(), kHeads);
+          for (const float x : d.output) ASSERT_TRUE(std::isfinite(x)) << "offset " << at;
+        }
+      } catch (const Error&) {
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(refused, 60u);
+}
+
 TEST(PagedKVCache, BadCallsNameTheProblem) {
   PagedKVCache cache(2, kHeads, kDim, KVPolicy::parse("tq_mse:b=3|window=16|block=16|page=32"), 1);
   const SequenceId id = cache.add_sequence();

@@ -54,6 +54,10 @@ class Calibration {
   // (a state its codec would not accept) with an error naming the file.
   void save(const std::string& path) const;
   static Calibration load(const std::string& path);
+  // The same contents without the file's magic and checksum, for embedding in other files (a
+  // cache's, an engine's model file); from_bytes checks them as load() does, naming `what`.
+  std::vector<uint8_t> to_bytes() const;
+  static Calibration from_bytes(const uint8_t* data, size_t size, const std::string& what);
 
   friend bool operator==(const Calibration& a, const Calibration& b);
 

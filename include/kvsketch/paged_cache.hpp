@@ -92,6 +92,17 @@ class PagedKVCache {
   void prefill(size_t layer, SequenceId sequence, size_t chunk, const float* queries, size_t q_heads, float* output,
                float* lse, const AttentionOptions& options = {}) const;
 
+  // Versioned files with a checksum: the whole cache (its calibration, every page once however many
+  // sequences share it, every sequence under its id), or one sequence (its pages and fp16 rows, and
+  // the calibration it was encoded under), loaded into a cache of the same shape, policy and seed
+  // whose calibration agrees on every layer the sequence encoded, as a new sequence. Truncated,
+  // corrupted or inconsistent files, and files of another shape, policy, seed or calibration, are
+  // refused with an error naming the file and what is wrong.
+  void save(const std::string& path) const;
+  static PagedKVCache load(const std::string& path);
+  void save_sequence(SequenceId sequence, const std::string& path) const;
+  SequenceId load_sequence(const std::string& path);
+
   // Bytes held: every page once however many sequences share it, every sequence's fp16 sinks and
   // window, and the calibration. sequence_bytes counts one sequence's pages (shared or not) and
   // fp16 parts; pages() the distinct pages of all layers. allocated_bytes() counts capacity.

@@ -1,5 +1,6 @@
 // Calibration::save and Calibration::load. File layout (little-endian):
 //   "KVSKETCH" "CALIB\0\0\0"   magic, 16 bytes
+//   then to_bytes():
 //   u32 version (1), u32 reserved
 //   u64 layers, kv_heads, head_dim, seed; u64 policy length, policy spec bytes
 //   per layer, per kv head: u64 fitted (0 or 1); the key and the value codec's state, each as u64
@@ -20,9 +21,8 @@ constexpr uint32_t kVersion = 1;
 
 }  // namespace
 
-void Calibration::save(const std::string& path) const {
+std::vector<uint8_t> Calibration::to_bytes() const {
   BinaryWriter out;
-  out.raw(kMagic, sizeof(kMagic));
   out.u32(kVersion);
   out.u32(0);
   out.u64(layers_);
@@ -37,14 +37,26 @@ void Calibration::save(const std::string& path) const {
     out.u64(value_states_[i].size());
     out.raw(value_states_[i].data(), value_states_[i].size());
   }
+  return std::move(out.bytes());
+}
+
+void Calibration::save(const std::string& path) const {
+  BinaryWriter out;
+  out.raw(kMagic, sizeof(kMagic));
+  const std::vector<uint8_t> contents = to_bytes();
+  out.raw(contents.data(), contents.size());
   save_checked_file(path, out);
 }
 
 Calibration Calibration::load(const std::string& path) {
   size_t end = 0;
   const std::vector<uint8_t> bytes = load_checked_file(path, kMagic, "kvsketch calibration", end);
-  BinaryReader in(bytes, end, path);
-  in.take(sizeof(kMagic), "magic");
+  return from_bytes(bytes.data() + sizeof(kMagic), end - sizeof(kMagic), path);
+}
+
+Calibration Calibration::from_bytes(const uint8_t* data, size_t size, const std::string& path) {
+  const std::vector<uint8_t> bytes(data, data + size);
+  BinaryReader in(bytes, size, path);
   const uint32_t version = in.u32("version");
   require(version == kVersion, "load: {} has format version {}; this build reads version {}", path, version,
           kVersion);

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "codec/quad_rows_codec.hpp"
+#include "cache/code_rows_io.hpp"
 #include "io/checked_file.hpp"
 #include "kvsketch/error.hpp"
 #include "kvsketch/half.hpp"
@@ -25,11 +25,6 @@ constexpr char kMagic[16] = {'K', 'V', 'S', 'K', 'E', 'T', 'C', 'H', 'C', 'A', '
 // and 2 are still read.
 constexpr uint32_t kVersion = 3;
 
-// The rows of a body in quads (QuadRowsCodec), else null.
-const simd::QuadLayout* quad_layout(const VectorCodec& codec) {
-  const auto* quads = dynamic_cast<const QuadRowsCodec*>(&codec);
-  return quads ? &quads->layout() : nullptr;
-}
 }  // namespace
 
 void KVCache::save(const std::string& path) const {
@@ -44,7 +39,6 @@ void KVCache::save(const std::string& path) const {
   const std::string policy = policy_.spec();
   out.u64(policy.size());
   out.raw(policy.data(), policy.size());
-  std::vector<uint8_t> plain;
   for (size_t i = 0; i < heads_.size(); ++i) {
     const HeadCache& h = heads_[i];
     out.u64(h.sink_count);
@@ -52,17 +46,8 @@ void KVCache::save(const std::string& path) const {
     out.u64(h.body_count());
     for (const auto* halves : {&h.sink_keys, &h.sink_values, &h.window_keys, &h.window_values})
       out.raw(halves->data(), halves->size() * 2);
-    for (const bool keys : {true, false}) {
-      const CodeBuffer& codes = keys ? h.body_keys : h.body_values;
-      const simd::QuadLayout* quads = quad_layout(keys ? *key_codecs_[i] : *value_codecs_[i]);
-      if (!quads) {
-        out.raw(codes.data().data(), codes.bytes());
-        continue;
-      }
-      plain.resize(codes.bytes());
-      quads->to_rows(codes.data().data(), codes.size(), plain.data());
-      out.raw(plain.data(), plain.size());
-    }
+    write_code_rows(out, *key_codecs_[i], h.body_keys);
+    write_code_rows(out, *value_codecs_[i], h.body_values);
   }
   for (size_t i = 0; i < heads_.size(); ++i)
     for (const auto* codec : {key_codecs_[i].get(), value_codecs_[i].get()}) {
@@ -127,19 +112,8 @@ KVCache KVCache::load(const std::string& path) {
         require(half_is_finite(bits), "load: {} is corrupted: head {} holds a NaN or Inf fp16 value", path, i);
     h.sink_count = sinks;
     h.window_count = window;
-    for (const bool keys : {true, false}) {
-      CodeBuffer& codes = keys ? h.body_keys : h.body_values;
-      const size_t code_bytes = codes.code_bytes();
-      require(code_bytes == 0 || body <= (end - in.position()) / code_bytes,
-              "load: {} is truncated or corrupted: head {} claims {} body rows", path, i, body);
-      codes.resize(body);
-      if (body == 0) continue;
-      const uint8_t* plain = in.take(body * code_bytes, "body codes");
-      if (const simd::QuadLayout* quads = quad_layout(keys ? *cache.key_codecs_[i] : *cache.value_codecs_[i]))
-        quads->to_quads(plain, body, codes.data().data());
-      else
-        std::memcpy(codes.data().data(), plain, body * code_bytes);
-    }
+    read_code_rows(in, *cache.key_codecs_[i], body, h.body_keys, "body key codes");
+    read_code_rows(in, *cache.value_codecs_[i], body, h.body_values, "body value codes");
   }
   if (version >= 2)
     for (size_t i = 0; i < cache.heads_.size(); ++i)

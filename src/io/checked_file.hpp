@@ -67,6 +67,7 @@ class BinaryReader {
   }
   size_t position() const { return position_; }
   size_t remaining() const { return end_ - position_; }
+  const std::string& path() const { return path_; }
 
  private:
   const std::vector<uint8_t>& bytes_;
