@@ -7,7 +7,7 @@
 // kvsketch's own still fails the run, as std::bad_alloc escaping the target, and memory actually
 // used is still capped by -rss_limit_mb.
 #include "fuzz_input.hpp"
-#include "kvsketch/io.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
 

@@ -1,7 +1,7 @@
 // The matrix readers (io.hpp) on arbitrary bytes: the first byte picks the format, the rest is the
 // file. Every read either gives rows x cols values or throws kvsketch::Error.
 #include "fuzz_input.hpp"
-#include "kvsketch/io.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 namespace {
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs, builds and runs every test (without the extras of scripts/setup.sh, the tests that need
-# them are skipped). With SANITIZE=1 it builds with AddressSanitizer +
+# Installs, builds and runs every test, then builds examples/ against the installed package
+# (scripts/check_install.sh). With SANITIZE=1 it builds with AddressSanitizer +
 # UndefinedBehaviorSanitizer instead, into build-asan/ (GCC) or build-asan-clang/ (CXX=clang++,
 # which also builds the fuzz targets of scripts/fuzz.sh in the same tree).
 set -euo pipefail
@@ -21,5 +21,6 @@ if [ "${SANITIZE:-0}" = "1" ]; then
 else
   bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON
 fi
-cd "${BUILD_DIR:-build}"
-ctest --output-on-failure -j "$(nproc)" --timeout 900
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+# The installed package, as a user's project builds against it (release builds).
+if [ "${SANITIZE:-0}" != "1" ]; then bash scripts/check_install.sh; fi

@@ -8,8 +8,8 @@
 
 #include "ann/top_k.hpp"
 #include "kvsketch/ann.hpp"
-#include "kvsketch/ann_eval.hpp"
-#include "kvsketch/error.hpp"
+#include "kvsketch/eval/ann_eval.hpp"
+#include "core/require.hpp"
 #include "test_util.hpp"
 
 using namespace kvsketch;

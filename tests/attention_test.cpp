@@ -5,10 +5,10 @@
 
 #include "core/team_size.hpp"
 #include "kvsketch/attention.hpp"
-#include "kvsketch/attention_eval.hpp"
-#include "kvsketch/error.hpp"
+#include "kvsketch/eval/attention_eval.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 #include "test_util.hpp"
 
 namespace kvsketch {

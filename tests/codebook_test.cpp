@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "kvsketch/codebook.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 using namespace kvsketch;
 

@@ -7,7 +7,7 @@
 #include "codec/channel_split.hpp"
 #include "codec/qjl.hpp"
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/kernels.hpp"
 #include "test_util.hpp"
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-#include "kvsketch/distortion.hpp"
+#include "kvsketch/eval/distortion.hpp"
 #include "test_util.hpp"
 
 using namespace kvsketch;

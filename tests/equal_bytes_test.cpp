@@ -4,8 +4,8 @@
 // KIVI's 128-token key groups need), so the bytes differ only in the compressed body.
 #include <gtest/gtest.h>
 
-#include "kvsketch/attention_eval.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/attention_eval.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 
 namespace kvsketch {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "test_util.hpp"
 

@@ -7,8 +7,8 @@
 #include <hdf5.h>
 #include <zlib.h>
 
-#include "kvsketch/error.hpp"
-#include "kvsketch/io.hpp"
+#include "core/require.hpp"
+#include "kvsketch/eval/datasets.hpp"
 #include "test_util.hpp"
 
 using namespace kvsketch;

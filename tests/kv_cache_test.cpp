@@ -7,7 +7,7 @@
 #include <memory>
 #include <utility>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "simd/int_index_kernels.hpp"

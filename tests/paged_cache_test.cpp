@@ -12,7 +12,7 @@
 
 #include "kvsketch/attention.hpp"
 #include "kvsketch/calibration.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/paged_cache.hpp"

@@ -9,7 +9,7 @@
 
 #include "codec/pca_turboquant.hpp"
 #include "kvsketch/ann.hpp"
-#include "kvsketch/ann_eval.hpp"
+#include "kvsketch/eval/ann_eval.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/transform.hpp"
 #include "test_util.hpp"

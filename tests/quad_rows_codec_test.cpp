@@ -9,7 +9,7 @@
 
 #include "codec/quad_rows_codec.hpp"
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "test_util.hpp"
 
 namespace kvsketch {

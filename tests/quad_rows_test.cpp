@@ -10,7 +10,7 @@
 
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/codebook.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "index_rows.hpp"
 #include "simd/quad_rows.hpp"

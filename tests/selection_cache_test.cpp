@@ -8,7 +8,7 @@
 #include <string>
 
 #include "kvsketch/selection_cache.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 #include "test_util.hpp"
 
 using namespace kvsketch;

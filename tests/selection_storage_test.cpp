@@ -12,8 +12,8 @@
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/sparse_attention.hpp"
-#include "kvsketch/sparse_eval.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/sparse_eval.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 #include "simd/row_kernels.hpp"
 #include "test_util.hpp"
 

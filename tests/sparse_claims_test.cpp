@@ -9,8 +9,8 @@
 #include <map>
 #include <utility>
 
-#include "kvsketch/sparse_eval.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/sparse_eval.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 
 using namespace kvsketch;
 

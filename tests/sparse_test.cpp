@@ -4,10 +4,10 @@
 #include <cmath>
 #include <map>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/sparse_attention.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 #include "sparse/balancekv.hpp"
 #include "sparse/lsh_tables.hpp"
 #include "sparse/magicpig.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 
 namespace kvsketch::testutil {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/transform.hpp"
 #include "test_util.hpp"
 

@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "commands.hpp"
-#include "kvsketch/ann_eval.hpp"
-#include "kvsketch/error.hpp"
+#include "kvsketch/eval/ann_eval.hpp"
+#include "core/require.hpp"
 #include "kvsketch/limits.hpp"
 #include "list_options.hpp"
 #include "text_table.hpp"

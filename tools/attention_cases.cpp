@@ -3,9 +3,9 @@
 #include <tuple>
 
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
-#include "kvsketch/io.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "core/require.hpp"
+#include "kvsketch/eval/datasets.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 
 namespace kvsketch::tools {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kvsketch/attention_eval.hpp"
+#include "kvsketch/eval/attention_eval.hpp"
 
 namespace kvsketch::tools {
 

@@ -1,5 +1,5 @@
 // kvsketch bench attention | append: decode-attention and append speed of cache policies, with the
-// machine's memory read bandwidth measured in the same run (see include/kvsketch/attention_bench.hpp).
+// machine's memory read bandwidth measured in the same run (see include/kvsketch/eval/attention_bench.hpp).
 #include <fmt/format.h>
 #include <omp.h>
 #include <nlohmann/json.hpp>
@@ -10,10 +10,10 @@
 
 #include "commands.hpp"
 #include "json_values.hpp"
-#include "kvsketch/attention_bench.hpp"
-#include "kvsketch/error.hpp"
-#include "kvsketch/paged_bench.hpp"
-#include "kvsketch/sparse_bench.hpp"
+#include "kvsketch/eval/attention_bench.hpp"
+#include "core/require.hpp"
+#include "kvsketch/eval/paged_bench.hpp"
+#include "kvsketch/eval/sparse_bench.hpp"
 #include "list_options.hpp"
 #include "text_table.hpp"
 #include "simd/kernels.hpp"

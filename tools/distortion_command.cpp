@@ -7,8 +7,8 @@
 
 #include "commands.hpp"
 #include "json_values.hpp"
-#include "kvsketch/distortion.hpp"
-#include "kvsketch/error.hpp"
+#include "kvsketch/eval/distortion.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch::tools {
 namespace {

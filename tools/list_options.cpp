@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch::tools {
 

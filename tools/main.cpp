@@ -5,7 +5,7 @@
 #include <new>
 
 #include "commands.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/kernels.hpp"
 
 int main(int argc, char** argv) {

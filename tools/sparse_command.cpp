@@ -8,7 +8,7 @@
 #include "attention_cases.hpp"
 #include "commands.hpp"
 #include "kvsketch/sparse_attention.hpp"
-#include "kvsketch/sparse_eval.hpp"
+#include "kvsketch/eval/sparse_eval.hpp"
 #include "list_options.hpp"
 #include "progress.hpp"
 #include "text_table.hpp"

@@ -6,7 +6,7 @@
 #include "codec/pca_turboquant.hpp"
 #include "codec/spec_of.hpp"
 #include "core/huge_pages.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/fast_scan_kernels.hpp"
 
 namespace kvsketch {

@@ -9,7 +9,7 @@
 #include "core/huge_pages.hpp"
 #include "core/team_size.hpp"
 #include "kvsketch/ann.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/kernels.hpp"
 

@@ -1,5 +1,5 @@
 #include "kvsketch/ann.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "kvsketch/attention.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 namespace {

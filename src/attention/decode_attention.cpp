@@ -6,7 +6,7 @@
 
 #include "core/team_size.hpp"
 #include "kvsketch/attention.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "attention/group_step.hpp"
 #include "simd/attention_kernels.hpp"
 

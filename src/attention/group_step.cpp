@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/attention_kernels.hpp"
 
 namespace kvsketch {

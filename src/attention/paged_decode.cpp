@@ -6,7 +6,7 @@
 #include "attention/paged_steps.hpp"
 #include "cache/paged_cache_state.hpp"
 #include "core/team_size.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/paged_cache.hpp"
 
 namespace kvsketch {

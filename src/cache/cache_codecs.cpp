@@ -4,7 +4,7 @@
 #include <string>
 
 #include "codec/quad_rows_codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/random.hpp"
 

@@ -5,7 +5,7 @@
 
 #include "cache/cache_codecs.hpp"
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/kv_cache.hpp"
 
 namespace kvsketch {

@@ -10,7 +10,7 @@
 
 #include "io/checked_file.hpp"
 #include "kvsketch/calibration.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/kv_cache.hpp"
 
 namespace kvsketch {

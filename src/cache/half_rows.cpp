@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/kernels.hpp"

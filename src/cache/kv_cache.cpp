@@ -5,7 +5,7 @@
 
 #include "cache/cache_codecs.hpp"
 #include "cache/half_rows.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/kernels.hpp"

@@ -13,7 +13,7 @@
 
 #include "cache/code_rows_io.hpp"
 #include "io/checked_file.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_cache.hpp"
 

@@ -12,7 +12,7 @@
 #include "codec/channel_split.hpp"
 #include "codec/spec_parser.hpp"
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 namespace {

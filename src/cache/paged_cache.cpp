@@ -8,7 +8,7 @@
 #include "cache/cache_codecs.hpp"
 #include "cache/half_rows.hpp"
 #include "cache/paged_cache_state.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 namespace {

@@ -17,7 +17,7 @@
 #include "cache/code_rows_io.hpp"
 #include "cache/paged_cache_state.hpp"
 #include "io/checked_file.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 
 namespace kvsketch {

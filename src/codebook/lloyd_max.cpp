@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "kvsketch/codebook.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 namespace {

@@ -5,7 +5,7 @@
 #include "codec/accumulator_slices.hpp"
 #include "codec/attention_parts.hpp"
 #include "codec/spec_of.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/kernels.hpp"
 #include "simd/quad_rows.hpp"

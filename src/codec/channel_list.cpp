@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 

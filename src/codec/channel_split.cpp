@@ -13,7 +13,7 @@
 #include "codec/spec_parser.hpp"
 #include "simd/kernels.hpp"
 #include "simd/quad_rows.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 
 namespace kvsketch {

@@ -10,7 +10,7 @@
 #include "codec/spec_parser.hpp"
 #include "codec/turboquant.hpp"
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 namespace {

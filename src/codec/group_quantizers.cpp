@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/affine_kernels.hpp"
 #include "simd/attention_kernels.hpp"

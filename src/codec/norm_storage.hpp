@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 
 namespace kvsketch {

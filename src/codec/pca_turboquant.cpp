@@ -9,7 +9,7 @@
 
 #include "codec/spec_of.hpp"
 #include "kvsketch/bitpack.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
 

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "codec/channel_list.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "codec/norm_storage.hpp"
 #include "simd/int_index_kernels.hpp"

@@ -5,7 +5,7 @@
 
 #include "codec/attention_parts.hpp"
 #include "codec/spec_of.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 

@@ -8,7 +8,7 @@
 #include <charconv>
 #include <string_view>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "codec/attention_parts.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"

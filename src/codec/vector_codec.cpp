@@ -7,7 +7,7 @@
 
 #include "codec/spec_of.hpp"
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/kernels.hpp"
 #include "simd/quad_rows.hpp"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/limits.hpp"
 
 namespace kvsketch {

@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "codec/spec_parser.hpp"
-#include "kvsketch/ann_eval.hpp"
-#include "kvsketch/error.hpp"
+#include "kvsketch/eval/ann_eval.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 
 #ifndef KVSKETCH_DATA_DIR

@@ -5,8 +5,8 @@
 
 #include "codec/spec_parser.hpp"
 #include "eval/ann_eval_internal.hpp"
-#include "kvsketch/ann_eval.hpp"
-#include "kvsketch/error.hpp"
+#include "kvsketch/eval/ann_eval.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 namespace {

@@ -5,7 +5,7 @@
 #endif
 
 #include "eval/bench_timing.hpp"
-#include "kvsketch/ann_eval.hpp"
+#include "kvsketch/eval/ann_eval.hpp"
 
 namespace kvsketch {
 

@@ -1,4 +1,4 @@
-#include "kvsketch/attention_bench.hpp"
+#include "kvsketch/eval/attention_bench.hpp"
 
 #include <omp.h>
 #include <unistd.h>
@@ -12,9 +12,9 @@
 #include "core/team_size.hpp"
 #include "eval/bench_timing.hpp"
 #include "kvsketch/attention.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/kv_cache.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch {

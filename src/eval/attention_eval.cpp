@@ -1,4 +1,4 @@
-#include "kvsketch/attention_eval.hpp"
+#include "kvsketch/eval/attention_eval.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "kvsketch/attention.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/kv_cache.hpp"
 
 namespace kvsketch {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "kvsketch/attention_bench.hpp"
+#include "kvsketch/eval/attention_bench.hpp"
 
 namespace kvsketch::bench {
 

@@ -1,12 +1,12 @@
-#include "kvsketch/distortion.hpp"
+#include "kvsketch/eval/distortion.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
-#include "kvsketch/io.hpp"
+#include "core/require.hpp"
+#include "kvsketch/eval/datasets.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
 

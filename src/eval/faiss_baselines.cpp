@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "eval/ann_eval_internal.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 #ifdef KVSKETCH_HAVE_FAISS
 #include <faiss/IndexPQ.h>

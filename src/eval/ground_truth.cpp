@@ -6,7 +6,7 @@
 #include "ann/top_k.hpp"
 #include "core/team_size.hpp"
 #include "eval/ann_eval_internal.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch {

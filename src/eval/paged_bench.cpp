@@ -1,4 +1,4 @@
-#include "kvsketch/paged_bench.hpp"
+#include "kvsketch/eval/paged_bench.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -6,10 +6,10 @@
 #include "core/team_size.hpp"
 #include "eval/bench_timing.hpp"
 #include "kvsketch/attention.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/paged_cache.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 
 namespace kvsketch {
 namespace {

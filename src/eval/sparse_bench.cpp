@@ -1,14 +1,14 @@
-#include "kvsketch/sparse_bench.hpp"
+#include "kvsketch/eval/sparse_bench.hpp"
 
 #include <omp.h>
 
 #include "eval/bench_timing.hpp"
 #include "kvsketch/attention.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/sparse_attention.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 
 namespace kvsketch {
 namespace {

@@ -1,10 +1,10 @@
-#include "kvsketch/sparse_eval.hpp"
+#include "kvsketch/eval/sparse_eval.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/sparse_attention.hpp"
 #include "simd/kernels.hpp"
 #include "sparse/body_rows.hpp"

@@ -1,8 +1,8 @@
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 
 #include <algorithm>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "portable_math.hpp"
 #include "synthetic_models.hpp"

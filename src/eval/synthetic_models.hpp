@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kvsketch/random.hpp"
-#include "kvsketch/synthetic_cache.hpp"
+#include "kvsketch/eval/synthetic_cache.hpp"
 
 namespace kvsketch::synthetic {
 

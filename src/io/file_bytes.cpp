@@ -8,8 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "kvsketch/error.hpp"
-#include "kvsketch/io.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 
@@ -37,11 +36,5 @@ void read_whole_file(const std::string& path, const char* what, Bytes& out) {
 
 template void read_whole_file(const std::string&, const char*, std::string&);
 template void read_whole_file(const std::string&, const char*, std::vector<uint8_t>&);
-
-std::string read_file_bytes(const std::string& path) {
-  std::string bytes;
-  read_whole_file(path, "read", bytes);
-  return bytes;
-}
 
 }  // namespace kvsketch

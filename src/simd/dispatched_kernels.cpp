@@ -15,7 +15,7 @@
 #include <cstring>
 #include <string>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/fetch.hpp"
 #include "simd/fixed_order_sums-inl.h"
 #include "simd/kernels.hpp"

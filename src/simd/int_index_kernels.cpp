@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "kvsketch/bitpack.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/amx.hpp"
 #include "simd/cpu_features.hpp"
 #include "simd/exp_non_positive-inl.h"

@@ -6,7 +6,7 @@
 #include <hwy/base.h>
 
 #include "kvsketch/bitpack.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch::simd {
 

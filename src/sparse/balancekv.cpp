@@ -26,7 +26,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/kernels.hpp"
 #include "sparse/body_rows.hpp"
 

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "codec/spec_parser.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
 #include "sparse/baseline_selectors.hpp"

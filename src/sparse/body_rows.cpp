@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "simd/row_kernels.hpp"
 
 namespace kvsketch {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 

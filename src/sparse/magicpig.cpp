@@ -20,7 +20,7 @@
 #include <limits>
 
 #include "codec/spec_parser.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
 #include "sparse/body_rows.hpp"

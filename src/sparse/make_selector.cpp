@@ -3,7 +3,7 @@
 
 #include "codec/spec_parser.hpp"
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "sparse/balancekv.hpp"
 #include "sparse/baseline_selectors.hpp"
 #include "sparse/magicpig.hpp"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
 
 namespace kvsketch {

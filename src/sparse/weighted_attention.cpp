@@ -2,7 +2,7 @@
 #include <limits>
 #include <utility>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/sparse_attention.hpp"
 #include "sparse/body_rows.hpp"
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "kvsketch/codec.hpp"
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "kvsketch/transform.hpp"
 #include "simd/kernels.hpp"

@@ -2,7 +2,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "kvsketch/transform.hpp"
 #include "simd/kernels.hpp"

@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 #include "kvsketch/limits.hpp"
 #include "kvsketch/random.hpp"
 #include "kvsketch/transform.hpp"

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "kvsketch/io.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 namespace kvsketch {
 

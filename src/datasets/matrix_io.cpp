@@ -3,8 +3,8 @@
 #include <sstream>
 
 #include "io/file_bytes.hpp"
-#include "kvsketch/error.hpp"
-#include "kvsketch/io.hpp"
+#include "core/require.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 namespace kvsketch {
 namespace {
@@ -84,6 +84,12 @@ Matrix read_tsv(const std::string& path, TsvIds ids) {
   for (const auto& row : rows)
     for (size_t c = 0; c < m.cols; ++c) m.values.push_back(static_cast<float>(row[c]));
   return m;
+}
+
+std::string read_file_bytes(const std::string& path) {
+  std::string bytes;
+  read_whole_file(path, "read", bytes);
+  return bytes;
 }
 
 }  // namespace kvsketch

@@ -2,8 +2,8 @@
 // dimension followed by that many float32, int32 or uint8 values.
 #include <cstring>
 
-#include "kvsketch/error.hpp"
-#include "kvsketch/io.hpp"
+#include "core/require.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 namespace kvsketch {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kvsketch/ann.hpp"
-#include "kvsketch/io.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 namespace kvsketch {
 

@@ -1,4 +1,4 @@
-#include "io/isolated_read.hpp"
+#include "datasets/isolated_read.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kvsketch/error.hpp"
+#include "core/require.hpp"
 
 namespace kvsketch {
 

@@ -5,10 +5,10 @@
 #include <filesystem>
 
 #include "io/file_bytes.hpp"
-#include "io/isolated_read.hpp"
-#include "io/shape_product.hpp"
-#include "kvsketch/error.hpp"
-#include "kvsketch/io.hpp"
+#include "datasets/isolated_read.hpp"
+#include "datasets/shape_product.hpp"
+#include "core/require.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 namespace kvsketch {
 namespace {

@@ -6,10 +6,10 @@
 #include <set>
 #include <string_view>
 
-#include "io/shape_product.hpp"
-#include "kvsketch/error.hpp"
+#include "datasets/shape_product.hpp"
+#include "core/require.hpp"
 #include "kvsketch/half.hpp"
-#include "kvsketch/io.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 namespace kvsketch {
 namespace {

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "io/file_bytes.hpp"
-#include "io/shape_product.hpp"
-#include "kvsketch/error.hpp"
-#include "kvsketch/io.hpp"
+#include "datasets/shape_product.hpp"
+#include "core/require.hpp"
+#include "kvsketch/eval/datasets.hpp"
 
 namespace kvsketch {
 namespace {
