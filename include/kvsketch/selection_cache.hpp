@@ -6,8 +6,7 @@
 // the cache encodes, one policy block at a time (so a token-by-token stream and one long prefill
 // build the same index).
 // The policy's layout=auto means plain rows here: the selection reads scattered rows, which rows in
-// quads would have to copy out chunk by chunk, at twice the time (docs/history/decode-speed.md,
-// "Rows in quads in the product").
+// quads would have to copy out chunk by chunk, at about twice the time.
 //
 //   SelectionCache cache(32, 8, 128, KVPolicy::parse("tq_prod:b=3|tq_mse:b=3"), "magicpig:K=10,L=150",
 //                        /*dense_layers=*/{0, 16}, /*seed=*/1);

@@ -108,7 +108,7 @@ void CenteredCodec::accumulate_rows_multi(const float* weights, size_t heads, si
   with_accumulator_slices(accumulators, heads, width + 1, 0, width, [&](float* slices) {
     inner_->accumulate_rows_multi(weights, heads, stride, codes, n, slices, arithmetic);
   });
-  // The weights' sum by SIMD partial sums: one running float sum took 4 cycles a row and head.
+  // The weights' sum by SIMD partial sums: one running float sum is a chain of dependent adds.
   for (size_t h = 0; h < heads; ++h)
     accumulators[h * (width + 1) + width] += simd::fixed_order_sum(weights + h * stride, n);
 }

@@ -2,7 +2,7 @@
 // interleaved chunk by chunk as SPEC's row_fields() cuts them. The same codes in the same bytes,
 // so the same results; what changes is how the fused attention kernel reads them: on AVX3_DL one
 // 32-byte load holds 16 coordinates of four rows of TurboQuant's b-bit codes, and four rows' norms
-// come in one 8-byte load (about 15% of a 16k-token tq_mse:b=3 decode step there). Other targets
+// come in one 8-byte load (a large part of a tq_mse:b=3 decode step there). Other targets
 // copy the rows back, as do the generic paths here (scores, weighted sums, decode).
 // Rows are encoded and read in whole quads (row_group() is a multiple of 4); scattered rows are
 // copied out one by one and read by SPEC.

@@ -298,9 +298,8 @@ uint32_t LargestMagnitudeBitsImpl(const float* x, size_t n) {
 
 // The read bandwidth probe's pass: the sum of x in any order, each line asked for into L2 4 KiB
 // before it is read, as the row kernels fetch theirs. Without, the hardware prefetchers alone read
-// less than a kernel can: 12.6 against 14.7 GB/s with one thread, 23.6 against 27.6 with two, on
-// the Emerald Rapids VM (2026-11-26), and fp16 decode measured above 100% of a plain probe on a
-// 16-core host.
+// less than a kernel can, and fp16 decode measured above 100% of the probe (docs/RESULTS.md,
+// "Kernel design measurements").
 float StreamedSumImpl(const float* x, size_t n) {
   const hn::ScalableTag<float> d;
   constexpr size_t kLine = 64 / sizeof(float), kAhead = 4096 / sizeof(float), kLines = 4;

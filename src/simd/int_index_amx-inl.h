@@ -198,8 +198,8 @@ void AmxScores(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512
 // bytes hi and lo - 128, so that one signed product sums both halves: A holds, over the block's 64
 // rows, a row of hi bytes and a row of lo - 128 bytes per head and a row of ones, and sum(w v) =
 // 256 sum(hi v) + sum((lo - 128) v) + 128 sum(v), exactly the VNNI kernel's sums. (The weights
-// are bytes since 4fae08a, so hi is 0 or -1; the split takes any word and was left as it is, as
-// the Zen 4 machine of that change had no AMX to measure a smaller A on.) B: for 16
+// are bytes, so hi is 0 or -1; the split takes any word, and a smaller A was never measured
+// against it on a CPU with AMX.) B: for 16
 // coordinates, row q holds the levels of rows 4q..4q+3 at each coordinate (the VNNI order), made
 // by QuadLookup straight from the four rows' codes; four B tiles (m = 0..3) cover a
 // 64-coordinate chunk, each with its own C.

@@ -5,9 +5,8 @@
 // Why: run as separate kernels, the scores of a range of rows go out to a heads x n array, a pass
 // finds each head's maximum, a pass takes the exponentials, and the weighted sum reads them back:
 // three round trips through L2 and a setup per kernel. Here each block's logits stay in L1 and
-// its softmax is online (the running maximum rescales the sums when it grows): for tq_mse:b=3,
-// 216-221 -> 210-213 us for a cache-resident 16k-token step on the Emerald Rapids VM, 257-262 ->
-// 243-247 us from memory; 4-12% for the other TurboQuant policies (docs/history/decode-speed.md).
+// its softmax is online (the running maximum rescales the sums when it grows), which shortens every
+// TurboQuant policy's step (docs/RESULTS.md, "Kernel design measurements").
 
 // The target's block kernels, the tables they take and where their accumulator lanes go.
 #if HWY_TARGET == HWY_AVX3_DL
@@ -16,10 +15,9 @@ using BlockAccumulator = QuadAccumulator;
 __m512i ScorerTable(const ByteTable& table, int bits) { return FieldTable(table, bits, kScoreTableOffset); }
 __m512i AccumulatorTable(const ByteTable& table, int bits) { return FieldTable(table, bits, 0); }
 std::vector<uint32_t> BlockLaneCoordinates(size_t padded) { return QuadLaneCoordinates(padded); }
-// Whether the block kernels take rows of `padded` index bytes. They do on CPUs with AMX too: on an
-// Emerald Rapids host with AMX (2026-11-26), a 16k-token tq_mse:b=3 step took a median 241 us with
-// one thread and 126 with two, against 261 and 139 through the AMX tile kernels' separate passes,
-// and no longer at 128k (docs/history/decode-speed.md). The separate kernels keep AMX.
+// Whether the block kernels take rows of `padded` index bytes. They do on CPUs with AMX too: the
+// one pass beat the AMX tile kernels' separate passes there (docs/RESULTS.md, "Kernel design
+// measurements"). The separate kernels keep AMX.
 bool BlockKernelsCover(size_t padded) { return Unpacker::FieldsCover(padded); }
 #else
 using BlockScorer = ShuffleScorer;
@@ -207,7 +205,7 @@ HWY_INLINE void FetchNextSegment(const AttentionPart* parts, size_t count, const
 
 // The common case, one key part and one value part (TurboQuant mse): its states on the stack, so
 // that the compiler keeps their members in registers across the vector stores that may alias them
-// (the general form below took 2.5% longer for a 16k step). The states read copies of the parts,
+// (the general form below is slower for this case). The states read copies of the parts,
 // which move from segment to segment.
 bool SinglePartAttention(const AttentionPart& key_part, const AttentionPart& value_part, const RowSegments& segments,
                          size_t heads, float* max, float* sum) {

@@ -52,9 +52,8 @@ HWY_INLINE __m256i HeadSums(const __m256i* acc) {
 
 // The scores of blocks of rows, two rows at a time: each chunk of 32 indices of the two rows
 // unpacked and looked up, its 128-bit halves paired into the grouped layout (block k of both rows in
-// one vector) and multiplied against the four heads' query bytes. GroupedScorer stored the unpacked
-// block and read it back (with the one-multiply shift, AVX2's tq_mse:b=3 16k-token step went from
-// 632 to 573 us on the Emerald Rapids VM; docs/history/decode-speed.md).
+// one vector) and multiplied against the four heads' query bytes. GroupedScorer stores the unpacked
+// block and reads it back, which is slower on AVX2.
 class RowPairScorer {
  public:
   RowPairScorer(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
@@ -159,8 +158,8 @@ class RowPairScorer {
 // The weighted sums with byte products: the weights of four rows (unsigned bytes: a softmax's
 // weights times norms are not negative) against the four rows' levels (signed bytes) at one
 // coordinate, interleaved into a dword, so that ByteDot sums all four products exactly (a pair is at
-// most 2 * 127 * 127 in magnitude) where PairAccumulator took 16-bit products of two rows, their
-// levels widened first (AVX2's 16k step 680 -> 632 us with the fused loop). A block with negative
+// most 2 * 127 * 127 in magnitude) where PairAccumulator takes 16-bit products of two rows, their
+// levels widened first. A block with negative
 // weights adds the sums of their magnitudes with the opposite sign, so that the sums stay the
 // reference's.
 //
@@ -240,8 +239,7 @@ class QuadByteAccumulator {
   // A head's rounded weights (within +-kWeightLargest) as bytes: the positive ones to positive and
   // the magnitudes of the negative ones to negative, zero elsewhere; whether any was negative. Packed
   // eight vectors at a time (packssdw, then packuswb, which also zeroes the other sign, then one
-  // vpermd for the order), where a demotion per vector and sign took 7 of the 37 cycles per row of
-  // AVX2's weighted sum.
+  // vpermd for the order): a demotion per vector and sign was a fifth of AVX2's weighted sum.
   static HWY_INLINE bool WeightBytes(const VI32* rounded, uint8_t* positive, uint8_t* negative) {
 #if HWY_TARGET != HWY_AVX2  // AVX3's 512-bit vectors: a demotion each
     const DI32 di32;

@@ -112,14 +112,12 @@ __m512i FieldTable(const ByteTable& table, int bits, int offset) {
 }
 #endif
 
-// Asks for rows [first, first + count) (clipped to n) ahead of their use, a block (about 2 us)
-// early: the blocks are contiguous, but each is a few KB and the hardware prefetcher restarts at
+// Asks for rows [first, first + count) (clipped to n) ahead of their use, a block early: the blocks are contiguous, but each is a few KB and the hardware prefetcher restarts at
 // every page, so without this the first touch of each block waits on memory. The kernels ask for
 // a block in parts spread over the block before it, so that the requests do not all wait for
 // the same few line-fill buffers at once. The same part kFarBlocks blocks further on is asked
-// into L2 only (FetchLine), so that the near requests find it there (3-4% of the tq_mse:b=3 step
-// on Zen 4; the near ones into L2 as well were 10% slower: these kernels read a block's lines
-// too soon after asking for them to wait on L2).
+// into L2 only (FetchLine), so that the near requests find it there (the near ones into L2 as well
+// were slower: these kernels read a block's lines too soon after asking for them to wait on L2).
 constexpr size_t kFarBlocks = 2;
 
 HWY_INLINE void FetchRows(const RowSource& rows, size_t first, size_t count, size_t n) {
@@ -160,10 +158,8 @@ void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, 
   const hn::Rebind<hwy::float16_t, DF> dh;
   const uint8_t* at = rows.data + first * rows.stride + factors->offset;
 #if HWY_TARGET <= HWY_AVX2
-  // Eight rows' halves put together in a register by pinsrw, then converted at once. On Zen 4 the
-  // 32-bit gathers this replaced (AVX-512) took 3-4% more of a decode step at 16k tokens (205-211
-  // against 213-215 us, one thread, cache-resident, alternated); a copy through memory stalls on
-  // store forwarding.
+  // Eight rows' halves put together in a register by pinsrw, then converted at once: faster than
+  // 32-bit gathers (AVX-512), and a copy through memory stalls on store forwarding.
   const auto half = [&](size_t i) {
     uint16_t bits;
     std::memcpy(&bits, at + i * rows.stride, sizeof(bits));
@@ -247,8 +243,8 @@ struct BlockWeights {
     const float* factors = block_of(row_factor);
     for (size_t v = 0; v < kVectors; ++v) factor[v] = hn::LoadU(df, factors + v * kLanes);
     // Every head's largest magnitude first, then the rounding: the heads' reductions and divisions
-    // are chains of dependent instructions, and this way they overlap (on Zen 4 the per-head loop
-    // spent about a fifth of the weighted sum in them).
+    // are chains of dependent instructions, and this way they overlap (one head at a time, they
+    // were about a fifth of the weighted sum).
     for (size_t h = 0; h < heads; ++h) {
       const float* head_weights = block_of(weights + h * stride + start);
       float* products = products_.data() + h * kIntBlockRows;

@@ -133,7 +133,7 @@ inline constexpr int kScoreTableLargest = 63;
 inline constexpr int kScoreTableOffset = 64;
 // The weighted sums' weights are rounded to integers within +-kWeightLargest per block: signed
 // bytes, so that vpdpbusd takes 64 of their products at a time (16-bit weights through vpdpwssd
-// took 32, and the weighted sum as long again as the scores on Zen 4).
+// take 32: the weighted sum then costs as much again as the scores).
 inline constexpr int kWeightLargest = 127;
 
 // The rounding both the kernels and the reference use (round to nearest even, IEEE single).

@@ -8,11 +8,10 @@
 // vpdpbusd. A two-source vpermb gathers the code bytes of four rows at once (rows 0, 1 in the
 // halves of one register, rows 2, 3 in the other) in whatever order is wanted, so that every output
 // vector costs three shuffles: the gather, the vpmultishiftqb that pulls each field down, and the
-// table's vpermb. On Zen 4, where shuffles and multiplies share a pipe, the scores went from
-// 120-122 to 94-98 us for 16,384 cache-resident rows (kvsketch_bench_codecs
-// --benchmark_filter='int_index/scores.*16384', alternated; docs/history/decode-speed.md). With 16-bit weights
-// (as hi/lo bytes) the weighted sum gained nothing from these lookups (9 multiplies a row quad
-// against vpdpwssd's 8); with byte weights it takes 4.
+// table's vpermb: fewer shuffles where shuffles and multiplies share a pipe (AMD's Zen 4). With
+// 16-bit weights (as hi/lo bytes) the weighted sum gained nothing from these lookups (9 multiplies
+// a row quad against vpdpwssd's 8); with byte weights it takes 4. Measured with
+// kvsketch_bench_codecs --benchmark_filter='int_index/scores.*16384' (docs/RESULTS.md).
 
 // Where the weighted sums' accumulator lanes go when QuadLookup makes the values: lane l of a head
 // holds coordinate l (out[m] of chunk k covers coordinates 64k + 16m .. 64k + 16m + 15).
@@ -25,8 +24,8 @@ std::vector<uint32_t> QuadLaneCoordinates(size_t padded) {
 // The bytes of chunk k of rows r0, r1 (one register) and r2, r3 (the other), each row in its own
 // 32-byte half. Plain 32-byte loads where the rows go on for 32 bytes from the chunk's start (the
 // bytes past the chunk only feed bits that the table lookup ignores, and coordinates past dim meet
-// zero queries or dropped lanes); masked loads, which take several times longer on Zen 4, only
-// where that would read past `end`.
+// zero queries or dropped lanes); masked loads, several times slower on some CPUs, only where that
+// would read past `end`.
 struct RowPairs {
   __m512i a, b;
   HWY_INLINE RowPairs(__mmask64 chunk, size_t offset, const uint8_t* r0, const uint8_t* r1, const uint8_t* r2,
@@ -147,9 +146,8 @@ class QuadLookup {
 // signed bytes, four rows' in one dword broadcast over the vector, against QuadLookup's levels of
 // the same four rows plus 128 (unsigned bytes), so that one vpdpbusd takes 64 products where
 // vpdpwssd on words took 32. sum(w v) = sum(w (v + 128)) - 128 sum(w), exactly the reference's
-// sums. Zen 4, 16,384 cache-resident rows, 4 heads, d = 128, b = 3 (kvsketch_bench_codecs
-// --benchmark_filter='int_index/weighted'): see docs/history/decode-speed.md. Vectors [kFirst, kFirst +
-// kVectors) of the chunk: sums[h][m] for those m.
+// sums (kvsketch_bench_codecs --benchmark_filter='int_index/weighted' times it). Vectors [kFirst,
+// kFirst + kVectors) of the chunk: sums[h][m] for those m.
 template <int kHeads, int kVectors, int kFirst = 0, bool kQuads = false>
 HWY_INLINE void QuadChunkSums(const QuadLookup& lookup, const uint8_t* first, size_t stride, size_t count,
                               const uint8_t* end, const int8_t* weight_bytes, const int32_t* start,
@@ -237,8 +235,8 @@ class QuadAccumulator {
 
   // Rows [start, start + min(kIntBlockRows, n - start)) with weights weights[h * weight_stride + i]
   // for row start + i, added to head h's lanes at lanes.Head(h).
-  // Not inlined, and its lambdas are: other arrangements took 3-10% longer (the compiler then
-  // spilled the chunk's accumulators).
+  // Not inlined, and its lambdas are: in other arrangements the compiler spilled the chunk's
+  // accumulators.
   HWY_NOINLINE void Block(const float* weights, size_t weight_stride, size_t start, LaneAccumulators& lanes) {
     const size_t count = std::min(kIntBlockRows, n_ - start);
     HWY_ALIGN float row_factor[kIntBlockRows];
@@ -254,7 +252,7 @@ class QuadAccumulator {
       start_at_[h] = -128 * _mm512_reduce_add_epi32(total);
     });
     // The members in locals: the accumulators' stores (may-alias vector stores) would otherwise
-    // make every member be read again after each of them (the fused step took 1% longer).
+    // make every member be read again after each of them.
     const size_t stride = rows_.stride, n = n_, heads = heads_, part = part_, chunks = lookups_.size();
     const bool quads = rows_.quads;
     const uint8_t* first = rows_.data + start * stride;
@@ -369,8 +367,7 @@ class GroupedLookup {
 // scores leave as one vector (no per-row transpose of heads). kWhole: the sixteen rows are all
 // there and every 32-byte load stays before `end`, so that the rows are addressed from `first`
 // and loaded without checks. Not inlined: inside IntScoresImpl, with its pointers and loop state
-// live, GCC spilled more of the sixteen accumulators (the scores took 94-95 us for 16,384 rows,
-// against 88 us with both changes; kvsketch_bench_codecs --benchmark_filter='int_index/scores.*16384').
+// live, GCC spilled more of the sixteen accumulators.
 // kChunks, kLastBlocks: the chunks and the last chunk's blocks as constants (the loops unrolled,
 // no block count read); 0: from the lookups.
 template <size_t kChunks, size_t kLastBlocks, bool kWhole, bool kQuads>
@@ -381,8 +378,7 @@ HWY_NOINLINE void QuadScoreGroups(const GroupedLookup* lookups, size_t chunks_, 
   const __m512i shifts = lookups[0].Shifts();
   // All four groups of four rows at once: sixteen chains of multiply-adds, each query vector loaded
   // once for four of them. (Two groups at a time kept fewer values live, but GCC then folded every
-  // query load into each vpdpbusd, twice per vector, and the step took 254-273 us against 228-248
-  // at 16k tokens, one thread, Zen 4.)
+  // query load into each vpdpbusd, twice per vector, which was slower.)
   const auto row = [&](size_t r) KVSKETCH_KERNEL_ATTR { return first + std::min(r, last) * stride; };
   __m512i acc[4][4];
   for (int g = 0; g < 4; ++g)

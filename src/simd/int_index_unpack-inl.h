@@ -11,7 +11,7 @@
 // 2^16 is past 16 bits), a mask keeps its b bits and packuswb makes bytes. 7 instructions per 32
 // indices where the scalar loop takes one per bit; 2 of them multiplies, against the 4 multiplies
 // and shifts of a multiply by 2^(16 - s - b) and a shift right by 16 - b (on Intel both share the
-// ports of the multiply-adds that follow: docs/history/decode-speed.md). 1-bit indices (QJL's signs) take 4: a
+// ports of the multiply-adds that follow). 1-bit indices (QJL's signs) take 4: a
 // shuffle spreads each byte over its 8 indices' lanes and a bit test picks each lane's bit.
 class ShuffleUnpacker {
  public:

@@ -1,6 +1,6 @@
 // Rows in quads: four rows stored interleaved, so that one load takes the same coordinates of all
-// four (the AVX3_DL attention kernels read them without a byte gather across rows; about 15% of a
-// 16k-token tq_mse:b=3 step, docs/history/decode-speed.md, "Rows stored in quads").
+// four (the AVX3_DL attention kernels read them without a byte gather across rows, a large part of
+// a tq_mse:b=3 step: docs/RESULTS.md, "Kernel design measurements").
 //
 // In a quad, every field of a row (its b-bit codes, a norm) is cut into chunks, and chunk k of
 // row r lies at 4 * offset + (4k + r) * chunk, where offset is the field's place in a plain row;

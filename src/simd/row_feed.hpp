@@ -13,11 +13,10 @@ namespace kvsketch::simd {
 // Rows [0, ahead) are asked for at once; rows [ahead, n) at the pace at which the kernel reads:
 // a call of the kernel's loop reads `rows_per_call` rows in `ticks_per_call` Tick()s, and the
 // feed keeps `ahead` rows in front of it. Contiguous rows are asked for line by line in address
-// order. On the Emerald Rapids VM (2026-11-26), asking for a block's rows one line of each at a
-// time (lines 0 of 64 rows, then lines 1, ...) left the fp16 weighted sum from memory at 11-12 ms
-// for 256k rows; the same lines in address order took 6.5-7.4 ms, and spreading the scores' fetch
-// of four rows over their sixteen steps took them from 7.0-7.9 to 6.2-6.7 ms. Scattered rows (a
-// gather) are asked for a row at a time. `Fetch::Line(p)` asks for the line at p (a test records
+// order: asking for a block's rows one line of each at a time (lines 0 of 64 rows, then lines 1,
+// ...) made the fp16 weighted sum from memory much slower, and spreading the scores' fetch of four
+// rows over their sixteen steps made them faster (docs/RESULTS.md, "Kernel design measurements").
+// Scattered rows (a gather) are asked for a row at a time. `Fetch::Line(p)` asks for the line at p (a test records
 // them).
 template <class Fetch>
 class BasicRowFeed {

@@ -251,9 +251,8 @@ HWY_INLINE float TailDot(const Rows& rows, const uint8_t* row, size_t full, size
 
 // Rows are asked for kFetchAhead rows before their use (RowFeed): a gather's rows are scattered
 // (no hardware prefetcher follows them), and contiguous rows cross a page every few rows, where
-// the hardware prefetcher starts over. Into L2 (FetchLine), 64 rows ahead (Zen 4, fp16 scores
-// from memory: 19-23 ns a row with T0 hints 16 rows ahead before, 14-16 now, 12.3 resident; at run
-// time T0 and T2 16 rows ahead were level, and 32-64 rows ahead gained ~8%).
+// the hardware prefetcher starts over. Into L2 (FetchLine), 64 rows ahead: fp16 scores from memory
+// come close to their speed from cache this way, and T0 hints or fewer rows ahead did worse.
 constexpr size_t kFetchAhead = 64;
 
 // One row for up to kHeads heads.
@@ -385,7 +384,7 @@ constexpr size_t kWeightedBlock = 64;
 
 // A block's row addresses and its weights interleaved by row: a pass keeps two pointers for them
 // instead of one per head, and no row arithmetic (with the feed's counter as well, GCC spilled the
-// pointers to the stack, and the fp16 weighted sum from L2 took 10% longer).
+// pointers to the stack, which slowed the fp16 weighted sum).
 template <int kHeads>
 struct WeightedBlock {
   size_t count;
