@@ -3,6 +3,7 @@
 // its sequences decoded alone, bit for bit, on any executor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -430,6 +431,52 @@ TEST(PagedKVCache, PrefillIsCausalAndEndsWithDecodesBits) {
   EXPECT_NE(testutil::error_of([&] { cache.prefill(0, id, 1, queries.data(), q_heads, output.data(), nullptr); })
                 .find("holds 0"),
             std::string::npos);
+}
+
+TEST(PagedKVCache, PlannedRangesMergeToTheStep) {
+  const TokenStream stream(2000, 60);
+  const size_t q_heads = 2 * kHeads;
+  const auto queries = testutil::gaussian_matrix(q_heads, kDim, 61);
+  for (const char* spec : {"tq_mse:b=3|window=32|block=16|page=64", "kivi:b=4|window=32|block=32|page=64"}) {
+    SCOPED_TRACE(spec);
+    PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse(spec), 5);
+    const SequenceId id = cache.add_sequence();
+    feed(cache, id, stream, 0, stream.total);
+    AttentionOptions options;
+    options.tokens_per_task = 256;
+    const std::vector<TokenRange> ranges = cache.plan(0, id, options);
+    // The ranges cover every token once.
+    std::vector<int> covered(stream.total);
+    for (const TokenRange& r : ranges)
+      for (size_t t = r.first; t < r.first + r.count; ++t) ++covered[t];
+    EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), static_cast<std::ptrdiff_t>(stream.total));
+    EXPECT_GT(ranges.size(), 5u);
+    // Each range's partial result, merged, is the step (float rounding apart); all of it is its bits.
+    std::vector<float> merged(q_heads * kDim), merged_lse(q_heads, -INFINITY), part(q_heads * kDim), part_lse(q_heads);
+    for (const TokenRange& r : ranges) {
+      cache.decode_range(0, id, r, queries.data(), q_heads, part.data(), part_lse.data(), options);
+      merge_attention_states(merged.data(), merged_lse.data(), part.data(), part_lse.data(), q_heads, kDim,
+                             merged.data(), merged_lse.data());
+    }
+    const Decoded step = decode(cache, 0, {id}, queries.data(), q_heads, options);
+    for (size_t i = 0; i < merged.size(); ++i) ASSERT_NEAR(merged[i], step.output[i], 1e-5f);
+    for (size_t h = 0; h < q_heads; ++h) ASSERT_NEAR(merged_lse[h], step.lse[h], 1e-5f);
+    cache.decode_range(0, id, {0, stream.total}, queries.data(), q_heads, part.data(), part_lse.data(), options);
+    EXPECT_EQ(part, step.output);
+    // Ranges cut anywhere (inside quads and KIVI's groups) merge to the step as well.
+    std::fill(merged_lse.begin(), merged_lse.end(), -INFINITY);
+    for (const TokenRange& r : {TokenRange{0, 3}, TokenRange{3, 1001}, TokenRange{1004, 7}, TokenRange{1011, 989}}) {
+      cache.decode_range(0, id, r, queries.data(), q_heads, part.data(), part_lse.data(), options);
+      merge_attention_states(merged.data(), merged_lse.data(), part.data(), part_lse.data(), q_heads, kDim,
+                             merged.data(), merged_lse.data());
+    }
+    // KIVI's decoded rows are exact where the fused integer kernel rounds: a codec-sized tolerance.
+    for (size_t i = 0; i < merged.size(); ++i) ASSERT_NEAR(merged[i], step.output[i], 2e-3f);
+    EXPECT_NE(testutil::error_of([&] {
+                cache.decode_range(0, id, {1990, 11}, queries.data(), q_heads, part.data(), part_lse.data());
+              }).find("beyond the 2000 tokens"),
+              std::string::npos);
+  }
 }
 
 std::string file_bytes(const std::string& path) {

@@ -23,6 +23,12 @@ struct AttentionResult {
 // Combines the attention over two disjoint token sets into the attention over their union.
 void merge_attention(AttentionResult& into, const AttentionResult& other);
 
+// The same on caller buffers, the pair vLLM's merge_attn_states and FlashInfer's merge_state take:
+// partial results a and b (outputs [heads][dim], lse [heads]; -inf for no tokens) into output and
+// lse, which may be a's or b's buffers.
+void merge_attention_states(const float* output_a, const float* lse_a, const float* output_b, const float* lse_b,
+                            size_t heads, size_t dim, float* output, float* lse);
+
 // The heads of `parts` (same dim), one after another, as one result.
 AttentionResult concat_attention(const std::vector<AttentionResult>& parts);
 

@@ -40,6 +40,11 @@ namespace kvsketch {
 
 using SequenceId = uint64_t;
 
+// Tokens [first, first + count) of a sequence, in token order (sinks, encoded body, window).
+struct TokenRange {
+  size_t first = 0, count = 0;
+};
+
 class PagedKVCache {
  public:
   // An empty cache; the shape's limits are KVCache's. The second form starts from a calibration,
@@ -91,6 +96,17 @@ class PagedKVCache {
   // same, lse [chunk][q_heads] (may be null). The chunk's last position gives decode's bits.
   void prefill(size_t layer, SequenceId sequence, size_t chunk, const float* queries, size_t q_heads, float* output,
                float* lse, const AttentionOptions& options = {}) const;
+
+  // Plan, run, merge: a decode step split by token ranges, so that parts of a long sequence can run
+  // elsewhere (other threads, devices, machines) and merge exactly. plan() gives the ranges of
+  // decode's own tasks for a sequence (sinks, window halves, runs of pages), which cover its tokens
+  // once; decode_range() the attention over one range of tokens as a partial result, output and lse
+  // as decode's; merge_attention_states (attention.hpp) combines two partial results. Ranges
+  // that start or end inside a row group the codec reads only whole (quads, KIVI) read those rows
+  // decoded.
+  std::vector<TokenRange> plan(size_t layer, SequenceId sequence, const AttentionOptions& options = {}) const;
+  void decode_range(size_t layer, SequenceId sequence, TokenRange range, const float* queries, size_t q_heads,
+                    float* output, float* lse, const AttentionOptions& options = {}) const;
 
   // Versioned files with a checksum: the whole cache (its calibration, every page once however many
   // sequences share it, every sequence under its id), or one sequence (its pages and fp16 rows, and

@@ -21,15 +21,33 @@ void merge_attention(AttentionResult& into, const AttentionResult& other) {
           "merge_attention: shapes differ ({} x {} and {} x {})", into.heads, into.dim, other.heads, other.dim);
   check_sizes(into, "merge_attention", "into");
   check_sizes(other, "merge_attention", "other");
-  for (size_t h = 0; h < into.heads; ++h) {
-    const float a = into.lse[h], b = other.lse[h];
-    if (std::isinf(b) && b < 0) continue;
+  merge_attention_states(into.output.data(), into.lse.data(), other.output.data(), other.lse.data(), into.heads,
+                         into.dim, into.output.data(), into.lse.data());
+}
+
+void merge_attention_states(const float* output_a, const float* lse_a, const float* output_b, const float* lse_b,
+                            size_t heads, size_t dim, float* output, float* lse) {
+  require(output_a && lse_a && output_b && lse_b && output && lse, "merge_attention_states: null buffer");
+  for (size_t h = 0; h < heads; ++h) {
+    const float a = lse_a[h], b = lse_b[h];
+    const float* from_a = output_a + h * dim;
+    const float* from_b = output_b + h * dim;
+    float* to = output + h * dim;
+    if (std::isinf(b) && b < 0) {  // b holds no tokens
+      if (to != from_a) std::copy(from_a, from_a + dim, to);
+      lse[h] = a;
+      continue;
+    }
+    if (std::isinf(a) && a < 0) {
+      if (to != from_b) std::copy(from_b, from_b + dim, to);
+      lse[h] = b;
+      continue;
+    }
     const float top = std::max(a, b);
     const float wa = std::exp(a - top), wb = std::exp(b - top);
     const float total = wa + wb;
-    for (size_t j = 0; j < into.dim; ++j)
-      into.output[h * into.dim + j] = (wa * into.output[h * into.dim + j] + wb * other.output[h * into.dim + j]) / total;
-    into.lse[h] = top + std::log(total);
+    for (size_t j = 0; j < dim; ++j) to[j] = (wa * from_a[j] + wb * from_b[j]) / total;
+    lse[h] = top + std::log(total);
   }
 }
 

@@ -52,7 +52,7 @@ void PagedKVCache::decode(size_t layer, const SequenceId* sequences, size_t batc
     const SequenceLayer& rows = s.sequence(sequences[b], "decode").layers[layer];
     for (size_t g = 0; g < kv; ++g)
       steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
-                                       *s.codecs.values[s.shape.index(layer, g)], rows, g, rows.tokens(),
+                                       *s.codecs.values[s.shape.index(layer, g)], rows, g, TokenRange{0, rows.tokens()},
                                        queries + (b * q_heads + g * group) * d, group, options));
   }
   run_paged_steps(steps, options);
@@ -75,10 +75,37 @@ void PagedKVCache::prefill(size_t layer, SequenceId sequence, size_t chunk, cons
   for (size_t i = 0; i < chunk; ++i)
     for (size_t g = 0; g < kv; ++g)
       steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
-                                       *s.codecs.values[s.shape.index(layer, g)], rows, g, first_position + i + 1,
+                                       *s.codecs.values[s.shape.index(layer, g)], rows, g,
+                                       TokenRange{0, first_position + i + 1},
                                        queries + (i * q_heads + g * group) * d, group, options));
   run_paged_steps(steps, options);
   merge_steps(steps, chunk, kv, group, d, output, lse);
+}
+
+std::vector<TokenRange> PagedKVCache::plan(size_t layer, SequenceId sequence, const AttentionOptions& options) const {
+  const State& s = *state_;
+  s.check_layer(layer, "plan");
+  return paged_plan(*s.codecs.keys[s.shape.index(layer, 0)], *s.codecs.values[s.shape.index(layer, 0)],
+                    s.sequence(sequence, "plan").layers[layer], options);
+}
+
+void PagedKVCache::decode_range(size_t layer, SequenceId sequence, TokenRange range, const float* queries,
+                                size_t q_heads, float* output, float* lse, const AttentionOptions& options) const {
+  const State& s = *state_;
+  s.check_layer(layer, "decode_range");
+  const SequenceLayer& rows = s.sequence(sequence, "decode_range").layers[layer];
+  require(range.first <= rows.tokens() && range.count <= rows.tokens() - range.first,
+          "decode_range: tokens [{}, {} + {}) are beyond the {} tokens of sequence {} in layer {}", range.first,
+          range.first, range.count, rows.tokens(), sequence, layer);
+  const size_t kv = s.shape.kv_heads, d = s.shape.head_dim;
+  const size_t group = check_step(kv, d, queries, 1, q_heads, output, options, "decode_range");
+  std::vector<GroupStep> steps;
+  for (size_t g = 0; g < kv; ++g)
+    steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
+                                     *s.codecs.values[s.shape.index(layer, g)], rows, g, range,
+                                     queries + g * group * d, group, options));
+  run_paged_steps(steps, options);
+  merge_steps(steps, 1, kv, group, d, output, lse);
 }
 
 }  // namespace kvsketch

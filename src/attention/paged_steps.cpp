@@ -5,39 +5,95 @@
 
 namespace kvsketch {
 
+namespace {
+
+// The code rows [first, last) of KV head g, in the pages of `rows`, as segments.
+std::vector<CodeSegment> page_segments(const SequenceLayer& rows, size_t g, size_t first, size_t last) {
+  std::vector<CodeSegment> segments;
+  size_t start = 0;  // the first row of the page
+  for (const auto& page : rows.pages) {
+    const size_t end = start + page->rows(), from = std::max(first, start), to = std::min(last, end);
+    if (from < to) segments.push_back({&page->keys[g], &page->values[g], from - start, to - from});
+    start = end;
+  }
+  return segments;
+}
+
+// Rows [first, last) of KV head g, all within one row group starting at group_first, decoded to
+// floats as a piece of their own (its keys and values stored in `storage`).
+void decoded_piece(const VectorCodec& key_codec, const VectorCodec& value_codec, const SequenceLayer& rows, size_t g,
+                   size_t group_first, size_t group, size_t first, size_t last, std::vector<ExactPiece>& pieces,
+                   std::vector<std::vector<float>>& storage) {
+  const size_t d = key_codec.dim();
+  const std::vector<CodeSegment> where = page_segments(rows, g, group_first, group_first + group);
+  std::vector<float> keys(group * d), values(group * d);
+  key_codec.decode(*where.front().keys, where.front().first, group, keys.data());
+  value_codec.decode(*where.front().values, where.front().first, group, values.data());
+  keys.erase(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>((first - group_first) * d));
+  values.erase(values.begin(), values.begin() + static_cast<std::ptrdiff_t>((first - group_first) * d));
+  storage.push_back(std::move(keys));
+  storage.push_back(std::move(values));
+  pieces.push_back({nullptr, nullptr, last - first, storage[storage.size() - 2].data(), storage.back().data()});
+}
+
+}  // namespace
+
 GroupStep paged_group_step(const VectorCodec& key_codec, const VectorCodec& value_codec, const SequenceLayer& rows,
-                           size_t g, size_t prefix, const float* queries, size_t heads,
+                           size_t g, TokenRange range, const float* queries, size_t heads,
                            const AttentionOptions& options) {
   const HeadRows& head = rows.heads[g];
-  const size_t d = key_codec.dim();
-  const size_t sinks = std::min(prefix, head.sinks), body = std::min(prefix - sinks, rows.body);
-  const size_t window = std::min(prefix - sinks - body, head.window);
-  // The codes are read in whole row groups (quads, KIVI's groups): a prefix that ends inside one
-  // (a prefill's position) reads that group's first rows decoded instead.
+  const size_t d = key_codec.dim(), begin = range.first, end = range.first + range.count;
+  // The range in each part: sinks, then body rows, then window rows, in token order.
+  const auto part = [&](size_t first_token, size_t tokens) -> std::pair<size_t, size_t> {
+    const auto clip = [&](size_t t) { return std::clamp(t, first_token, first_token + tokens) - first_token; };
+    return {clip(begin), clip(end)};
+  };
+  const auto [s0, s1] = part(0, head.sinks);
+  const auto [b0, b1] = part(head.sinks, rows.body);
+  const auto [w0, w1] = part(head.sinks + rows.body, head.window);
+  const size_t live = head.retained + w0;  // the window's tokens not yet encoded start at retained
+  std::vector<ExactPiece> exact =
+      sink_and_window_pieces(head.sink_keys.data() + s0 * d, head.sink_values.data() + s0 * d, s1 - s0,
+                             head.window_keys.data() + live * d, head.window_values.data() + live * d, w1 - w0, d);
+  // The codes are read in whole row groups (quads, KIVI's groups): a range that starts or ends
+  // inside one (a prefill's position, a plan's range) reads those rows decoded instead.
   const size_t group = std::lcm(key_codec.row_group(), value_codec.row_group());
-  const size_t whole = body / group * group, rest = body - whole;
-  std::vector<CodeSegment> pages;
-  for (size_t page = 0, left = whole; left > 0; ++page) {
-    const size_t take = std::min(left, rows.pages[page]->rows());
-    pages.push_back({&rows.pages[page]->keys[g], &rows.pages[page]->values[g], 0, take});
-    left -= take;
-  }
-  const size_t live = head.retained * d;  // the window's tokens not yet encoded start here
-  std::vector<ExactPiece> exact = sink_and_window_pieces(head.sink_keys.data(), head.sink_values.data(), sinks,
-                                                         head.window_keys.data() + live,
-                                                         head.window_values.data() + live, window, d);
   std::vector<std::vector<float>> storage;
-  if (rest > 0) {
-    const size_t page_rows = rows.pages.front()->rows();  // every page but the last is full
-    const Page& page = *rows.pages[whole / page_rows];
-    const size_t first = whole % page_rows;
-    storage.assign(2, std::vector<float>(group * d));
-    key_codec.decode(page.keys[g], first, group, storage[0].data());
-    value_codec.decode(page.values[g], first, group, storage[1].data());
-    exact.push_back({nullptr, nullptr, rest, storage[0].data(), storage[1].data()});
+  size_t whole_first = (b0 + group - 1) / group * group, whole_last = b1 / group * group;
+  if (b0 < b1 && whole_first >= whole_last) {  // within one group
+    decoded_piece(key_codec, value_codec, rows, g, b0 / group * group, group, b0, b1, exact, storage);
+    whole_first = whole_last = b1;
+  } else if (b0 < b1) {
+    if (b0 < whole_first)
+      decoded_piece(key_codec, value_codec, rows, g, whole_first - group, group, b0, whole_first, exact, storage);
+    if (whole_last < b1) decoded_piece(key_codec, value_codec, rows, g, whole_last, group, whole_last, b1, exact, storage);
   }
+  std::vector<CodeSegment> pages;
+  if (whole_first < whole_last) pages = page_segments(rows, g, whole_first, whole_last);
   return GroupStep(key_codec, value_codec, queries, heads, std::move(exact),
                    body_tasks(pages, options.tokens_per_task, group), options.arithmetic, std::move(storage));
+}
+
+std::vector<TokenRange> paged_plan(const VectorCodec& key_codec, const VectorCodec& value_codec,
+                                   const SequenceLayer& rows, const AttentionOptions& options) {
+  const HeadRows& head = rows.heads.front();
+  std::vector<TokenRange> ranges;
+  if (head.sinks > 0) ranges.push_back({0, head.sinks});
+  const size_t window_first = head.sinks + rows.body, half = head.window / 2;
+  if (half > 0) ranges.push_back({window_first, half});
+  if (head.window > half) ranges.push_back({window_first + half, head.window - half});
+  const size_t group = std::lcm(key_codec.row_group(), value_codec.row_group());
+  for (const auto& task : body_tasks(page_segments(rows, 0, 0, rows.body), options.tokens_per_task, group)) {
+    size_t rows_before = 0;  // of the task's first segment's page
+    for (const auto& page : rows.pages) {
+      if (&page->keys[0] == task.front().keys) break;
+      rows_before += page->rows();
+    }
+    size_t count = 0;
+    for (const CodeSegment& segment : task) count += segment.rows;
+    ranges.push_back({head.sinks + rows_before + task.front().first, count});
+  }
+  return ranges;
 }
 
 void run_paged_steps(std::vector<GroupStep>& steps, const AttentionOptions& options) {

@@ -6,14 +6,19 @@
 #include "attention/group_step.hpp"
 #include "cache/paged_pages.hpp"
 #include "kvsketch/attention.hpp"
+#include "kvsketch/paged_cache.hpp"
 
 namespace kvsketch {
 
-// KV head g of a sequence's layer, over its first `prefix` tokens (sinks, then body rows, then
-// window rows, in token order), read by `heads` query heads.
+// KV head g of a sequence's layer over a range of its tokens (sinks, then body rows, then window
+// rows, in token order), read by `heads` query heads.
 GroupStep paged_group_step(const VectorCodec& key_codec, const VectorCodec& value_codec, const SequenceLayer& rows,
-                           size_t g, size_t prefix, const float* queries, size_t heads,
+                           size_t g, TokenRange range, const float* queries, size_t heads,
                            const AttentionOptions& options);
+
+// The token ranges of paged_group_step's items over the whole sequence, in item order.
+std::vector<TokenRange> paged_plan(const VectorCodec& key_codec, const VectorCodec& value_codec,
+                                   const SequenceLayer& rows, const AttentionOptions& options);
 
 // Runs the steps on the options' executor, or on OpenMP threads.
 void run_paged_steps(std::vector<GroupStep>& steps, const AttentionOptions& options);

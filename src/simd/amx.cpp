@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__) && defined(__linux__) && !defined(KVSKETCH_PORTABLE)
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@ namespace kvsketch::simd {
 namespace {
 
 bool machine_has_amx() {
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__) && defined(__linux__) && !defined(KVSKETCH_PORTABLE)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;

@@ -1,6 +1,6 @@
 #include "simd/cpu_features.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(KVSKETCH_PORTABLE)
 #include <cpuid.h>
 #endif
 
@@ -14,7 +14,7 @@ struct Leaf7 {
 
 Leaf7 leaf7(unsigned subleaf) {
   Leaf7 r;
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(KVSKETCH_PORTABLE)
   if (!__get_cpuid_count(7, subleaf, &r.a, &r.b, &r.c, &r.d)) return {};
 #else
   (void)subleaf;
