@@ -54,7 +54,9 @@ void feed(PagedKVCache& cache, SequenceId id, const TokenStream& stream, size_t 
   static constexpr size_t kChunks[] = {1, 7, 64, 3, 130, 33};
   for (size_t done = 0, c = 0; done < count; ++c) {
     const size_t n = std::min(kChunks[c % std::size(kChunks)], count - done);
-    const auto [k, v] = stream.slice(first + done, n);
+    const auto kv_pair = stream.slice(first + done, n);
+    const auto& k = kv_pair.first;
+    const auto& v = kv_pair.second;
     for (size_t layer = 0; layer < cache.layers(); ++layer) cache.append(id, layer, k.data(), v.data(), n);
     done += n;
   }
@@ -81,7 +83,9 @@ Decoded decode(const PagedKVCache& cache, size_t layer, const std::vector<Sequen
 std::vector<float> exact_output(const TokenStream& stream, const std::vector<float>& queries, size_t group) {
   std::vector<float> out;
   for (size_t h = 0; h < kHeads; ++h) {
-    auto [k, v] = stream.slice(0, stream.total);
+    auto kv_pair = stream.slice(0, stream.total);
+    auto& k = kv_pair.first;
+    auto& v = kv_pair.second;
     for (auto* x : {&k, &v})
       for (float& value : *x) value = half_to_float(float_to_half(value));
     const AttentionResult r = reference_attention(queries.data() + h * group * kDim, group,
@@ -106,7 +110,9 @@ TEST(PagedKVCache, OneSequenceHoldsWhatAKVCacheHolds) {
     SCOPED_TRACE(spec);
     KVPolicy policy = KVPolicy::parse(spec);
     KVCache reference(2, kHeads, kDim, policy, 5);
-    const auto [k, v] = stream.slice(0, stream.total);
+    const auto kv_pair = stream.slice(0, stream.total);
+    const auto& k = kv_pair.first;
+    const auto& v = kv_pair.second;
     for (size_t layer = 0; layer < 2; ++layer) reference.append(layer, k.data(), v.data(), stream.total);
     for (const size_t page : {policy.page, size_t{1024}}) {
       policy.page = page;
@@ -314,7 +320,9 @@ TEST(PagedKVCache, FirstTokensCalibrationIsACalibrationObject) {
   // The same object, fitted explicitly on the first sinks + window + block tokens as fp16 holds them.
   Calibration explicit_fit(2, kHeads, kDim, policy, 17);
   const size_t first = policy.sinks + policy.window + policy.block;
-  auto [k, v] = stream.slice(0, first);
+  auto kv_pair = stream.slice(0, first);
+  auto& k = kv_pair.first;
+  auto& v = kv_pair.second;
   for (auto* x : {&k, &v})
     for (float& value : *x) value = half_to_float(float_to_half(value));
   for (size_t layer = 0; layer < 2; ++layer) explicit_fit.fit(layer, k.data(), v.data(), first);
@@ -340,7 +348,9 @@ TEST(Calibration, CorruptAndInconsistentFilesAreRefused) {
   const TokenStream stream(100, 21);
   const KVPolicy policy = KVPolicy::parse("qjl:m=128,outliers=8|tq_mse:b=3");
   Calibration calibration(1, kHeads, kDim, policy, 3);
-  const auto [k, v] = stream.slice(0, 100);
+  const auto kv_pair = stream.slice(0, 100);
+  const auto& k = kv_pair.first;
+  const auto& v = kv_pair.second;
   calibration.fit(0, k.data(), v.data(), 100);
   const std::string path = testing::TempDir() + "kvsketch_calibration.kvcal";
   calibration.save(path);
@@ -382,14 +392,18 @@ TEST(PagedKVCache, PrefillIsCausalAndEndsWithDecodesBits) {
     PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse(spec), 3);
     const SequenceId id = cache.add_sequence();
     feed(cache, id, stream, 0, stream.total - chunk);
-    const auto [k, v] = stream.slice(stream.total - chunk, chunk);
+    const auto kv_pair = stream.slice(stream.total - chunk, chunk);
+    const auto& k = kv_pair.first;
+    const auto& v = kv_pair.second;
     cache.append(id, 0, k.data(), v.data(), chunk);
     std::vector<float> output(chunk * q_heads * kDim), lse(chunk * q_heads);
     cache.prefill(0, id, chunk, queries.data(), q_heads, output.data(), lse.data());
     const Decoded last = decode(cache, 0, {id}, queries.data() + (chunk - 1) * q_heads * kDim, q_heads);
     EXPECT_EQ(0, std::memcmp(last.output.data(), output.data() + (chunk - 1) * q_heads * kDim, last.output.size() * 4));
     EXPECT_EQ(0, std::memcmp(last.lse.data(), lse.data() + (chunk - 1) * q_heads, last.lse.size() * 4));
-    const auto [all_k, all_v] = stream.slice(0, stream.total);
+    const auto all_kall_v_pair = stream.slice(0, stream.total);
+    const auto& all_k = all_kall_v_pair.first;
+    const auto& all_v = all_kall_v_pair.second;
     double worst = 0.0, total = 0.0, last_total = 0.0;
     size_t count = 0, last_count = 0;
     for (size_t i = 0; i < chunk; i += 7)
@@ -601,7 +615,9 @@ TEST(PagedKVCache, BadCallsNameTheProblem) {
   EXPECT_NE(error([&] { cache.decode(0, &id, 1, nan_queries.data(), kHeads, out.data(), nullptr); }).find("NaN"),
             std::string::npos);
   // A refused append changes nothing.
-  auto [k, v] = stream.slice(0, 50);
+  auto kv_pair = stream.slice(0, 50);
+  auto& k = kv_pair.first;
+  auto& v = kv_pair.second;
   k[kDim * 60 + 1] = 1e6f;
   const size_t bytes = cache.bytes();
   EXPECT_NE(error([&] { cache.append(id, 0, k.data(), v.data(), 50); }).find("65504"), std::string::npos);
