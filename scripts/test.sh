@@ -2,13 +2,18 @@
 # Installs, builds and runs every test, then builds examples/ against the installed package
 # (scripts/check_install.sh). With SANITIZE=1 it builds with AddressSanitizer +
 # UndefinedBehaviorSanitizer instead, into build-asan/ (GCC) or build-asan-clang/ (CXX=clang++,
-# which also builds the fuzz targets of scripts/fuzz.sh in the same tree).
+# which also builds the fuzz targets of scripts/fuzz.sh in the same tree). With PORTABLE=1 it
+# builds Highway's portable target alone (no x86 intrinsics) into build-portable/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The evaluation extras too (FAISS, Fashion-MNIST), so that the tests of those paths run; clang
 # for its builds.
 if [[ "${CXX:-}" == *clang* ]]; then bash scripts/setup.sh extras clang; else bash scripts/setup.sh extras; fi
-if [ "${SANITIZE:-0}" = "1" ]; then
+if [ "${PORTABLE:-0}" = "1" ]; then
+  # Highway's portable target alone: no x86 kernels, no CPUID or AMX (KVSKETCH_PORTABLE).
+  export BUILD_DIR=${BUILD_DIR:-build-portable}
+  bash scripts/build.sh -DKVSKETCH_PORTABLE=ON -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=OFF
+elif [ "${SANITIZE:-0}" = "1" ]; then
   export BUILD_TYPE=RelWithDebInfo
   export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   if [[ "${CXX:-}" == *clang* ]]; then
@@ -23,4 +28,4 @@ else
 fi
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 # The installed package, as a user's project builds against it (release builds).
-if [ "${SANITIZE:-0}" != "1" ]; then bash scripts/check_install.sh; fi
+if [ "${SANITIZE:-0}" != "1" ] && [ "${PORTABLE:-0}" != "1" ]; then bash scripts/check_install.sh; fi

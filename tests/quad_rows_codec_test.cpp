@@ -135,7 +135,9 @@ TEST(QuadRowsCodec, FusedAttentionInQuadsGivesThePlainBits) {
         EXPECT_EQ(run(*k.quads, k.quad_codes, *v.plain, v.plain_codes), plain);
         EXPECT_EQ(run(*k.plain, k.plain_codes, *v.quads, v.quad_codes), plain);
       });
+#ifndef KVSKETCH_PORTABLE  // Highway's portable target has no fused kernel
       EXPECT_GT(fused_targets, 0u);
+#endif
     }
   }
 }

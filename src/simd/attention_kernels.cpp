@@ -12,6 +12,7 @@
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/exp_non_positive-inl.h"
+#include "simd/half_floats-inl.h"
 #include "simd/row_kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -23,9 +24,7 @@ using FloatTag = hn::ScalableTag<float>;
 using HalfTag = hn::Rebind<hwy::float16_t, FloatTag>;
 
 HWY_INLINE hn::Vec<FloatTag> LoadHalf(const uint16_t* p) {
-  const FloatTag df;
-  const HalfTag dh;
-  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  return LoadHalves(FloatTag(), p);
 }
 
 void HalfToFloatRowImpl(const uint16_t* in, size_t n, float* out) {

@@ -28,6 +28,7 @@
 #include "simd/amx.hpp"
 #include "simd/cpu_features.hpp"
 #include "simd/exp_non_positive-inl.h"
+#include "simd/half_floats-inl.h"
 #include "simd/fetch.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/quad_rows.hpp"
@@ -155,7 +156,6 @@ void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, 
     return;
   }
   const DF df;
-  const hn::Rebind<hwy::float16_t, DF> dh;
   const uint8_t* at = rows.data + first * rows.stride + factors->offset;
 #if HWY_TARGET <= HWY_AVX2
   // Eight rows' halves put together in a register by pinsrw, then converted at once: faster than
@@ -186,7 +186,7 @@ void LoadFactors(const RowSource& rows, const RowFactor* factors, size_t first, 
   for (size_t i = 0; i < count; ++i) std::memcpy(halves + i, at + i * rows.stride, sizeof(uint16_t));
   HWY_ALIGN float converted[kIntBlockRows];
   for (size_t i = 0; i < kIntBlockRows; i += hn::Lanes(df))
-    hn::Store(hn::PromoteTo(df, hn::Load(dh, reinterpret_cast<const hwy::float16_t*>(halves) + i)), df, converted + i);
+    hn::Store(LoadHalves(df, halves + i), df, converted + i);
   std::copy_n(converted, count, out);
 }
 

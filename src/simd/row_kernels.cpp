@@ -11,6 +11,7 @@
 
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/half.hpp"
+#include "simd/half_floats-inl.h"
 #include "simd/row_feed.hpp"
 #include "simd/row_kernels.hpp"
 
@@ -35,8 +36,7 @@ struct HalfRows {
   const uint8_t* Row(size_t i) const { return src.row(i); }
   const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + j));
+    return LoadHalves(DF(), row + 2 * j);
   }
   float Scalar(const uint8_t* row, size_t j) const {
     uint16_t h;
