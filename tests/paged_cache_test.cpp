@@ -381,6 +381,34 @@ TEST(Calibration, CorruptAndInconsistentFilesAreRefused) {
             std::string::npos);
 }
 
+TEST(PagedKVCache, AnAppendRefusedWhileEncodingUndoesItsFirstFit) {
+  // A token whose norm fp16 cannot hold passes the range check and is refused when its block is
+  // encoded: by then the append has fitted the calibration and moved the window.
+  const KVPolicy policy = KVPolicy::parse("qjl:m=128,outliers=8|tq_mse:b=3|window=16|block=16|page=32");
+  const TokenStream stream(200, 70);
+  PagedKVCache cache(1, kHeads, kDim, policy, 2);
+  const SequenceId id = cache.add_sequence();
+  feed(cache, id, stream, 0, 10);
+  auto bad_pair = stream.slice(10, 50);
+  auto& bad_keys = bad_pair.first;
+  for (size_t c = 0; c < kDim; ++c) bad_keys[20 * kDim + c] = 60000.0f;  // head 0, token 30
+  const size_t bytes = cache.bytes();
+  const std::string message =
+      testutil::error_of([&] { cache.append(id, 0, bad_keys.data(), bad_pair.second.data(), 50); });
+  EXPECT_NE(message.find("norm"), std::string::npos) << message;
+  EXPECT_EQ(cache.bytes(), bytes);
+  EXPECT_EQ(cache.tokens(id, 0), 10u);
+  EXPECT_FALSE(cache.calibration().fitted(0));
+  // Going on gives what a cache that never saw it gives.
+  feed(cache, id, stream, 10, 190);
+  PagedKVCache clean(1, kHeads, kDim, policy, 2);
+  const SequenceId c = clean.add_sequence();
+  feed(clean, c, stream, 0, 200);
+  const auto queries = testutil::gaussian_matrix(kHeads, kDim, 71);
+  EXPECT_EQ(decode(cache, 0, {id}, queries.data(), kHeads), decode(clean, 0, {c}, queries.data(), kHeads));
+  EXPECT_TRUE(cache.calibration() == clean.calibration());
+}
+
 TEST(PagedKVCache, PrefillIsCausalAndEndsWithDecodesBits) {
   const TokenStream stream(400, 30);
   const size_t group = 2, q_heads = group * kHeads, chunk = 150;
