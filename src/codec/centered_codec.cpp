@@ -91,6 +91,13 @@ void CenteredCodec::accumulate_rows(const float* weights, const uint8_t* codes, 
   accumulator[inner_->accumulator_size()] += simd::fixed_order_sum(weights, n);
 }
 
+void CenteredCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const {
+  if (inner_->row_group() == 1) return VectorCodec::decode_rows(codes, n, out);
+  inner_->decode_rows(codes, n, out);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < dim(); ++j) out[i * dim() + j] += mean_[j];
+}
+
 void CenteredCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                      float* out, size_t stride, Arithmetic arithmetic) const {
   std::vector<const PreparedQuery*> inner(heads);

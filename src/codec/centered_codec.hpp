@@ -37,6 +37,9 @@ class CenteredCodec final : public VectorCodec {
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+  // Rows decoded by the inner codec, plus the mean, where its rows are read in groups (the default
+  // decodes one row at a time, which such a codec cannot: KIVI keys share a group's scales).
+  void decode_rows(const uint8_t* codes, size_t n, float* out) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
                         size_t stride, Arithmetic arithmetic) const override;
   // The inner codec's parts, the keys' shift <q, mu> per head, and the values' weight sum.
