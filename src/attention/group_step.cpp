@@ -77,26 +77,10 @@ Partials segment_attention(const VectorCodec& key_codec, const VectorCodec& valu
   return parts;
 }
 
-// Merges `part` into `total` (the same heads and width): the attention pieces of both token sets.
-void merge_partials(Partials& total, const Partials& part) {
-  for (size_t h = 0; h < total.max.size(); ++h) {
-    const float top = std::max(total.max[h], part.max[h]);
-    if (top == kMinusInfinity) continue;
-    float* acc = total.acc.data() + h * total.width;
-    if (total.sum[h] != 0.0f && total.max[h] != top) {
-      const float factor = std::exp(total.max[h] - top);
-      total.sum[h] *= factor;
-      for (size_t j = 0; j < total.width; ++j) acc[j] *= factor;
-    }
-    total.max[h] = top;
-    add_scaled(part, h, top, total.sum[h], acc);
-  }
-}
-
 // Attention pieces over a task's segments, values left in the codec's accumulator domain. Every
 // query head of the group reads each code row once: in one pass where the codecs have a fused
-// kernel (attend_segments), else per segment scores_multi, the softmax, then
-// accumulate_partial_multi, merged. The prepared queries carry the logit scale.
+// kernel (attend_segments), else scores_multi, the softmax, then accumulate_partial_multi. The
+// prepared queries carry the logit scale.
 Partials body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
                         const std::vector<const PreparedQuery*>& prepared, const std::vector<CodeSegment>& task,
                         Arithmetic arithmetic) {
@@ -106,10 +90,25 @@ Partials body_attention(const VectorCodec& key_codec, const VectorCodec& value_c
   if (key_codec.attend_segments(prepared.data(), heads, value_codec, task.data(), task.size(), parts.max.data(),
                                 parts.sum.data(), parts.acc.data(), arithmetic))
     return parts;
-  // One at a time where the fused kernel does not take them together (no fused kernel, or rows in
-  // quads that this CPU copies back).
-  for (const CodeSegment& segment : task)
-    merge_partials(parts, segment_attention(key_codec, value_codec, prepared, segment, arithmetic));
+  // The separate kernels where the fused one does not take them together (no fused kernel, or rows
+  // in quads that this CPU copies back): every segment's scores into one row of logits per head, one
+  // softmax, then every segment's weighted sum, as over one range.
+  size_t total = 0;
+  for (const CodeSegment& segment : task) total += segment.rows;
+  const auto logits = std::make_unique_for_overwrite<float[]>(heads * total);
+  size_t column = 0;
+  for (const CodeSegment& segment : task) {
+    key_codec.scores_multi(prepared.data(), heads, *segment.keys, segment.first, segment.rows, logits.get() + column,
+                           total, arithmetic);
+    column += segment.rows;
+  }
+  softmax_pieces(logits.get(), heads, total, parts);
+  column = 0;
+  for (const CodeSegment& segment : task) {
+    value_codec.accumulate_partial_multi(logits.get() + column, heads, total, *segment.values, segment.first,
+                                         segment.rows, parts.acc.data(), arithmetic);
+    column += segment.rows;
+  }
   return parts;
 }
 
