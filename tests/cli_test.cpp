@@ -332,3 +332,25 @@ TEST(Cli, SavedCacheEvaluatesAsBuilt) {
     EXPECT_EQ(built[key], loaded[key]) << key;
   EXPECT_EQ(loaded["policy"], "tq_prod:b=3|tq_mse:b=3|sinks=4|window=128|block=32|layout=auto");
 }
+
+// bench attention --batch: the paged cache's batched step against single calls, and (one
+// sequence) against KVCache; the sequences' tokens add up, every ratio is measured.
+TEST(Cli, BatchedAttentionBenchReportsItsRatios) {
+  const auto batch = run("bench attention --batch 2 --contexts 300,200 --threads 1 --policies 'tq_mse:b=3' --layers 1 "
+                         "--repetitions 1 --dim 64 --json");
+  ASSERT_EQ(batch.first, 0) << batch.second;
+  const auto rows = nlohmann::json::parse(batch.second);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["batch"], 2);
+  EXPECT_EQ(rows[0]["tokens"], 500);
+  EXPECT_GT(rows[0]["batch_speedup"].get<double>(), 0.0);
+  EXPECT_GT(rows[0]["fork_fraction_of_append"].get<double>(), 0.0);
+  EXPECT_TRUE(rows[0]["paged_vs_kv_cache"].is_null());
+  const auto one = run("bench attention --batch 1 --contexts 300,200 --threads 1 --policies 'fp16' --layers 1 "
+                       "--repetitions 1 --dim 64 --json");
+  ASSERT_EQ(one.first, 0) << one.second;
+  const auto single = nlohmann::json::parse(one.second);
+  ASSERT_EQ(single.size(), 2u);  // a run per context
+  EXPECT_EQ(single[1]["tokens"], 200);
+  EXPECT_GT(single[0]["paged_vs_kv_cache"].get<double>(), 0.0);
+}
