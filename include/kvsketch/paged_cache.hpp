@@ -20,9 +20,11 @@
 //   cache.append(a, layer, chunk_keys, chunk_values, 512);                  // a prompt chunk,
 //   cache.prefill(layer, a, 512, chunk_queries, q_heads, output, lse);      // attended causally
 //
-// Appends and decodes of one sequence give the bits a KVCache with the same policy and seed gives:
-// the same codes, sinks and window. A decode merges per page instead of per token range, so its
-// float sums differ from KVCache's in the last bits. Mutations (add, fork, append, truncate,
+// One sequence's appends give the bytes a KVCache with the same policy and seed holds: the same
+// codes, sinks and window. Its decode cuts the body at page boundaries, where KVCache cuts it into
+// token ranges: the same bits where one page holds the body, else float sums that differ in the
+// last bits (and, in the integer kernels, weights rounded per block from a different start).
+// Mutations (add, fork, append, truncate,
 // remove) must not run concurrently with anything else on the cache; decode is const and may run
 // beside other decodes.
 #pragma once
