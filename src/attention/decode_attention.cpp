@@ -39,13 +39,6 @@ GroupStep group_step(const KVCache& cache, size_t layer, size_t kv_head, const f
                    options.arithmetic);
 }
 
-// Runs the steps on the options' executor, or OpenMP threads.
-void run_with_options(std::vector<GroupStep>& steps, const AttentionOptions& options) {
-  if (options.executor) return run_steps(steps, *options.executor);
-  OpenMPExecutor executor(options.threads);
-  run_steps(steps, executor);
-}
-
 }  // namespace
 
 AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_head, const float* queries,
@@ -53,7 +46,7 @@ AttentionResult decode_attention(const KVCache& cache, size_t layer, size_t kv_h
   check_queries(cache, layer, queries, heads, options);
   std::vector<GroupStep> steps;
   steps.push_back(group_step(cache, layer, kv_head, queries, heads, options));
-  run_with_options(steps, options);
+  run_steps(steps, options);
   AttentionResult result{heads, cache.head_dim(), std::vector<float>(heads * cache.head_dim()),
                          std::vector<float>(heads)};
   steps.front().merge(result.output.data(), result.lse.data());
@@ -72,7 +65,7 @@ AttentionResult decode_attention_layer(const KVCache& cache, size_t layer, const
   std::vector<GroupStep> steps;
   steps.reserve(kv_heads);
   for (size_t g = 0; g < kv_heads; ++g) steps.push_back(group_step(cache, layer, g, queries + g * group * dim, group, options));
-  run_with_options(steps, options);
+  run_steps(steps, options);
   AttentionResult result{q_heads, dim, std::vector<float>(q_heads * dim), std::vector<float>(q_heads)};
   for (size_t g = 0; g < kv_heads; ++g)
     steps[g].merge(result.output.data() + g * group * dim, result.lse.data() + g * group);

@@ -219,6 +219,12 @@ void run_steps(std::vector<GroupStep>& steps, Executor& executor) {
       &items);
 }
 
+void run_steps(std::vector<GroupStep>& steps, const AttentionOptions& options) {
+  if (options.executor) return run_steps(steps, *options.executor);
+  OpenMPExecutor executor(options.threads);
+  run_steps(steps, executor);
+}
+
 void check_query_heads(const float* queries, size_t heads, size_t dim, const char* operation) {
   require(queries != nullptr, "{}: null queries", operation);
   require(heads >= 1, "{}: at least one query head is needed", operation);

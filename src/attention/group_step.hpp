@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "kvsketch/attention.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/executor.hpp"
 
@@ -92,6 +93,8 @@ std::vector<ExactPiece> sink_and_window_pieces(const uint16_t* sink_keys, const 
 // Runs every item of every step on the executor (items dealt in order: the steps' first items
 // first).
 void run_steps(std::vector<GroupStep>& steps, Executor& executor);
+// The same on the options' executor, or on `options.threads` OpenMP threads.
+void run_steps(std::vector<GroupStep>& steps, const AttentionOptions& options);
 
 // The checks every decode entry point makes of its query heads (heads x dim floats).
 void check_query_heads(const float* queries, size_t heads, size_t dim, const char* operation);

@@ -55,7 +55,7 @@ void PagedKVCache::decode(size_t layer, const SequenceId* sequences, size_t batc
                                        *s.codecs.values[s.shape.index(layer, g)], rows, g, TokenRange{0, rows.tokens()},
                                        queries + (b * q_heads + g * group) * d, group, options));
   }
-  run_paged_steps(steps, options);
+  run_steps(steps, options);
   merge_steps(steps, batch, kv, group, d, output, lse);
 }
 
@@ -78,7 +78,7 @@ void PagedKVCache::prefill(size_t layer, SequenceId sequence, size_t chunk, cons
                                        *s.codecs.values[s.shape.index(layer, g)], rows, g,
                                        TokenRange{0, first_position + i + 1},
                                        queries + (i * q_heads + g * group) * d, group, options));
-  run_paged_steps(steps, options);
+  run_steps(steps, options);
   merge_steps(steps, chunk, kv, group, d, output, lse);
 }
 
@@ -104,7 +104,7 @@ void PagedKVCache::decode_range(size_t layer, SequenceId sequence, TokenRange ra
     steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
                                      *s.codecs.values[s.shape.index(layer, g)], rows, g, range,
                                      queries + g * group * d, group, options));
-  run_paged_steps(steps, options);
+  run_steps(steps, options);
   merge_steps(steps, 1, kv, group, d, output, lse);
 }
 

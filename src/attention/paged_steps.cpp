@@ -96,10 +96,4 @@ std::vector<TokenRange> paged_plan(const VectorCodec& key_codec, const VectorCod
   return ranges;
 }
 
-void run_paged_steps(std::vector<GroupStep>& steps, const AttentionOptions& options) {
-  if (options.executor) return run_steps(steps, *options.executor);
-  OpenMPExecutor executor(options.threads);
-  run_steps(steps, executor);
-}
-
 }  // namespace kvsketch

@@ -20,7 +20,4 @@ GroupStep paged_group_step(const VectorCodec& key_codec, const VectorCodec& valu
 std::vector<TokenRange> paged_plan(const VectorCodec& key_codec, const VectorCodec& value_codec,
                                    const SequenceLayer& rows, const AttentionOptions& options);
 
-// Runs the steps on the options' executor, or on OpenMP threads.
-void run_paged_steps(std::vector<GroupStep>& steps, const AttentionOptions& options);
-
 }  // namespace kvsketch

@@ -8,6 +8,7 @@
 //   u64 payload bytes (everything above), u32 CRC-32 of it (zlib), u32 reserved
 #include <algorithm>
 
+#include "cache/cache_header.hpp"
 #include "io/checked_file.hpp"
 #include "kvsketch/calibration.hpp"
 #include "core/require.hpp"
@@ -25,11 +26,7 @@ std::vector<uint8_t> Calibration::to_bytes() const {
   BinaryWriter out;
   out.u32(kVersion);
   out.u32(0);
-  out.u64(layers_);
-  out.u64(kv_heads_);
-  out.u64(head_dim_);
-  out.u64(seed_);
-  out.text(policy_.spec());
+  write_cache_header(out, {layers_, kv_heads_, head_dim_, seed_, policy_.spec()});
   for (size_t i = 0; i < fitted_.size(); ++i) {
     out.u64(fitted_[i]);
     out.u64(key_states_[i].size());
@@ -61,9 +58,8 @@ Calibration Calibration::from_bytes(const uint8_t* data, size_t size, const std:
   require(version == kVersion, "load: {} has format version {}; this build reads version {}", path, version,
           kVersion);
   in.u32("reserved");
-  const uint64_t layers = in.u64("layers"), kv_heads = in.u64("kv_heads"), head_dim = in.u64("head_dim");
-  const uint64_t seed = in.u64("seed");
-  const std::string policy_text = in.text("policy");
+  const CacheHeader header = read_cache_header(in);
+  const uint64_t layers = header.layers, kv_heads = header.kv_heads;
   // Every head stores three u64: a header claiming more heads than that is refused before any
   // codec is built.
   const uint64_t room = in.remaining() / (3 * sizeof(uint64_t));
@@ -75,14 +71,14 @@ Calibration Calibration::from_bytes(const uint8_t* data, size_t size, const std:
   };
   KVPolicy policy;
   try {
-    policy = KVPolicy::parse(policy_text);
+    policy = KVPolicy::parse(header.policy);
   } catch (const Error& e) {
     throw inconsistent(e);
   }
   const size_t max_state = std::min(KVCache::kMaxCodecStateBytes, (size_t{256} << 20) + 64 * bytes.size());
   Calibration calibration = [&] {
     try {
-      return Calibration(layers, kv_heads, head_dim, policy, seed, max_state);
+      return Calibration(layers, kv_heads, header.head_dim, policy, header.seed, max_state);
     } catch (const Error& e) {
       throw inconsistent(e);
     }

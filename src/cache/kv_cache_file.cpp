@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cache/cache_header.hpp"
 #include "cache/code_rows_io.hpp"
 #include "io/checked_file.hpp"
 #include "core/require.hpp"
@@ -32,13 +33,7 @@ void KVCache::save(const std::string& path) const {
   out.raw(kMagic, sizeof(kMagic));
   out.u32(kVersion);
   out.u32(0);
-  out.u64(layers_);
-  out.u64(kv_heads_);
-  out.u64(head_dim_);
-  out.u64(seed_);
-  const std::string policy = policy_.spec();
-  out.u64(policy.size());
-  out.raw(policy.data(), policy.size());
+  write_cache_header(out, {layers_, kv_heads_, head_dim_, seed_, policy_.spec()});
   for (size_t i = 0; i < heads_.size(); ++i) {
     const HeadCache& h = heads_[i];
     out.u64(h.sink_count);
@@ -67,9 +62,8 @@ KVCache KVCache::load(const std::string& path) {
   require(version >= 1 && version <= kVersion, "load: {} has format version {}; this build reads versions 1..{}",
           path, version, kVersion);
   in.u32("reserved");
-  const uint64_t layers = in.u64("layers"), kv_heads = in.u64("kv_heads"), head_dim = in.u64("head_dim");
-  const uint64_t seed = in.u64("seed"), policy_bytes = in.u64("policy length");
-  const uint8_t* policy_text = in.take(policy_bytes, "policy");
+  const CacheHeader header = read_cache_header(in);
+  const uint64_t layers = header.layers, kv_heads = header.kv_heads;
   // Every head stores at least its three counts (and, from version 2, two calibration lengths): a
   // header that claims more heads than the file could hold is refused before the cache and its
   // codecs are built (a 200 KB file claiming 4096 x 4096 heads would otherwise take tens of GB).
@@ -79,7 +73,7 @@ KVCache KVCache::load(const std::string& path) {
           kv_heads, room);
   const KVPolicy policy = [&] {
     try {
-      return KVPolicy::parse(std::string(reinterpret_cast<const char*>(policy_text), policy_bytes));
+      return KVPolicy::parse(header.policy);
     } catch (const Error& e) {
       throw Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
     }
@@ -89,7 +83,7 @@ KVCache KVCache::load(const std::string& path) {
   const size_t max_state = std::min(kMaxCodecStateBytes, (size_t{256} << 20) + 64 * bytes.size());
   KVCache cache = [&] {
     try {
-      return KVCache(layers, kv_heads, head_dim, policy, seed, max_state);
+      return KVCache(layers, kv_heads, header.head_dim, policy, header.seed, max_state);
     } catch (const Error& e) {
       throw Error(fmt::format("load: {} is truncated or corrupted ({} bytes): {}", path, bytes.size(), e.what()));
     }

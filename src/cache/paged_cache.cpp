@@ -39,6 +39,19 @@ std::shared_ptr<Page> copy_rows(const Page& page, size_t rows, size_t capacity) 
   return copy;
 }
 
+// Every distinct page once and every sequence's fp16 rows: their sizes, or their capacities.
+size_t held_bytes(const std::map<SequenceId, Sequence>& sequences, bool capacity) {
+  size_t total = 0;
+  std::unordered_set<const Page*> counted;
+  for (const auto& [id, sequence] : sequences)
+    for (const SequenceLayer& rows : sequence.layers) {
+      for (const auto& page : rows.pages)
+        if (counted.insert(page.get()).second) total += capacity ? page->allocated_bytes() : page->bytes();
+      for (const HeadRows& head : rows.heads) total += capacity ? head.allocated_bytes() : head.bytes();
+    }
+  return total;
+}
+
 }  // namespace
 
 PagedKVCache::State::State(Calibration calibration_)
@@ -242,15 +255,9 @@ void PagedKVCache::append(SequenceId id, size_t layer, const float* keys, const 
   // copied first, and only by the appends that encode.
   const size_t pages_before = rows.pages.size(), body_before = rows.body;
   const size_t last_rows_before = pages_before ? rows.pages.back()->rows() : 0;
-  const std::vector<HeadRows> heads_before_counts = [&] {
-    std::vector<HeadRows> counts(kv);
-    for (size_t h = 0; h < kv; ++h) {
-      counts[h].sinks = rows.heads[h].sinks;
-      counts[h].retained = rows.heads[h].retained;
-      counts[h].window = rows.heads[h].window;
-    }
-    return counts;
-  }();
+  // Every head holds the same counts (appends reach them all alike).
+  const size_t sinks_before = rows.heads.front().sinks, retained_before = rows.heads.front().retained,
+               window_before = rows.heads.front().window;
   std::vector<HeadRows> windows_before;  // whole window vectors, once the layer encodes
   std::optional<Calibration> calibration_before;
   std::vector<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> codec_states_before;
@@ -303,9 +310,9 @@ void PagedKVCache::append(SequenceId id, size_t layer, const float* keys, const 
     for (size_t h = 0; h < kv; ++h) {
       HeadRows& head = rows.heads[h];
       if (!windows_before.empty()) head = std::move(windows_before[h]);
-      head.sinks = heads_before_counts[h].sinks;
-      head.retained = heads_before_counts[h].retained;
-      head.window = heads_before_counts[h].window;
+      head.sinks = sinks_before;
+      head.retained = retained_before;
+      head.window = window_before;
       head.sink_keys.resize(head.sinks * d);
       head.sink_values.resize(head.sinks * d);
       head.window_keys.resize((head.retained + head.window) * d);
@@ -330,15 +337,7 @@ void PagedKVCache::append(SequenceId id, size_t layer, const float* keys, const 
 }
 
 size_t PagedKVCache::bytes() const {
-  size_t total = state_->calibration.bytes();
-  std::unordered_set<const Page*> counted;
-  for (const auto& [id, sequence] : state_->sequences)
-    for (const SequenceLayer& rows : sequence.layers) {
-      for (const auto& page : rows.pages)
-        if (counted.insert(page.get()).second) total += page->bytes();
-      for (const HeadRows& head : rows.heads) total += head.bytes();
-    }
-  return total;
+  return state_->calibration.bytes() + held_bytes(state_->sequences, /*capacity=*/false);
 }
 
 size_t PagedKVCache::sequence_bytes(SequenceId id) const {
@@ -359,15 +358,7 @@ size_t PagedKVCache::pages() const {
 }
 
 size_t PagedKVCache::allocated_bytes() const {
-  size_t total = state_->calibration.bytes();
-  std::unordered_set<const Page*> counted;
-  for (const auto& [id, sequence] : state_->sequences)
-    for (const SequenceLayer& rows : sequence.layers) {
-      for (const auto& page : rows.pages)
-        if (counted.insert(page.get()).second) total += page->allocated_bytes();
-      for (const HeadRows& head : rows.heads) total += head.allocated_bytes();
-    }
-  return total;
+  return state_->calibration.bytes() + held_bytes(state_->sequences, /*capacity=*/true);
 }
 
 }  // namespace kvsketch

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "cache/cache_header.hpp"
 #include "cache/code_rows_io.hpp"
 #include "cache/paged_cache_state.hpp"
 #include "io/checked_file.hpp"
@@ -30,9 +31,7 @@ constexpr uint32_t kVersion = 1;
 void write_halves(BinaryWriter& out, const std::vector<uint16_t>& halves) { out.raw(halves.data(), 2 * halves.size()); }
 
 // The file's header after the magic: everything but pages and sequences.
-struct Header {
-  uint64_t layers, kv_heads, head_dim, seed;
-  std::string policy;
+struct Header : CacheHeader {
   std::vector<uint8_t> calibration;
 };
 
@@ -42,11 +41,7 @@ Header read_header(BinaryReader& in) {
           kVersion);
   in.u32("reserved");
   Header header;
-  header.layers = in.u64("layers");
-  header.kv_heads = in.u64("kv_heads");
-  header.head_dim = in.u64("head_dim");
-  header.seed = in.u64("seed");
-  header.policy = in.text("policy");
+  static_cast<CacheHeader&>(header) = read_cache_header(in);
   const std::string calibration = in.text("calibration");
   header.calibration.assign(calibration.begin(), calibration.end());
   return header;
@@ -58,11 +53,7 @@ Header read_header(BinaryReader& in) {
 void write_paged(BinaryWriter& out, const PagedKVCache& cache, const std::map<SequenceId, const Sequence*>& sequences) {
   out.u32(kVersion);
   out.u32(0);
-  out.u64(cache.layers());
-  out.u64(cache.kv_heads());
-  out.u64(cache.head_dim());
-  out.u64(cache.seed());
-  out.text(cache.policy().spec());
+  write_cache_header(out, {cache.layers(), cache.kv_heads(), cache.head_dim(), cache.seed(), cache.policy().spec()});
   const std::vector<uint8_t> calibration = cache.calibration().to_bytes();
   out.u64(calibration.size());
   out.raw(calibration.data(), calibration.size());
