@@ -51,6 +51,19 @@ class RandomizedHadamard final : public Rotation {
   size_t bytes() const override;
   int rounds() const { return rounds_; }
 
+  // The rotation as data, for back ends that apply the same transform elsewhere (the CUDA
+  // kernels): out = flips * H(window at offsets[S-1]) * diag(factors[S-1]) ... H(window at
+  // offsets[0]) * diag(factors[0]) * x, each step's factors scaling its window before the
+  // unnormalized Walsh-Hadamard transform of that window (coordinates outside a window untouched),
+  // then final_flips (dim entries of +-1).
+  struct Plan {
+    size_t window;
+    std::vector<size_t> offsets;  // one per step
+    std::vector<float> factors;   // steps x window
+    std::vector<float> final_flips;
+  };
+  Plan plan() const;
+
  private:
   // A step draws signs +-1/sqrt(p) inside its window and +-1 outside, multiplies, then transforms
   // the window. A +-1 flip outside the window commutes with the transform, so it is deferred: it

@@ -60,6 +60,8 @@ class TurboQuant final : public VectorCodec {
   };
   std::optional<ScanLayout> scan_layout() const;
   void rotate(const float* q, float* out) const { rotation_->apply(q, out); }
+  const TurboQuantOptions& options() const { return options_; }
+  const Rotation& rotation() const { return *rotation_; }
 
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override {

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
 
@@ -68,6 +69,20 @@ void RandomizedHadamard::apply_transpose(const float* x, float* out) const {
     simd::fwht(out + it->offset, window_);
     simd::multiply(out + it->offset, it->factors.data(), window_);
   }
+}
+
+RandomizedHadamard::Plan RandomizedHadamard::plan() const {
+  Plan plan{window_, {}, {}, final_flips_};
+  for (const Step& step : steps_) {
+    plan.offsets.push_back(step.offset);
+    plan.factors.insert(plan.factors.end(), step.factors.begin(), step.factors.end());
+  }
+  // Coordinates outside the last window carry their flips; those inside took theirs in its
+  // factors, as apply_final_flips() reads them.
+  if (window_ == dim_) std::fill(plan.final_flips.begin(), plan.final_flips.end(), 1.0f);
+  const size_t begin = steps_.back().offset;
+  std::fill(plan.final_flips.begin() + begin, plan.final_flips.begin() + begin + window_, 1.0f);
+  return plan;
 }
 
 std::string RandomizedHadamard::name() const { return fmt::format("hadamard:rounds={}", rounds_); }

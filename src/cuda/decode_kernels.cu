@@ -1,0 +1,517 @@
+// Fused decode attention over a paged block store on the device.
+//
+// One warp takes a run of 16-token tiles of one sequence and KV head (a split unit) and keeps its
+// group of query heads (up to 16, the rows of one mma tile) in registers:
+//   scores  S^T = Q' K^T with mma.m16n8k16 (fp16 in, fp32 out): the keys' B fragments are built in
+//           registers from their codes by byte-permute look-ups in the codebook, never stored;
+//           each thread owns a quarter of the coordinates (the same permutation on Q' and K)
+//   softmax online, in the log2 domain (the query is pre-scaled by scale * log2 e)
+//   values  O += (P * value norms) V with the same mma: the P fragment is the score tile's
+//           accumulator layout, so it never leaves registers
+// Its partial (max, sum, accumulator in the values' rotated domain) goes to the workspace; a
+// second kernel merges the units of a sequence by log-sum-exp, un-rotates once per query head,
+// and adds the fp16 sinks and window exactly. The fp16 body runs through the same code with
+// 16-bit "codes" (the baseline of the same structure).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/kernels.hpp"
+#include "cuda/warp_rotation.cuh"
+
+namespace kvsketch::cuda::detail {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kTile = 16;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kHalfBits = 16;  // the fp16 body's "bits"
+
+__device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ inline uint32_t half2_bits(float low, float high) {
+  const __half2 pair = __floats2half2_rn(low, high);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+// Loads BYTES bytes (a chunk at a multiple of BYTES from a 16-byte aligned base) into words,
+// with the widest access its alignment allows.
+template <int BYTES>
+__device__ inline void load_chunk(const uint8_t* source, uint32_t (&words)[(BYTES + 3) / 4]) {
+  if constexpr (BYTES % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < BYTES / 16; ++i) {
+      const uint4 v = __ldcs(reinterpret_cast<const uint4*>(source) + i);
+      words[4 * i] = v.x, words[4 * i + 1] = v.y, words[4 * i + 2] = v.z, words[4 * i + 3] = v.w;
+    }
+  } else if constexpr (BYTES % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < BYTES / 8; ++i) {
+      const uint2 v = __ldcs(reinterpret_cast<const uint2*>(source) + i);
+      words[2 * i] = v.x, words[2 * i + 1] = v.y;
+    }
+  } else if constexpr (BYTES % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < BYTES / 4; ++i) words[i] = __ldcs(reinterpret_cast<const unsigned int*>(source) + i);
+  } else if constexpr (BYTES % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < (BYTES + 3) / 4; ++i) words[i] = 0;
+#pragma unroll
+    for (int i = 0; i < BYTES / 2; ++i)
+      words[i / 2] |= static_cast<uint32_t>(__ldcs(reinterpret_cast<const unsigned short*>(source) + i)) << (16 * (i % 2));
+  } else {
+#pragma unroll
+    for (int i = 0; i < (BYTES + 3) / 4; ++i) words[i] = 0;
+#pragma unroll
+    for (int i = 0; i < BYTES; ++i) words[i / 4] |= static_cast<uint32_t>(__ldcs(source + i)) << (8 * (i % 4));
+  }
+}
+
+// 32 bits of a packed stream from bit `offset` (a compile-time constant after unrolling).
+template <int N>
+__device__ inline uint32_t bits_at(const uint32_t (&words)[N], int offset) {
+  const int word = offset / 32, shift = offset % 32;
+  const uint32_t high = word + 1 < N ? words[word + 1] : 0u;
+  return shift == 0 ? words[word] : __funnelshift_r(words[word], high, shift);
+}
+
+// Four BITS-bit indices from bit 0 of v, one per nibble: a byte-permute selector.
+template <int BITS>
+__device__ inline uint32_t nibbles(uint32_t v) {
+  if constexpr (BITS == 4) return v & 0xffffu;
+  constexpr uint32_t mask = (1u << BITS) - 1u;
+  return (v & mask) | ((v >> BITS) & mask) << 4 | ((v >> (2 * BITS)) & mask) << 8 | ((v >> (3 * BITS)) & mask) << 12;
+}
+
+// The centroids of four indices (a selector of four nibbles) as fp16 pairs (c0, c1), (c2, c3).
+// b <= 3: the 2^b centroids' low and high bytes are each one 8-byte table of a byte permute. b = 4:
+// the codebook is symmetric, so the top bit gives the sign and the other three, flipped where it
+// is 0, index the eight magnitudes.
+template <int BITS>
+__device__ inline uint2 centroid_pairs(uint32_t selector, const CodebookView& codebook) {
+  if constexpr (BITS <= 3) {
+    const uint32_t low = __byte_perm(codebook.low_bytes[0], codebook.low_bytes[1], selector);
+    const uint32_t high = __byte_perm(codebook.high_bytes[0], codebook.high_bytes[1], selector);
+    return {__byte_perm(low, high, 0x5140), __byte_perm(low, high, 0x7362)};
+  } else {
+    const uint32_t negative = ((selector >> 3) & 0x1111u) ^ 0x1111u;
+    const uint32_t magnitude = (selector & 0x7777u) ^ (negative * 7u);
+    const uint32_t low = __byte_perm(codebook.low_bytes[0], codebook.low_bytes[1], magnitude);
+    const uint32_t high = __byte_perm(codebook.high_bytes[0], codebook.high_bytes[1], magnitude);
+    return {__byte_perm(low, high, 0x5140) ^ ((negative & 0x1u) << 15) ^ ((negative & 0x10u) << 27),
+            __byte_perm(low, high, 0x7362) ^ ((negative & 0x100u) << 7) ^ ((negative & 0x1000u) << 19)};
+  }
+}
+
+// What a thread of a warp reads of one 16-token tile (thread = 4 * g + c):
+//   keys    tokens g and 8 + g: coordinates [c D/4, (c + 1) D/4) (the B fragments of S^T)
+//   values  tokens 2c, 2c + 1, 2c + 8, 2c + 9: coordinates [g D/8, (g + 1) D/8) (those of O)
+//   norms   of the same four tokens (their scores and weights)
+template <int D, int KB, int VB>
+struct Tile {
+  static constexpr int kKeyBytes = D / 4 * KB / 8, kValueBytes = D / 8 * VB / 8;
+  static constexpr int kKeyWords = (kKeyBytes + 3) / 4, kValueWords = (kValueBytes + 3) / 4;
+  uint32_t keys[2][kKeyWords];
+  uint32_t values[4][kValueWords];
+  unsigned short key_norms[4], value_norms[4];
+
+  // The tile's tokens [0, valid) start at plane `plane` (page, head, token) of the store; tokens
+  // past `valid` read the last valid one (finite data that the mask then drops).
+  __device__ void load(const BodyView& body, size_t plane, int valid, int g, int c) {
+    const int key_row = D * KB / 8, value_row = D * VB / 8;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int token = min(8 * i + g, valid - 1);
+      load_chunk<kKeyBytes>(body.key_indices + (plane + token) * key_row + c * kKeyBytes, keys[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int token = min(2 * c + (i & 1) + 8 * (i >> 1), valid - 1);
+      load_chunk<kValueBytes>(body.value_indices + (plane + token) * value_row + g * kValueBytes, values[i]);
+      if constexpr (KB != kHalfBits) key_norms[i] = __ldcs(body.key_norms + plane + token);
+      if constexpr (VB != kHalfBits) value_norms[i] = __ldcs(body.value_norms + plane + token);
+    }
+  }
+};
+
+// The B fragments of keys for k-step s of the token of `words`: coordinates c D/4 + 4s .. + 3.
+template <int KB, int N>
+__device__ inline uint2 key_fragment(const uint32_t (&words)[N], int s, const CodebookView& codebook) {
+  if constexpr (KB == kHalfBits) {
+    return {words[2 * s], words[2 * s + 1]};
+  } else {
+    return centroid_pairs<KB>(nibbles<KB>(bits_at(words, 4 * s * KB)), codebook);
+  }
+}
+
+// Coordinates 4q .. 4q + 3 of a token's value chunk as fp16 pairs (v0, v1), (v2, v3).
+template <int VB, int N>
+__device__ inline uint2 value_quad(const uint32_t (&words)[N], int q, const CodebookView& codebook) {
+  if constexpr (VB == kHalfBits) {
+    return {words[2 * q], words[2 * q + 1]};
+  } else {
+    return centroid_pairs<VB>(nibbles<VB>(bits_at(words, 4 * q * VB)), codebook);
+  }
+}
+
+// One block per split unit of a (sequence, KV head): its warps take the unit's tiles in turn and
+// merge their states in shared memory at the end.
+template <int D, int KB, int VB>
+__global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape shape, BodyView body, BatchView batch,
+                                                                  const float* queries, float* partials,
+                                                                  int tokens_per_unit, int units) {
+  __shared__ float rotated[kMaxGroupHeads * D];
+  __shared__ float merged[kMaxGroupHeads * (D + 2)];  // [max: group][sum: group][accumulator: group x D]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int unit = blockIdx.x, head = blockIdx.y, sequence = blockIdx.z;
+  const int group = shape.group;
+  const int tokens = min(batch.body_tokens[sequence], batch.max_body_tokens);
+  const int begin = unit * tokens_per_unit, end = min(tokens, begin + tokens_per_unit);
+
+  // The group's queries, rotated by the keys' rotation and scaled by scale * log2 e.
+  const float scale = shape.scale * kLog2e;
+  for (int h = warp; h < group; h += kWarps) {
+    float* u = rotated + h * D;
+    const float* q = queries + ((static_cast<size_t>(sequence) * shape.kv_heads + head) * group + h) * D;
+    for (int j = lane; j < D; j += 32) u[j] = q[j];
+    __syncwarp();
+    if (body.key_rotation.steps > 0) {
+      warp_rotate_scaled(body.key_rotation, head, scale, u, lane);
+    } else {
+      for (int j = lane; j < D; j += 32) u[j] *= scale;
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+
+  // Q' fragments: rows g and g + 8 (query heads), k-step s's coordinates c D/4 + 4s + (0..3).
+  uint32_t query[D / 16][4];
+#pragma unroll
+  for (int s = 0; s < D / 16; ++s) {
+    const int p = c * (D / 4) + 4 * s;
+    const float* upper = rotated + g * D + p;
+    const float* lower = rotated + (g + 8) * D + p;
+    const bool has_upper = g < group, has_lower = g + 8 < group;
+    query[s][0] = has_upper ? half2_bits(upper[0], upper[1]) : 0u;
+    query[s][1] = has_lower ? half2_bits(lower[0], lower[1]) : 0u;
+    query[s][2] = has_upper ? half2_bits(upper[2], upper[3]) : 0u;
+    query[s][3] = has_lower ? half2_bits(lower[2], lower[3]) : 0u;
+  }
+
+  float output[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) output[j][0] = output[j][1] = output[j][2] = output[j][3] = 0.0f;
+  float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.0f, 0.0f};
+
+  const int page_tokens = body.page_tokens;
+  const int32_t* table = batch.block_tables + static_cast<size_t>(sequence) * batch.max_pages;
+  const auto plane_of = [&](int token) {
+    return (static_cast<size_t>(table[token / page_tokens]) * shape.kv_heads + head) * page_tokens +
+           token % page_tokens;
+  };
+  constexpr int kStride = kWarps * kTile;
+  const int first = begin + warp * kTile;
+  Tile<D, KB, VB> tile;
+  if (first < end) tile.load(body, plane_of(first), min(kTile, end - first), g, c);
+  for (int start = first; start < end; start += kStride) {
+    const int valid = min(kTile, end - start);
+    Tile<D, KB, VB> next;
+    if (start + kStride < end) next.load(body, plane_of(start + kStride), min(kTile, end - start - kStride), g, c);
+
+    // Scores of heads (g, g + 8) x tokens (2c, 2c + 1) of each 8-token half.
+    float scores[2][4];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      scores[half][0] = scores[half][1] = scores[half][2] = scores[half][3] = 0.0f;
+#pragma unroll
+      for (int s = 0; s < D / 16; ++s) {
+        const uint2 b = key_fragment<KB>(tile.keys[half], s, body.key_codebook);
+        mma_16816(scores[half], query[s], b.x, b.y);
+      }
+    }
+    float weights_of_values[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int token = 2 * c + (i & 1) + 8 * (i >> 1);
+      const float key_norm = KB == kHalfBits ? 1.0f : __half2float(__ushort_as_half(tile.key_norms[i]));
+      weights_of_values[i] = VB == kHalfBits ? 1.0f : __half2float(__ushort_as_half(tile.value_norms[i]));
+      const bool inside = token < valid;
+      // entry i: half i >> 1, token parity i & 1; rows g (index 0, 1) and g + 8 (2, 3)
+      float& upper = scores[i >> 1][i & 1];
+      float& lower = scores[i >> 1][2 + (i & 1)];
+      upper = inside ? upper * key_norm : -INFINITY;
+      lower = inside ? lower * key_norm : -INFINITY;
+    }
+    float scale_old[2];
+#pragma unroll
+    for (int row = 0; row < 2; ++row) {
+      float tile_max = fmaxf(fmaxf(scores[0][2 * row], scores[0][2 * row + 1]),
+                             fmaxf(scores[1][2 * row], scores[1][2 * row + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
+      const float new_max = fmaxf(running_max[row], tile_max);
+      const float base = new_max == -INFINITY ? 0.0f : new_max;
+      scale_old[row] = exp2f(running_max[row] - base);
+      running_max[row] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const float p = exp2f(scores[half][2 * row + k] - base);
+          scores[half][2 * row + k] = p;
+          sum += p;
+        }
+      running_sum[row] = running_sum[row] * scale_old[row] + sum;
+    }
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      output[j][0] *= scale_old[0], output[j][1] *= scale_old[0];
+      output[j][2] *= scale_old[1], output[j][3] *= scale_old[1];
+    }
+    // P * value norms as the A fragment: rows g, g + 8; tokens (2c, 2c + 1), then + 8.
+    const uint32_t weights[4] = {
+        half2_bits(scores[0][0] * weights_of_values[0], scores[0][1] * weights_of_values[1]),
+        half2_bits(scores[0][2] * weights_of_values[0], scores[0][3] * weights_of_values[1]),
+        half2_bits(scores[1][0] * weights_of_values[2], scores[1][1] * weights_of_values[3]),
+        half2_bits(scores[1][2] * weights_of_values[2], scores[1][3] * weights_of_values[3])};
+#pragma unroll
+    for (int q4 = 0; q4 < D / 32; ++q4) {
+      uint2 pairs[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pairs[i] = value_quad<VB>(tile.values[i], q4, body.value_codebook);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t selector = k % 2 ? 0x7632 : 0x5410;
+        const uint32_t first_pair = k < 2 ? pairs[0].x : pairs[0].y, second = k < 2 ? pairs[1].x : pairs[1].y;
+        const uint32_t third = k < 2 ? pairs[2].x : pairs[2].y, fourth = k < 2 ? pairs[3].x : pairs[3].y;
+        mma_16816(output[4 * q4 + k], weights, __byte_perm(first_pair, second, selector),
+                  __byte_perm(third, fourth, selector));
+      }
+    }
+    tile = next;
+  }
+#pragma unroll
+  for (int row = 0; row < 2; ++row) {
+    running_sum[row] += __shfl_xor_sync(kFullMask, running_sum[row], 1);
+    running_sum[row] += __shfl_xor_sync(kFullMask, running_sum[row], 2);
+  }
+
+  // The warps' states merged into shared memory one warp at a time, in rotated coordinates.
+  float* maxima = merged;
+  float* sums = merged + group;
+  float* accumulators = merged + 2 * group;
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp == w) {
+      float keep[2], add[2], new_max[2];
+#pragma unroll
+      for (int row = 0; row < 2; ++row) {
+        const int query_head = g + 8 * row;
+        const float old_max = w == 0 || query_head >= group ? -INFINITY : maxima[query_head];
+        new_max[row] = fmaxf(old_max, running_max[row]);
+        const float base = new_max[row] == -INFINITY ? 0.0f : new_max[row];
+        keep[row] = w == 0 ? 0.0f : exp2f(old_max - base);
+        add[row] = exp2f(running_max[row] - base);
+      }
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int row = k / 2, query_head = g + 8 * row, coordinate = (2 * c + k % 2) * (D / 8) + j;
+          if (query_head >= group) continue;
+          float& target = accumulators[query_head * D + coordinate];
+          target = (w == 0 ? 0.0f : target * keep[row]) + output[j][k] * add[row];
+        }
+      __syncwarp();
+      if (c == 0)
+#pragma unroll
+        for (int row = 0; row < 2; ++row) {
+          const int query_head = g + 8 * row;
+          if (query_head >= group) continue;
+          sums[query_head] = (w == 0 ? 0.0f : sums[query_head] * keep[row]) + running_sum[row] * add[row];
+          maxima[query_head] = new_max[row];
+        }
+    }
+    __syncthreads();
+  }
+  const int unit_floats = group * (D + 2);
+  float* partial = partials + ((static_cast<size_t>(sequence) * shape.kv_heads + head) * units + unit) * unit_floats;
+  for (int i = threadIdx.x; i < unit_floats; i += blockDim.x) partial[i] = merged[i];
+}
+
+// Block-wide reductions of one value per thread (kWarps warps).
+template <typename Op>
+__device__ inline float block_reduce(float value, float* scratch, Op op) {
+  for (int width = 16; width >= 1; width /= 2) value = op(value, __shfl_xor_sync(kFullMask, value, width));
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = value;
+  __syncthreads();
+  float total = scratch[0];
+  for (int w = 1; w < kWarps; ++w) total = op(total, scratch[w]);
+  return total;
+}
+
+constexpr int kExactChunk = 32;
+
+// One block per (sequence, query head): merges the units, un-rotates, adds the exact tokens, writes.
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32) finish_kernel(DecodeShape shape, BodyView body, BatchView batch,
+                                                             const float* queries, const float* partials, int units,
+                                                             float* output, float* lse) {
+  __shared__ float accumulator[D], query[D], weights[kExactChunk], scratch[kWarps];
+  __shared__ float state[3];  // max, sum, rescale
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.x, head = blockIdx.y, sequence = blockIdx.z, group = shape.group;
+  const size_t unit_floats = static_cast<size_t>(group) * (D + 2);
+  const float* unit_partials = partials + (static_cast<size_t>(sequence) * shape.kv_heads + head) * units * unit_floats;
+
+  float best = -INFINITY;
+  for (int u = threadIdx.x; u < units; u += blockDim.x) best = fmaxf(best, unit_partials[u * unit_floats + h]);
+  best = block_reduce(best, scratch, [](float a, float b) { return fmaxf(a, b); });
+  const float base = best == -INFINITY ? 0.0f : best;
+  float sum = 0.0f;
+  for (int u = threadIdx.x; u < units; u += blockDim.x)
+    sum += exp2f(unit_partials[u * unit_floats + h] - base) * unit_partials[u * unit_floats + group + h];
+  sum = block_reduce(sum, scratch, [](float a, float b) { return a + b; });
+  const size_t row = (static_cast<size_t>(sequence) * shape.kv_heads + head) * group + h;
+  for (int j = threadIdx.x; j < D; j += blockDim.x) {
+    float total = 0.0f;
+#pragma unroll 4
+    for (int u = 0; u < units; ++u) {
+      const float* partial = unit_partials + u * unit_floats;
+      total += exp2f(partial[h] - base) * partial[2 * group + h * D + j];
+    }
+    accumulator[j] = total;
+    query[j] = queries[row * D + j] * shape.scale * kLog2e;
+  }
+  if (threadIdx.x == 0) state[0] = best, state[1] = sum;
+  __syncthreads();
+  if (body.value_rotation.steps > 0 && warp == 0) warp_rotate_transpose(body.value_rotation, head, accumulator, lane);
+  __syncthreads();
+
+  // The fp16 sinks and window, exactly, 32 tokens at a time.
+  const int exact = batch.exact_tokens ? batch.exact_tokens[sequence] : 0;
+  const size_t exact_base = (static_cast<size_t>(sequence) * shape.kv_heads + head) * batch.exact_capacity;
+  for (int start = 0; start < exact; start += kExactChunk) {
+    const int count = min(kExactChunk, exact - start);
+    for (int t = warp; t < count; t += kWarps) {
+      const uint16_t* key = batch.exact_keys + (exact_base + start + t) * D;
+      float dot = 0.0f;
+#pragma unroll
+      for (int k = 0; k < D / 32; ++k) dot += __half2float(__ushort_as_half(key[lane + 32 * k])) * query[lane + 32 * k];
+      for (int width = 16; width >= 1; width /= 2) dot += __shfl_xor_sync(kFullMask, dot, width);
+      if (lane == 0) weights[t] = dot;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      const float score = lane < count ? weights[lane] : -INFINITY;
+      float chunk_max = score;
+      for (int width = 16; width >= 1; width /= 2) chunk_max = fmaxf(chunk_max, __shfl_xor_sync(kFullMask, chunk_max, width));
+      const float old_max = state[0], new_max = fmaxf(old_max, chunk_max);
+      const float p = lane < count ? exp2f(score - new_max) : 0.0f;
+      float chunk_sum = p;
+      for (int width = 16; width >= 1; width /= 2) chunk_sum += __shfl_xor_sync(kFullMask, chunk_sum, width);
+      weights[lane] = p;
+      __syncwarp();
+      if (lane == 0) {
+        const float rescale = old_max == -INFINITY ? 0.0f : exp2f(old_max - new_max);
+        state[0] = new_max;
+        state[1] = state[1] * rescale + chunk_sum;
+        state[2] = rescale;
+      }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+      float total = accumulator[j] * state[2];
+      const uint16_t* values = batch.exact_values + (exact_base + start) * D + j;
+#pragma unroll 8
+      for (int t = 0; t < count; ++t) total += weights[t] * __half2float(__ushort_as_half(values[t * D]));
+      accumulator[j] = total;
+    }
+    __syncthreads();
+  }
+  const float final_sum = state[1];
+  for (int j = threadIdx.x; j < D; j += blockDim.x) output[row * D + j] = final_sum > 0.0f ? accumulator[j] / final_sum : 0.0f;
+  if (threadIdx.x == 0 && lse) lse[row] = final_sum > 0.0f ? (state[0] + log2f(final_sum)) * kLn2 : -INFINITY;
+}
+
+struct Split {
+  int tokens_per_unit, units;
+};
+
+Split split_of(const DecodeShape& shape, const BatchView& batch) {
+  // About six blocks per multiprocessor of a 132-SM device, each unit at least 256 tokens (four per
+  // warp's tile stride) so that its partial stays small beside the codes it reads.
+  const long long total = static_cast<long long>(batch.batch) * shape.kv_heads * std::max(batch.max_body_tokens, 1);
+  long long per_unit = (total + 791) / 792;
+  constexpr int kUnitStep = kWarps * kTile;
+  per_unit = std::max<long long>(4 * kUnitStep, (per_unit + kUnitStep - 1) / kUnitStep * kUnitStep);
+  const int units = static_cast<int>((std::max(batch.max_body_tokens, 1) + per_unit - 1) / per_unit);
+  return {static_cast<int>(per_unit), units};
+}
+
+template <int D, int KB, int VB>
+int launch_body(const DecodeShape& shape, const BodyView& body, const BatchView& batch, const float* queries,
+                float* partials, const Split& split, cudaStream_t stream) {
+  const dim3 grid(split.units, shape.kv_heads, batch.batch);
+  decode_body_kernel<D, KB, VB><<<grid, kWarps * 32, 0, stream>>>(shape, body, batch, queries, partials,
+                                                                  split.tokens_per_unit, split.units);
+  return cudaGetLastError();
+}
+
+template <int D>
+int launch_for_dim(const DecodeShape& shape, const BodyView& body, const BatchView& batch, const float* queries,
+                   float* output, float* lse, float* workspace, cudaStream_t stream) {
+  const Split split = split_of(shape, batch);
+  float* partials = workspace;
+  int status = cudaErrorInvalidValue;
+  const int kb = body.key_bits, vb = body.value_bits;
+  // The instantiated pairs: fp16/fp16, and every pair of 2, 3 and 4 bits.
+#define KVSKETCH_BODY(K, V) \
+  if (kb == K && vb == V) status = launch_body<D, K, V>(shape, body, batch, queries, partials, split, stream);
+  KVSKETCH_BODY(16, 16)
+  KVSKETCH_BODY(2, 2)
+  KVSKETCH_BODY(2, 3)
+  KVSKETCH_BODY(2, 4)
+  KVSKETCH_BODY(3, 2)
+  KVSKETCH_BODY(3, 3)
+  KVSKETCH_BODY(3, 4)
+  KVSKETCH_BODY(4, 2)
+  KVSKETCH_BODY(4, 3)
+  KVSKETCH_BODY(4, 4)
+#undef KVSKETCH_BODY
+  if (status != cudaSuccess) return status;
+  finish_kernel<D><<<dim3(shape.group, shape.kv_heads, batch.batch), kWarps * 32, 0, stream>>>(
+      shape, body, batch, queries, partials, split.units, output, lse);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+size_t decode_workspace_floats(const DecodeShape& shape, const BatchView& batch) {
+  const Split split = split_of(shape, batch);
+  const size_t rows = static_cast<size_t>(batch.batch) * shape.kv_heads;
+  return rows * split.units * shape.group * (shape.dim + 2);
+}
+
+int launch_decode(const DecodeShape& shape, const BodyView& body, const BatchView& batch, const float* queries,
+                  float* output, float* lse, float* workspace, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (shape.dim) {
+    case 64: return launch_for_dim<64>(shape, body, batch, queries, output, lse, workspace, s);
+    case 128: return launch_for_dim<128>(shape, body, batch, queries, output, lse, workspace, s);
+    case 256: return launch_for_dim<256>(shape, body, batch, queries, output, lse, workspace, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace kvsketch::cuda::detail

@@ -1,0 +1,248 @@
+// DeviceLayerCodecs: the checks of what the kernels support, and the codecs' rotations and
+// codebooks copied to the device.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "codec/quad_rows_codec.hpp"
+#include "codec/turboquant.hpp"
+#include "core/require.hpp"
+#include "cuda/device_memory.hpp"
+#include "cuda/device_tables.hpp"
+#include "kvsketch/cuda.hpp"
+#include "kvsketch/half.hpp"
+#include "kvsketch/paged_cache.hpp"
+#include "kvsketch/transform.hpp"
+
+namespace kvsketch::cuda {
+
+namespace {
+
+const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head) {
+  const VectorCodec* inner = &codec;
+  if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(inner)) inner = &quads->inner();
+  const auto* tq = dynamic_cast<const TurboQuant*>(inner);
+  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse codecs", role, head,
+          codec.spec());
+  const TurboQuantOptions& options = tq->options();
+  require(!options.residual_signs, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse (not tq_prod)",
+          role, head, codec.spec());
+  require(options.rotation == RotationKind::kHadamard,
+          "cuda: the {} codec of KV head {} is {}; the GPU kernels take rotation=hadamard", role, head, codec.spec());
+  require(options.norm == NormPrecision::kFp16, "cuda: the {} codec of KV head {} is {}; the GPU kernels take norm=fp16",
+          role, head, codec.spec());
+  require(options.bits >= 2 && options.bits <= 4, "cuda: the {} codec of KV head {} is {}; the GPU kernels take b = 2, 3 or 4",
+          role, head, codec.spec());
+  const size_t dim = codec.dim();
+  require(dim == 64 || dim == 128 || dim == 256, "cuda: head_dim {} is not supported; the GPU kernels take 64, 128 or 256",
+          dim);
+  return *tq;
+}
+
+detail::CodebookView codebook_view(const Codebook& codebook, int bits) {
+  detail::CodebookView view;
+  view.bits = bits;
+  const size_t count = size_t{1} << bits;
+  std::copy_n(codebook.centroids.data(), count, view.centroids);
+  std::copy_n(codebook.boundaries.data(), count - 1, view.boundaries);
+  // The byte tables of the look-ups: all 2^b centroids for b <= 3, the upper half's magnitudes
+  // for b = 4 (the kernel takes the sign from the top bit).
+  const size_t first = bits == 4 ? 8 : 0;
+  if (bits == 4)
+    for (size_t k = 0; k < 8; ++k)
+      require(codebook.centroids[15 - k] == -codebook.centroids[k],
+              "cuda: the 4-bit codebook is not symmetric (centroid {} is {}, centroid {} is {})", k,
+              codebook.centroids[k], 15 - k, codebook.centroids[15 - k]);
+  uint8_t low[8] = {}, high[8] = {};
+  for (size_t k = 0; k < std::min<size_t>(8, count); ++k) {
+    const uint16_t half = float_to_half(codebook.centroids[first + k]);
+    low[k] = static_cast<uint8_t>(half);
+    high[k] = static_cast<uint8_t>(half >> 8);
+  }
+  std::memcpy(view.low_bytes, low, 8);
+  std::memcpy(view.high_bytes, high, 8);
+  return view;
+}
+
+// Every head's rotation plan, appended to `host` (floats) for one copy to the device; the view's
+// pointers are offsets into it until resolved.
+struct PendingPart {
+  detail::PartView view;
+  size_t factors_at = 0, flips_at = 0;
+  bool has_flips = false;
+};
+
+PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char* role, std::vector<float>& host) {
+  PendingPart pending;
+  const TurboQuant& first = supported_codec(*codecs.front(), role, 0);
+  const auto bits = first.options().bits;
+  pending.view.codebook = codebook_view(first.scalar_stage().codebook(), bits);
+  pending.view.rescale = first.options().rescale;
+  pending.view.packed_bytes = static_cast<int>(first.scalar_stage().bytes());
+  std::vector<RandomizedHadamard::Plan> plans;
+  for (size_t h = 0; h < codecs.size(); ++h) {
+    const TurboQuant& codec = supported_codec(*codecs[h], role, h);
+    require(codec.dim() == first.dim() && codec.options().bits == bits && codec.options().rescale == first.options().rescale &&
+                codec.options().rounds == first.options().rounds,
+            "cuda: the {} codecs differ between KV heads 0 ({}) and {} ({}); a layer's heads share one spec up to the seed",
+            role, codecs.front()->spec(), h, codecs[h]->spec());
+    plans.push_back(dynamic_cast<const RandomizedHadamard&>(codec.rotation()).plan());
+  }
+  const RandomizedHadamard::Plan& shape = plans.front();
+  require(shape.offsets.size() <= detail::kMaxRotationSteps, "cuda: a rotation of {} steps; the kernels take at most {}",
+          shape.offsets.size(), detail::kMaxRotationSteps);
+  detail::RotationView& rotation = pending.view.rotation;
+  rotation.dim = static_cast<int>(first.dim());
+  rotation.window = static_cast<int>(shape.window);
+  rotation.steps = static_cast<int>(shape.offsets.size());
+  for (size_t s = 0; s < shape.offsets.size(); ++s) rotation.offsets[s] = static_cast<int>(shape.offsets[s]);
+  pending.factors_at = host.size();
+  for (const auto& plan : plans) host.insert(host.end(), plan.factors.begin(), plan.factors.end());
+  for (const auto& plan : plans)
+    for (float flip : plan.final_flips) pending.has_flips = pending.has_flips || flip != 1.0f;
+  pending.flips_at = host.size();
+  if (pending.has_flips)
+    for (const auto& plan : plans) host.insert(host.end(), plan.final_flips.begin(), plan.final_flips.end());
+  return pending;
+}
+
+void resolve(PendingPart& pending, const float* device) {
+  pending.view.rotation.factors = device + pending.factors_at;
+  pending.view.rotation.flips = pending.has_flips ? device + pending.flips_at : nullptr;
+}
+
+std::vector<const VectorCodec*> layer_codecs(const PagedKVCache& cache, size_t layer, Part part) {
+  require(layer < cache.layers(), "cuda: layer {} of a cache of {} layers", layer, cache.layers());
+  std::vector<const VectorCodec*> codecs;
+  for (size_t h = 0; h < cache.kv_heads(); ++h)
+    codecs.push_back(part == Part::kKeys ? &cache.key_codec(layer, h) : &cache.value_codec(layer, h));
+  return codecs;
+}
+
+}  // namespace
+
+DeviceLayerCodecs::DeviceLayerCodecs(const std::vector<const VectorCodec*>& keys,
+                                     const std::vector<const VectorCodec*>& values) {
+  require(!keys.empty() && keys.size() == values.size(), "cuda: {} key codecs and {} value codecs; one pair per KV head",
+          keys.size(), values.size());
+  for (size_t h = 0; h < keys.size(); ++h)
+    require(keys[h] != nullptr && values[h] != nullptr, "cuda: the codecs of KV head {} are null", h);
+  std::vector<float> host;
+  PendingPart key_part = plan_part(keys, "key", host), value_part = plan_part(values, "value", host);
+  require(keys.front()->dim() == values.front()->dim(), "cuda: keys of dim {} but values of dim {}",
+          keys.front()->dim(), values.front()->dim());
+  tables_ = std::make_unique<Tables>();
+  tables_->kv_heads = keys.size();
+  tables_->dim = keys.front()->dim();
+  tables_->memory = DeviceBuffer(host.size() * sizeof(float));
+  copy_to_device(tables_->memory.get(), host.data(), host.size() * sizeof(float));
+  resolve(key_part, static_cast<const float*>(tables_->memory.get()));
+  resolve(value_part, static_cast<const float*>(tables_->memory.get()));
+  tables_->keys = key_part.view;
+  tables_->values = value_part.view;
+  tables_->failure = DeviceBuffer(sizeof(unsigned long long));
+}
+
+DeviceLayerCodecs::DeviceLayerCodecs(const PagedKVCache& cache, size_t layer)
+    : DeviceLayerCodecs(layer_codecs(cache, layer, Part::kKeys), layer_codecs(cache, layer, Part::kValues)) {}
+
+DeviceLayerCodecs::~DeviceLayerCodecs() = default;
+DeviceLayerCodecs::DeviceLayerCodecs(DeviceLayerCodecs&&) noexcept = default;
+DeviceLayerCodecs& DeviceLayerCodecs::operator=(DeviceLayerCodecs&&) noexcept = default;
+
+size_t DeviceLayerCodecs::kv_heads() const { return tables_->kv_heads; }
+size_t DeviceLayerCodecs::head_dim() const { return tables_->dim; }
+int DeviceLayerCodecs::bits(Part part) const { return tables_->part(part).codebook.bits; }
+size_t DeviceLayerCodecs::packed_bytes(Part part) const { return static_cast<size_t>(tables_->part(part).packed_bytes); }
+size_t DeviceLayerCodecs::code_bytes(Part part) const { return packed_bytes(part) + 2; }
+
+namespace {
+
+// Runs encode launches with a fresh failure word, waits, and names the first bad row.
+template <typename Launch>
+void run_encode(const DeviceBuffer& failure, void* stream, const char* what, Launch&& launch) {
+  const unsigned long long none = ~0ull;
+  auto* word = static_cast<unsigned long long*>(failure.get());
+  check_cuda(cudaMemcpyAsync(word, &none, sizeof none, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+             "cuda encode: reset");
+  launch(word);
+  unsigned long long found = none;
+  check_cuda(cudaMemcpyAsync(&found, word, sizeof found, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)),
+             "cuda encode: read back");
+  check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cuda encode");
+  if (found == none) return;
+  const unsigned long long row = found / 4, reason = found % 4;
+  require(reason != 0, "cuda: {} row {} has a slot outside the page store", what, row);
+  require(reason != 1, "cuda encode: {} row {} has a NaN or Inf", what, row);
+  require(reason != 2, "cuda encode: {} row {} has a norm beyond the float range", what, row);
+  require(reason != 3, "cuda encode: {} row {} needs a norm beyond the fp16 range ({}); use the CPU codec with norm=fp32",
+          what, row, kHalfMax);
+}
+
+void check_pages(const DeviceLayerCodecs& codecs, const DevicePages& pages) {
+  require(pages.key_indices && pages.key_norms && pages.value_indices && pages.value_norms,
+          "cuda: the page store has a null plane");
+  require(pages.page_tokens > 0 && pages.page_tokens % 16 == 0,
+          "cuda: page_tokens is {}; the kernels take a positive multiple of 16", pages.page_tokens);
+  (void)codecs;
+}
+
+}  // namespace
+
+void DeviceLayerCodecs::encode_rows(Part part, size_t head, const float* x, size_t n, uint8_t* rows, void* stream) const {
+  require(head < kv_heads(), "cuda encode_rows: head {} of {} KV heads", head, kv_heads());
+  require(n == 0 || (x && rows), "cuda encode_rows: null device pointer for {} rows", n);
+  detail::EncodeTarget target;
+  target.rows = rows;
+  target.row_stride = code_bytes(part);
+  run_encode(tables_->failure, stream, part == Part::kKeys ? "key" : "value", [&](unsigned long long* failure) {
+    check_cuda(detail::launch_encode(tables_->part(part), static_cast<int>(head), 1, x, tables_->dim, 0, n, target,
+                                     failure, stream),
+               "cuda encode_rows");
+  });
+}
+
+void DeviceLayerCodecs::encode_into_pages(const float* keys, const float* values, size_t tokens, const int64_t* slots,
+                                          const DevicePages& pages, void* stream) const {
+  check_pages(*this, pages);
+  require(tokens == 0 || (keys && values && slots), "cuda encode_into_pages: null device pointer for {} tokens", tokens);
+  const size_t row_stride = kv_heads() * head_dim();
+  for (Part part : {Part::kKeys, Part::kValues}) {
+    detail::EncodeTarget target;
+    target.slots = slots;
+    target.indices = part == Part::kKeys ? pages.key_indices : pages.value_indices;
+    target.norms = part == Part::kKeys ? pages.key_norms : pages.value_norms;
+    target.page_tokens = static_cast<int>(pages.page_tokens);
+    target.kv_heads = static_cast<int>(kv_heads());
+    target.total_slots = static_cast<int64_t>(pages.pages * pages.page_tokens);
+    run_encode(tables_->failure, stream, part == Part::kKeys ? "key" : "value", [&](unsigned long long* failure) {
+      check_cuda(detail::launch_encode(tables_->part(part), 0, static_cast<int>(kv_heads()),
+                                       part == Part::kKeys ? keys : values, row_stride, head_dim(), tokens, target,
+                                       failure, stream),
+                 "cuda encode_into_pages");
+    });
+  }
+}
+
+void DeviceLayerCodecs::store_rows(Part part, size_t head, const uint8_t* rows, size_t n, const int64_t* slots,
+                                   const DevicePages& pages, void* stream) const {
+  check_pages(*this, pages);
+  require(head < kv_heads(), "cuda store_rows: head {} of {} KV heads", head, kv_heads());
+  require(n == 0 || (rows && slots), "cuda store_rows: null device pointer for {} rows", n);
+  const bool keys = part == Part::kKeys;
+  detail::EncodeTarget target;
+  target.slots = slots;
+  target.indices = keys ? pages.key_indices : pages.value_indices;
+  target.norms = keys ? pages.key_norms : pages.value_norms;
+  target.page_tokens = static_cast<int>(pages.page_tokens);
+  target.kv_heads = static_cast<int>(kv_heads());
+  target.total_slots = static_cast<int64_t>(pages.pages * pages.page_tokens);
+  run_encode(tables_->failure, stream, keys ? "key" : "value", [&](unsigned long long* failure) {
+    check_cuda(detail::launch_store_rows(rows, code_bytes(part), static_cast<int>(packed_bytes(part)),
+                                         static_cast<int>(head), n, target, failure, stream),
+               "cuda store_rows");
+  });
+}
+
+}  // namespace kvsketch::cuda

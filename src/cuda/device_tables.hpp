@@ -1,0 +1,17 @@
+// What DeviceLayerCodecs holds: the kernels' views of its codecs and the device memory behind them.
+#pragma once
+#include "cuda/device_memory.hpp"
+#include "cuda/kernels.hpp"
+#include "kvsketch/cuda.hpp"
+
+namespace kvsketch::cuda {
+
+struct DeviceLayerCodecs::Tables {
+  size_t kv_heads = 0, dim = 0;
+  detail::PartView keys, values;
+  DeviceBuffer memory;   // the rotations' factors and flips
+  DeviceBuffer failure;  // one word: encode's first bad row
+  const detail::PartView& part(Part which) const { return which == Part::kKeys ? keys : values; }
+};
+
+}  // namespace kvsketch::cuda

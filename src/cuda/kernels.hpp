@@ -1,0 +1,97 @@
+// The launchers of the CUDA kernels and the plain structs they take by value (compiled by nvcc in
+// the .cu files and called from the host code in the .cpp files, which validates every argument
+// first: the launchers assume valid input).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace kvsketch::cuda::detail {
+
+inline constexpr int kMaxRotationSteps = 32;
+inline constexpr int kMaxGroupHeads = 16;  // query heads per KV head: one mma tile of rows
+
+// A RandomizedHadamard::Plan per head on the device: factors [heads][steps][window], flips
+// [heads][dim] (null where every flip is +1).
+struct RotationView {
+  const float* factors = nullptr;
+  const float* flips = nullptr;
+  int dim = 0, window = 0, steps = 0;
+  int offsets[kMaxRotationSteps] = {};
+};
+
+struct CodebookView {
+  int bits = 0;
+  float centroids[16] = {};
+  float boundaries[15] = {};
+  // fp16 bits of the centroids (b <= 3), or of the upper half's magnitudes (b = 4, whose codebook
+  // is symmetric), as byte tables for the kernels' byte-permute look-ups: low bytes, high bytes.
+  uint32_t low_bytes[2] = {}, high_bytes[2] = {};
+};
+
+struct PartView {
+  RotationView rotation;
+  CodebookView codebook;
+  bool rescale = false;
+  int packed_bytes = 0;  // dim * bits / 8
+};
+
+// Where encode writes: the CPU rows (indices, then the fp16 norm) one after another, or the
+// planes of a page store at slots.
+struct EncodeTarget {
+  uint8_t* rows = nullptr;  // rows mode when non-null
+  size_t row_stride = 0;
+  const int64_t* slots = nullptr;
+  uint8_t* indices = nullptr;
+  uint16_t* norms = nullptr;
+  int page_tokens = 0, kv_heads = 0;
+  int64_t total_slots = 0;  // pages * page_tokens
+};
+
+// x: row i of head h at x + i * row_stride + h * head_stride. Encodes heads [first_head,
+// first_head + heads). *failure (device) takes the smallest (row * 4 + reason) of a row that
+// cannot be encoded: reason 0 a slot outside the store, 1 a NaN or Inf, 2 a norm beyond the float
+// range, 3 beyond fp16.
+int launch_encode(const PartView& part, int first_head, int heads, const float* x, size_t row_stride,
+                  size_t head_stride, size_t n, const EncodeTarget& target, unsigned long long* failure, void* stream);
+
+// Rows (n x row_bytes) split into page planes at slots (target.slots, indices, norms); failure as
+// launch_encode's, reason 0.
+int launch_store_rows(const uint8_t* rows, size_t row_bytes, int packed_bytes, int head, size_t n,
+                      const EncodeTarget& target, unsigned long long* failure, void* stream);
+
+struct BatchView {
+  int batch = 0;
+  const int32_t* block_tables = nullptr;
+  int max_pages = 0;
+  const int32_t* body_tokens = nullptr;
+  int max_body_tokens = 0;
+  const uint16_t* exact_keys = nullptr;
+  const uint16_t* exact_values = nullptr;
+  const int32_t* exact_tokens = nullptr;
+  int exact_capacity = 0;
+};
+
+// The body: codes (key_bits/value_bits 2..4) or fp16 (bits 16; indices pointers hold the halves).
+struct BodyView {
+  int key_bits = 0, value_bits = 0;
+  const uint8_t* key_indices = nullptr;
+  const uint16_t* key_norms = nullptr;
+  const uint8_t* value_indices = nullptr;
+  const uint16_t* value_norms = nullptr;
+  int page_tokens = 0;
+  CodebookView key_codebook, value_codebook;
+  RotationView key_rotation, value_rotation;  // steps 0: the fp16 body, no rotation
+};
+
+struct DecodeShape {
+  int dim = 0, kv_heads = 0, group = 0;  // group: query heads per KV head
+  float scale = 0.0f;                    // softmax scale, 1/sqrt(dim)
+};
+
+// Floats of scratch decode needs for this shape and batch, and the split it will use.
+size_t decode_workspace_floats(const DecodeShape& shape, const BatchView& batch);
+
+int launch_decode(const DecodeShape& shape, const BodyView& body, const BatchView& batch, const float* queries,
+                  float* output, float* lse, float* workspace, void* stream);
+
+}  // namespace kvsketch::cuda::detail

@@ -1,0 +1,428 @@
+// The CUDA kernels against the CPU: encode bit for bit, decode attention against PagedKVCache's
+// own decode of the same cache (float arithmetic) and against exact attention for the fp16 body,
+// and the refusals. Tests that need a device skip themselves where none is (the refusals that are
+// checked before any device call run everywhere).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+#include "kvsketch/cuda.hpp"
+#include "kvsketch/error.hpp"
+#include "kvsketch/half.hpp"
+#include "kvsketch/kv_policy.hpp"
+#include "kvsketch/paged_cache.hpp"
+
+namespace kvsketch::cuda {
+namespace {
+
+#define SKIP_WITHOUT_DEVICE() \
+  if (!device_available()) GTEST_SKIP() << device_description()
+
+void check(cudaError_t status, const char* what) {
+  ASSERT_EQ(status, cudaSuccess) << what << ": " << cudaGetErrorString(status);
+}
+
+// A device copy of a host vector, read back with host().
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : size_(host.size()) {
+    check(cudaMalloc(&data_, std::max<size_t>(1, size_) * sizeof(T)), "cudaMalloc");
+    if (size_) check(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  explicit DeviceArray(size_t size) : DeviceArray(std::vector<T>(size)) {}
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return data_; }
+  std::vector<T> host() const {
+    std::vector<T> out(size_);
+    if (size_) check(cudaMemcpy(out.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    return out;
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_;
+};
+
+// Rows as a model's keys: a shared offset per channel, Gaussian spread, norms over six orders of
+// magnitude, a zero row and a spike.
+std::vector<float> key_like_rows(size_t n, size_t dim, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> offset(dim), rows(n * dim);
+  for (float& o : offset) o = 2.0f * normal(random);
+  for (size_t i = 0; i < n; ++i) {
+    const float scale = std::pow(10.0f, static_cast<float>(i % 7) - 3.0f);
+    for (size_t j = 0; j < dim; ++j) rows[i * dim + j] = scale * (offset[j] + normal(random));
+  }
+  if (n > 3) {
+    std::fill_n(rows.begin() + 1 * dim, dim, 0.0f);
+    std::fill_n(rows.begin() + 2 * dim, dim, 0.0f);
+    rows[2 * dim + 5] = 5.0f;
+  }
+  return rows;
+}
+
+TEST(CudaEncode, GivesTheCpuCodecsBits) {
+  SKIP_WITHOUT_DEVICE();
+  const size_t n = 701;
+  for (size_t dim : {64, 128, 256})
+    for (const char* spec : {"tq_mse:b=2", "tq_mse:b=3", "tq_mse:b=4", "tq_mse:b=3,rescale=1", "tq_mse:b=4,rescale=1",
+                             "tq_mse:b=2,rounds=3"})
+      for (uint64_t seed : {1u, 77u}) {
+        const auto codec = make_codec(spec, dim, seed);
+        const DeviceLayerCodecs device({codec.get()}, {codec.get()});
+        const std::vector<float> rows = key_like_rows(n, dim, seed + dim);
+        CodeBuffer expected(codec->code_bytes());
+        codec->encode(rows.data(), n, expected);
+        ASSERT_EQ(device.code_bytes(Part::kKeys), codec->code_bytes()) << spec;
+        const DeviceArray<float> x(rows);
+        const DeviceArray<uint8_t> codes(n * codec->code_bytes());
+        device.encode_rows(Part::kKeys, 0, x.get(), n, codes.get());
+        const std::vector<uint8_t> got = codes.host();
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(std::memcmp(got.data() + i * codec->code_bytes(), expected.row(i), codec->code_bytes()), 0)
+              << spec << " dim " << dim << " seed " << seed << ": row " << i << " differs";
+      }
+}
+
+TEST(CudaEncode, NamesTheRowItCannotEncode) {
+  SKIP_WITHOUT_DEVICE();
+  const auto codec = make_codec("tq_mse:b=3", 128, 5);
+  const DeviceLayerCodecs device({codec.get()}, {codec.get()});
+  std::vector<float> rows = key_like_rows(40, 128, 3);
+  rows[17 * 128 + 9] = std::nanf("");
+  rows[30 * 128] = 1e30f;  // a norm beyond fp16
+  const DeviceArray<float> x(rows);
+  const DeviceArray<uint8_t> codes(40 * codec->code_bytes());
+  try {
+    device.encode_rows(Part::kKeys, 0, x.get(), 40, codes.get());
+    FAIL() << "a NaN was encoded";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("row 17"), std::string::npos) << error.what();
+  }
+  rows[17 * 128 + 9] = 0.0f;
+  const DeviceArray<float> y(rows);
+  EXPECT_THROW(device.encode_rows(Part::kKeys, 0, y.get(), 40, codes.get()), Error);
+}
+
+// Relative L2 distance of two vectors.
+double relative_error(const float* got, const float* expected, size_t n) {
+  double difference = 0.0, norm = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    difference += std::pow(static_cast<double>(got[i]) - expected[i], 2);
+    norm += std::pow(static_cast<double>(expected[i]), 2);
+  }
+  return std::sqrt(difference / std::max(norm, 1e-300));
+}
+
+// A PagedKVCache filled with key-like rows, and the same cache laid out on the device: body codes
+// encoded on the GPU into pages (one block table per sequence, pages handed out in order), fp16
+// sinks and windows copied as the cache keeps them.
+struct MirroredCache {
+  size_t kv_heads, dim, q_heads;
+  KVPolicy policy;
+  PagedKVCache cache;
+  std::vector<SequenceId> ids;
+  std::vector<size_t> lengths;
+  std::vector<std::vector<float>> keys, values;  // per sequence: tokens x kv_heads x dim
+
+  MirroredCache(size_t heads, size_t head_dim, size_t query_heads, const std::string& spec,
+                const std::vector<size_t>& sequence_lengths, uint64_t seed)
+      : kv_heads(heads),
+        dim(head_dim),
+        q_heads(query_heads),
+        policy(KVPolicy::parse(spec)),
+        cache(1, heads, head_dim, policy, seed),
+        lengths(sequence_lengths) {
+    for (size_t b = 0; b < lengths.size(); ++b) {
+      ids.push_back(cache.add_sequence());
+      const size_t n = lengths[b];
+      keys.push_back(key_like_rows(n * kv_heads, dim, seed * 31 + b));
+      values.push_back(key_like_rows(n * kv_heads, dim, seed * 37 + b + 1000));
+      for (float& v : values.back()) v = std::clamp(v, -100.0f, 100.0f);
+      for (float& k : keys.back()) k = std::clamp(k, -100.0f, 100.0f);
+      cache.append(ids.back(), 0, keys.back().data(), values.back().data(), n);
+    }
+  }
+
+  // The cache's split of n tokens: sinks, body, window (PagedKVCache's rule).
+  size_t body_of(size_t n) const {
+    if (n <= policy.sinks) return 0;
+    const size_t rest = n - policy.sinks;
+    return rest >= policy.window + policy.block ? (rest - policy.window) / policy.block * policy.block : 0;
+  }
+};
+
+struct DeviceMirror {
+  std::vector<int32_t> body, exact, tables;
+  size_t max_pages = 1, max_body = 0, capacity = 1, page_tokens;
+  std::vector<uint16_t> exact_keys, exact_values;
+  std::vector<float> body_keys, body_values;  // tokens x kv_heads x dim, all sequences
+  std::vector<int64_t> slots;
+  size_t pages = 0;
+
+  DeviceMirror(const MirroredCache& m, size_t page) : page_tokens(page) {
+    const size_t batch = m.lengths.size(), row = m.kv_heads * m.dim;
+    for (size_t b = 0; b < batch; ++b) {
+      body.push_back(static_cast<int32_t>(m.body_of(m.lengths[b])));
+      exact.push_back(static_cast<int32_t>(m.lengths[b] - body.back()));
+      max_body = std::max<size_t>(max_body, body.back());
+      max_pages = std::max<size_t>(max_pages, (body.back() + page - 1) / page);
+      capacity = std::max<size_t>(capacity, exact.back());
+    }
+    tables.assign(batch * max_pages, 0);
+    exact_keys.assign(batch * m.kv_heads * capacity * m.dim, 0);
+    exact_values.assign(exact_keys.size(), 0);
+    for (size_t b = 0; b < batch; ++b) {
+      const size_t n = m.lengths[b], sinks = std::min(n, m.policy.sinks), count = body[b];
+      // Pages in reverse order of sequences, so that block tables are not the identity.
+      for (size_t p = 0; p < (count + page - 1) / page; ++p) tables[b * max_pages + p] = static_cast<int32_t>(pages++);
+      for (size_t i = 0; i < count; ++i) {
+        const size_t token = sinks + i;
+        slots.push_back(static_cast<int64_t>(tables[b * max_pages + i / page]) * static_cast<int64_t>(page) +
+                        static_cast<int64_t>(i % page));
+        body_keys.insert(body_keys.end(), m.keys[b].begin() + token * row, m.keys[b].begin() + (token + 1) * row);
+        body_values.insert(body_values.end(), m.values[b].begin() + token * row, m.values[b].begin() + (token + 1) * row);
+      }
+      size_t e = 0;
+      for (size_t token = 0; token < n; ++token) {
+        if (token >= sinks && token < sinks + count) continue;
+        for (size_t h = 0; h < m.kv_heads; ++h)
+          for (size_t j = 0; j < m.dim; ++j) {
+            const size_t at = ((b * m.kv_heads + h) * capacity + e) * m.dim + j;
+            exact_keys[at] = float_to_half(m.keys[b][token * row + h * m.dim + j]);
+            exact_values[at] = float_to_half(m.values[b][token * row + h * m.dim + j]);
+          }
+        ++e;
+      }
+    }
+    pages = std::max<size_t>(pages, 1);
+  }
+};
+
+std::vector<float> random_queries(size_t count, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> q(count);
+  for (float& v : q) v = 1.5f * normal(random);
+  return q;
+}
+
+struct DecodeCase {
+  size_t kv_heads, dim, q_heads;
+  std::string policy;
+  size_t page;
+};
+
+TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
+  SKIP_WITHOUT_DEVICE();
+  const std::vector<DecodeCase> cases = {
+      {2, 128, 8, "tq_mse:b=3|sinks=4|window=32|block=16", 64},
+      {2, 128, 16, "tq_mse:b=3,rescale=1|tq_mse:b=3|sinks=4|window=32|block=16", 32},
+      {1, 64, 1, "tq_mse:b=2|tq_mse:b=4|sinks=4|window=16|block=16", 48},
+      {2, 256, 6, "tq_mse:b=4|tq_mse:b=2|sinks=0|window=16|block=16", 64},
+      {3, 128, 9, "tq_mse:b=4,rescale=1|tq_mse:b=3|sinks=4|window=128|block=32", 1024},
+  };
+  for (const DecodeCase& c : cases) {
+    const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, {3, 37, 300, 1000, 2100, 4100}, 11);
+    const DeviceMirror mirror(m, c.page);
+    const size_t batch = m.lengths.size();
+    const std::vector<float> queries = random_queries(batch * c.q_heads * c.dim, 5);
+    std::vector<float> cpu(queries.size()), cpu_lse(batch * c.q_heads);
+    AttentionOptions exact_float;
+    exact_float.arithmetic = Arithmetic::kFloat;
+    m.cache.decode(0, m.ids.data(), batch, queries.data(), c.q_heads, cpu.data(), cpu_lse.data(), exact_float);
+
+    const DeviceLayerCodecs codecs(m.cache, 0);
+    const DevicePagePool pool(codecs, mirror.pages, c.page);
+    const DeviceArray<float> body_keys(mirror.body_keys), body_values(mirror.body_values);
+    const DeviceArray<int64_t> slots(mirror.slots);
+    codecs.encode_into_pages(body_keys.get(), body_values.get(), mirror.slots.size(), slots.get(), pool.view());
+    const DeviceArray<int32_t> tables(mirror.tables), body(mirror.body), exact(mirror.exact);
+    const DeviceArray<uint16_t> exact_keys(mirror.exact_keys), exact_values(mirror.exact_values);
+    DeviceBatch view;
+    view.batch = batch;
+    view.block_tables = tables.get();
+    view.max_pages_per_sequence = mirror.max_pages;
+    view.body_tokens = body.get();
+    view.max_body_tokens = mirror.max_body;
+    view.exact_keys = exact_keys.get();
+    view.exact_values = exact_values.get();
+    view.exact_tokens = exact.get();
+    view.exact_capacity = mirror.capacity;
+    view.host_body_tokens = mirror.body.data();
+    view.host_exact_tokens = mirror.exact.data();
+    const DeviceArray<float> q(queries), output(queries.size()), lse(batch * c.q_heads);
+    DecodeWorkspace workspace;
+    decode_attention(codecs, pool.view(), view, q.get(), c.q_heads, output.get(), lse.get(), workspace);
+    check(cudaDeviceSynchronize(), "decode");
+    const std::vector<float> got = output.host(), got_lse = lse.host();
+    double worst = 0.0, worst_lse = 0.0;
+    for (size_t row = 0; row < batch * c.q_heads; ++row) {
+      worst = std::max(worst, relative_error(got.data() + row * c.dim, cpu.data() + row * c.dim, c.dim));
+      worst_lse = std::max(worst_lse, static_cast<double>(std::abs(got_lse[row] - cpu_lse[row])));
+    }
+    // fp16 operands of the tensor cores (the rotated query, centroids, weights): ~5e-4 each.
+    EXPECT_LT(worst, 4e-3) << c.policy << " dim " << c.dim;
+    EXPECT_LT(worst_lse, 4e-3) << c.policy << " dim " << c.dim;
+    std::printf("[ cuda     ] %s dim %zu q_heads %zu: output %.2e, lse %.2e from the CPU's\n", c.policy.c_str(), c.dim,
+                c.q_heads, worst, worst_lse);
+  }
+}
+
+TEST(CudaDecode, Fp16BodyEqualsExactAttention) {
+  SKIP_WITHOUT_DEVICE();
+  const size_t kv_heads = 2, dim = 128, q_heads = 8, page = 32, group = q_heads / kv_heads;
+  const std::vector<size_t> lengths = {1, 20, 33, 700};
+  const size_t batch = lengths.size(), max_pages = (700 + page - 1) / page;
+  std::vector<int32_t> tables(batch * max_pages), body(lengths.begin(), lengths.end());
+  std::vector<uint16_t> keys, values;
+  std::vector<std::vector<float>> rounded_keys(batch), rounded_values(batch);
+  size_t pages = 0;
+  std::mt19937_64 random(9);
+  std::normal_distribution<float> normal;
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t p = 0; p < (lengths[b] + page - 1) / page; ++p) tables[b * max_pages + p] = static_cast<int32_t>(pages++);
+    rounded_keys[b].resize(lengths[b] * kv_heads * dim);
+    rounded_values[b].resize(rounded_keys[b].size());
+  }
+  keys.assign(pages * kv_heads * page * dim, 0);
+  values.assign(keys.size(), 0);
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t t = 0; t < lengths[b]; ++t)
+      for (size_t h = 0; h < kv_heads; ++h)
+        for (size_t j = 0; j < dim; ++j) {
+          const uint16_t k = float_to_half(2.0f * normal(random)), v = float_to_half(normal(random));
+          const size_t plane = (static_cast<size_t>(tables[b * max_pages + t / page]) * kv_heads + h) * page + t % page;
+          keys[plane * dim + j] = k;
+          values[plane * dim + j] = v;
+          rounded_keys[b][(t * kv_heads + h) * dim + j] = half_to_float(k);
+          rounded_values[b][(t * kv_heads + h) * dim + j] = half_to_float(v);
+        }
+  const std::vector<float> queries = random_queries(batch * q_heads * dim, 6);
+  const DeviceArray<uint16_t> device_keys(keys), device_values(values);
+  const DeviceArray<int32_t> device_tables(tables), device_body(body);
+  DeviceHalfPages store;
+  store.keys = device_keys.get();
+  store.values = device_values.get();
+  store.pages = pages;
+  store.page_tokens = page;
+  DeviceBatch view;
+  view.batch = batch;
+  view.block_tables = device_tables.get();
+  view.max_pages_per_sequence = max_pages;
+  view.body_tokens = device_body.get();
+  view.max_body_tokens = 700;
+  const DeviceArray<float> q(queries), output(queries.size()), lse(batch * q_heads);
+  DecodeWorkspace workspace;
+  decode_attention_fp16(kv_heads, dim, store, view, q.get(), q_heads, output.get(), lse.get(), workspace);
+  const std::vector<float> got = output.host(), got_lse = lse.host();
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t qh = 0; qh < q_heads; ++qh) {
+      const size_t h = qh / group;
+      const float* query = queries.data() + (b * q_heads + qh) * dim;
+      std::vector<double> scores(lengths[b]);
+      double best = -INFINITY;
+      for (size_t t = 0; t < lengths[b]; ++t) {
+        double dot = 0.0;
+        for (size_t j = 0; j < dim; ++j) dot += static_cast<double>(query[j]) * rounded_keys[b][(t * kv_heads + h) * dim + j];
+        scores[t] = dot / std::sqrt(static_cast<double>(dim));
+        best = std::max(best, scores[t]);
+      }
+      double sum = 0.0;
+      std::vector<double> out(dim, 0.0);
+      for (size_t t = 0; t < lengths[b]; ++t) {
+        const double p = std::exp(scores[t] - best);
+        sum += p;
+        for (size_t j = 0; j < dim; ++j) out[j] += p * rounded_values[b][(t * kv_heads + h) * dim + j];
+      }
+      std::vector<float> expected(dim);
+      for (size_t j = 0; j < dim; ++j) expected[j] = static_cast<float>(out[j] / sum);
+      EXPECT_LT(relative_error(got.data() + (b * q_heads + qh) * dim, expected.data(), dim), 3e-3)
+          << "sequence " << b << " head " << qh;
+      EXPECT_NEAR(got_lse[b * q_heads + qh], best + std::log(sum), 3e-3 * std::max(1.0, std::abs(best)));
+    }
+}
+
+TEST(CudaRefusals, CodecsTheKernelsDoNotTake) {
+  for (const auto& [spec, dim, fragment] : std::vector<std::tuple<std::string, size_t, std::string>>{
+           {"tq_mse:b=3", 96, "head_dim 96"},
+           {"tq_prod:b=3", 128, "tq_prod"},
+           {"tq_mse:b=3,rotation=haar", 128, "rotation=hadamard"},
+           {"tq_mse:b=5", 128, "b = 2, 3 or 4"},
+           {"tq_mse:b=3,norm=fp32", 128, "norm=fp16"},
+           {"int8", 128, "tq_mse"}}) {
+    const auto codec = make_codec(spec, dim, 1);
+    try {
+      DeviceLayerCodecs device({codec.get()}, {codec.get()});
+      FAIL() << spec << " was taken";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+    }
+  }
+  const auto a = make_codec("tq_mse:b=3", 128, 1), b = make_codec("tq_mse:b=4", 128, 2);
+  EXPECT_THROW(DeviceLayerCodecs({a.get(), b.get()}, {a.get(), a.get()}), Error);  // heads differ
+  EXPECT_THROW(DeviceLayerCodecs({a.get()}, {a.get(), a.get()}), Error);           // counts differ
+}
+
+TEST(CudaRefusals, BatchesAndShapesTheKernelsDoNotTake) {
+  // Checked on the host before any device call.
+  const int32_t tables[2] = {0, 1}, body[2] = {0, 5}, exact[2] = {0, 0};
+  DeviceHalfPages store;
+  store.keys = store.values = reinterpret_cast<uint16_t*>(0x1000);
+  store.pages = 2;
+  store.page_tokens = 16;
+  DeviceBatch batch;
+  batch.batch = 2;
+  batch.block_tables = tables;
+  batch.max_pages_per_sequence = 1;
+  batch.body_tokens = body;
+  batch.max_body_tokens = 5;
+  batch.host_body_tokens = body;
+  batch.host_exact_tokens = exact;
+  batch.exact_tokens = exact;
+  batch.exact_keys = batch.exact_values = reinterpret_cast<const uint16_t*>(0x1000);
+  batch.exact_capacity = 4;
+  DecodeWorkspace workspace;
+  float* any = reinterpret_cast<float*>(0x1000);
+  const auto refusal = [&](size_t kv_heads, size_t dim, size_t q_heads, const DeviceBatch& b) {
+    try {
+      decode_attention_fp16(kv_heads, dim, store, b, any, q_heads, any, nullptr, workspace);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal(2, 128, 4, batch).find("sequence 0 of the batch has no tokens"), std::string::npos);
+  DeviceBatch filled = batch;
+  const int32_t both[2] = {3, 5};
+  filled.host_body_tokens = both;
+  EXPECT_NE(refusal(2, 96, 4, filled).find("head_dim 96"), std::string::npos);
+  EXPECT_NE(refusal(2, 128, 5, filled).find("not a multiple"), std::string::npos);
+  EXPECT_NE(refusal(1, 128, 17, filled).find("at most 16"), std::string::npos);
+  DeviceBatch beyond = filled;
+  beyond.max_body_tokens = 17;  // more than one page of 16
+  EXPECT_NE(refusal(2, 128, 4, beyond).find("exceeds"), std::string::npos);
+  DeviceBatch odd = filled;
+  DeviceHalfPages odd_pages = store;
+  odd_pages.page_tokens = 20;
+  try {
+    decode_attention_fp16(2, 128, odd_pages, odd, any, 4, any, nullptr, workspace);
+    FAIL() << "page_tokens 20 was taken";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("multiple of 16"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace kvsketch::cuda
