@@ -24,7 +24,13 @@ elif [ "${SANITIZE:-0}" = "1" ]; then
     bash scripts/build.sh -DKVSKETCH_SANITIZE=ON -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=OFF
   fi
 else
-  bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON
+  # The CUDA kernels too wherever nvcc is, so that they always compile; their tests that need a
+  # GPU skip themselves without one (scripts/gpu_check.sh runs them on a GPU machine).
+  cuda=()
+  nvcc=$(command -v nvcc || true)
+  [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+  [ -n "$nvcc" ] && cuda=(-DKVSKETCH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc")
+  bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON "${cuda[@]}"
 fi
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 # The installed package, as a user's project builds against it (release builds).

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cuda/fragments.cuh"
 #include "cuda/kernels.hpp"
 #include "cuda/warp_rotation.cuh"
 
@@ -25,10 +26,8 @@ namespace kvsketch::cuda::detail {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kTile = 16;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr int kHalfBits = 16;  // the fp16 body's "bits"
 
 __device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -36,131 +35,6 @@ __device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ inline uint32_t half2_bits(float low, float high) {
-  const __half2 pair = __floats2half2_rn(low, high);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-
-// Loads BYTES bytes (a chunk at a multiple of BYTES from a 16-byte aligned base) into words,
-// with the widest access its alignment allows.
-template <int BYTES>
-__device__ inline void load_chunk(const uint8_t* source, uint32_t (&words)[(BYTES + 3) / 4]) {
-  if constexpr (BYTES % 16 == 0) {
-#pragma unroll
-    for (int i = 0; i < BYTES / 16; ++i) {
-      const uint4 v = __ldcs(reinterpret_cast<const uint4*>(source) + i);
-      words[4 * i] = v.x, words[4 * i + 1] = v.y, words[4 * i + 2] = v.z, words[4 * i + 3] = v.w;
-    }
-  } else if constexpr (BYTES % 8 == 0) {
-#pragma unroll
-    for (int i = 0; i < BYTES / 8; ++i) {
-      const uint2 v = __ldcs(reinterpret_cast<const uint2*>(source) + i);
-      words[2 * i] = v.x, words[2 * i + 1] = v.y;
-    }
-  } else if constexpr (BYTES % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < BYTES / 4; ++i) words[i] = __ldcs(reinterpret_cast<const unsigned int*>(source) + i);
-  } else if constexpr (BYTES % 2 == 0) {
-#pragma unroll
-    for (int i = 0; i < (BYTES + 3) / 4; ++i) words[i] = 0;
-#pragma unroll
-    for (int i = 0; i < BYTES / 2; ++i)
-      words[i / 2] |= static_cast<uint32_t>(__ldcs(reinterpret_cast<const unsigned short*>(source) + i)) << (16 * (i % 2));
-  } else {
-#pragma unroll
-    for (int i = 0; i < (BYTES + 3) / 4; ++i) words[i] = 0;
-#pragma unroll
-    for (int i = 0; i < BYTES; ++i) words[i / 4] |= static_cast<uint32_t>(__ldcs(source + i)) << (8 * (i % 4));
-  }
-}
-
-// 32 bits of a packed stream from bit `offset` (a compile-time constant after unrolling).
-template <int N>
-__device__ inline uint32_t bits_at(const uint32_t (&words)[N], int offset) {
-  const int word = offset / 32, shift = offset % 32;
-  const uint32_t high = word + 1 < N ? words[word + 1] : 0u;
-  return shift == 0 ? words[word] : __funnelshift_r(words[word], high, shift);
-}
-
-// Four BITS-bit indices from bit 0 of v, one per nibble: a byte-permute selector.
-template <int BITS>
-__device__ inline uint32_t nibbles(uint32_t v) {
-  if constexpr (BITS == 4) return v & 0xffffu;
-  constexpr uint32_t mask = (1u << BITS) - 1u;
-  return (v & mask) | ((v >> BITS) & mask) << 4 | ((v >> (2 * BITS)) & mask) << 8 | ((v >> (3 * BITS)) & mask) << 12;
-}
-
-// The centroids of four indices (a selector of four nibbles) as fp16 pairs (c0, c1), (c2, c3).
-// b <= 3: the 2^b centroids' low and high bytes are each one 8-byte table of a byte permute. b = 4:
-// the codebook is symmetric, so the top bit gives the sign and the other three, flipped where it
-// is 0, index the eight magnitudes.
-template <int BITS>
-__device__ inline uint2 centroid_pairs(uint32_t selector, const CodebookView& codebook) {
-  if constexpr (BITS <= 3) {
-    const uint32_t low = __byte_perm(codebook.low_bytes[0], codebook.low_bytes[1], selector);
-    const uint32_t high = __byte_perm(codebook.high_bytes[0], codebook.high_bytes[1], selector);
-    return {__byte_perm(low, high, 0x5140), __byte_perm(low, high, 0x7362)};
-  } else {
-    const uint32_t negative = ((selector >> 3) & 0x1111u) ^ 0x1111u;
-    const uint32_t magnitude = (selector & 0x7777u) ^ (negative * 7u);
-    const uint32_t low = __byte_perm(codebook.low_bytes[0], codebook.low_bytes[1], magnitude);
-    const uint32_t high = __byte_perm(codebook.high_bytes[0], codebook.high_bytes[1], magnitude);
-    return {__byte_perm(low, high, 0x5140) ^ ((negative & 0x1u) << 15) ^ ((negative & 0x10u) << 27),
-            __byte_perm(low, high, 0x7362) ^ ((negative & 0x100u) << 7) ^ ((negative & 0x1000u) << 19)};
-  }
-}
-
-// What a thread of a warp reads of one 16-token tile (thread = 4 * g + c):
-//   keys    tokens g and 8 + g: coordinates [c D/4, (c + 1) D/4) (the B fragments of S^T)
-//   values  tokens 2c, 2c + 1, 2c + 8, 2c + 9: coordinates [g D/8, (g + 1) D/8) (those of O)
-//   norms   of the same four tokens (their scores and weights)
-template <int D, int KB, int VB>
-struct Tile {
-  static constexpr int kKeyBytes = D / 4 * KB / 8, kValueBytes = D / 8 * VB / 8;
-  static constexpr int kKeyWords = (kKeyBytes + 3) / 4, kValueWords = (kValueBytes + 3) / 4;
-  uint32_t keys[2][kKeyWords];
-  uint32_t values[4][kValueWords];
-  unsigned short key_norms[4], value_norms[4];
-
-  // The tile's tokens [0, valid) start at plane `plane` (page, head, token) of the store; tokens
-  // past `valid` read the last valid one (finite data that the mask then drops).
-  __device__ void load(const BodyView& body, size_t plane, int valid, int g, int c) {
-    const int key_row = D * KB / 8, value_row = D * VB / 8;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int token = min(8 * i + g, valid - 1);
-      load_chunk<kKeyBytes>(body.key_indices + (plane + token) * key_row + c * kKeyBytes, keys[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int token = min(2 * c + (i & 1) + 8 * (i >> 1), valid - 1);
-      load_chunk<kValueBytes>(body.value_indices + (plane + token) * value_row + g * kValueBytes, values[i]);
-      if constexpr (KB != kHalfBits) key_norms[i] = __ldcs(body.key_norms + plane + token);
-      if constexpr (VB != kHalfBits) value_norms[i] = __ldcs(body.value_norms + plane + token);
-    }
-  }
-};
-
-// The B fragments of keys for k-step s of the token of `words`: coordinates c D/4 + 4s .. + 3.
-template <int KB, int N>
-__device__ inline uint2 key_fragment(const uint32_t (&words)[N], int s, const CodebookView& codebook) {
-  if constexpr (KB == kHalfBits) {
-    return {words[2 * s], words[2 * s + 1]};
-  } else {
-    return centroid_pairs<KB>(nibbles<KB>(bits_at(words, 4 * s * KB)), codebook);
-  }
-}
-
-// Coordinates 4q .. 4q + 3 of a token's value chunk as fp16 pairs (v0, v1), (v2, v3).
-template <int VB, int N>
-__device__ inline uint2 value_quad(const uint32_t (&words)[N], int q, const CodebookView& codebook) {
-  if constexpr (VB == kHalfBits) {
-    return {words[2 * q], words[2 * q + 1]};
-  } else {
-    return centroid_pairs<VB>(nibbles<VB>(bits_at(words, 4 * q * VB)), codebook);
-  }
 }
 
 // One block per split unit of a (sequence, KV head): its warps take the unit's tiles in turn and
@@ -195,17 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
 
   // Q' fragments: rows g and g + 8 (query heads), k-step s's coordinates c D/4 + 4s + (0..3).
   uint32_t query[D / 16][4];
-#pragma unroll
-  for (int s = 0; s < D / 16; ++s) {
-    const int p = c * (D / 4) + 4 * s;
-    const float* upper = rotated + g * D + p;
-    const float* lower = rotated + (g + 8) * D + p;
-    const bool has_upper = g < group, has_lower = g + 8 < group;
-    query[s][0] = has_upper ? half2_bits(upper[0], upper[1]) : 0u;
-    query[s][1] = has_lower ? half2_bits(lower[0], lower[1]) : 0u;
-    query[s][2] = has_upper ? half2_bits(upper[2], upper[3]) : 0u;
-    query[s][3] = has_lower ? half2_bits(lower[2], lower[3]) : 0u;
-  }
+  query_fragments<D>(rotated, group, g, c, query);
 
   float output[D / 8][4];
 #pragma unroll
@@ -241,7 +105,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
     float weights_of_values[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int token = 2 * c + (i & 1) + 8 * (i >> 1);
+      const int token = score_token(c, i);
       const float key_norm = KB == kHalfBits ? 1.0f : __half2float(__ushort_as_half(tile.key_norms[i]));
       weights_of_values[i] = VB == kHalfBits ? 1.0f : __half2float(__ushort_as_half(tile.value_norms[i]));
       const bool inside = token < valid;
@@ -291,11 +155,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
       for (int i = 0; i < 4; ++i) pairs[i] = value_quad<VB>(tile.values[i], q4, body.value_codebook);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        const uint32_t selector = k % 2 ? 0x7632 : 0x5410;
-        const uint32_t first_pair = k < 2 ? pairs[0].x : pairs[0].y, second = k < 2 ? pairs[1].x : pairs[1].y;
-        const uint32_t third = k < 2 ? pairs[2].x : pairs[2].y, fourth = k < 2 ? pairs[3].x : pairs[3].y;
-        mma_16816(output[4 * q4 + k], weights, __byte_perm(first_pair, second, selector),
-                  __byte_perm(third, fourth, selector));
+        const uint2 b = value_fragment(pairs, k);
+        mma_16816(output[4 * q4 + k], weights, b.x, b.y);
       }
     }
     tile = next;
@@ -326,7 +187,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
       for (int j = 0; j < D / 8; ++j)
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          const int row = k / 2, query_head = g + 8 * row, coordinate = (2 * c + k % 2) * (D / 8) + j;
+          const int row = k / 2, query_head = g + 8 * row, coordinate = value_coordinate<D>(c, k, j);
           if (query_head >= group) continue;
           float& target = accumulators[query_head * D + coordinate];
           target = (w == 0 ? 0.0f : target * keep[row]) + output[j][k] * add[row];

@@ -17,30 +17,9 @@
 
 namespace kvsketch::cuda {
 
-namespace {
+namespace detail {
 
-const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head) {
-  const VectorCodec* inner = &codec;
-  if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(inner)) inner = &quads->inner();
-  const auto* tq = dynamic_cast<const TurboQuant*>(inner);
-  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse codecs", role, head,
-          codec.spec());
-  const TurboQuantOptions& options = tq->options();
-  require(!options.residual_signs, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse (not tq_prod)",
-          role, head, codec.spec());
-  require(options.rotation == RotationKind::kHadamard,
-          "cuda: the {} codec of KV head {} is {}; the GPU kernels take rotation=hadamard", role, head, codec.spec());
-  require(options.norm == NormPrecision::kFp16, "cuda: the {} codec of KV head {} is {}; the GPU kernels take norm=fp16",
-          role, head, codec.spec());
-  require(options.bits >= 2 && options.bits <= 4, "cuda: the {} codec of KV head {} is {}; the GPU kernels take b = 2, 3 or 4",
-          role, head, codec.spec());
-  const size_t dim = codec.dim();
-  require(dim == 64 || dim == 128 || dim == 256, "cuda: head_dim {} is not supported; the GPU kernels take 64, 128 or 256",
-          dim);
-  return *tq;
-}
-
-detail::CodebookView codebook_view(const Codebook& codebook, int bits) {
+CodebookView codebook_view(const Codebook& codebook, int bits) {
   detail::CodebookView view;
   view.bits = bits;
   const size_t count = size_t{1} << bits;
@@ -65,6 +44,31 @@ detail::CodebookView codebook_view(const Codebook& codebook, int bits) {
   return view;
 }
 
+}  // namespace detail
+
+namespace {
+
+const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head) {
+  const VectorCodec* inner = &codec;
+  if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(inner)) inner = &quads->inner();
+  const auto* tq = dynamic_cast<const TurboQuant*>(inner);
+  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse codecs", role, head,
+          codec.spec());
+  const TurboQuantOptions& options = tq->options();
+  require(!options.residual_signs, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse (not tq_prod)",
+          role, head, codec.spec());
+  require(options.rotation == RotationKind::kHadamard,
+          "cuda: the {} codec of KV head {} is {}; the GPU kernels take rotation=hadamard", role, head, codec.spec());
+  require(options.norm == NormPrecision::kFp16, "cuda: the {} codec of KV head {} is {}; the GPU kernels take norm=fp16",
+          role, head, codec.spec());
+  require(options.bits >= 2 && options.bits <= 4, "cuda: the {} codec of KV head {} is {}; the GPU kernels take b = 2, 3 or 4",
+          role, head, codec.spec());
+  const size_t dim = codec.dim();
+  require(dim == 64 || dim == 128 || dim == 256, "cuda: head_dim {} is not supported; the GPU kernels take 64, 128 or 256",
+          dim);
+  return *tq;
+}
+
 // Every head's rotation plan, appended to `host` (floats) for one copy to the device; the view's
 // pointers are offsets into it until resolved.
 struct PendingPart {
@@ -77,7 +81,7 @@ PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char*
   PendingPart pending;
   const TurboQuant& first = supported_codec(*codecs.front(), role, 0);
   const auto bits = first.options().bits;
-  pending.view.codebook = codebook_view(first.scalar_stage().codebook(), bits);
+  pending.view.codebook = detail::codebook_view(first.scalar_stage().codebook(), bits);
   pending.view.rescale = first.options().rescale;
   pending.view.packed_bytes = static_cast<int>(first.scalar_stage().bytes());
   std::vector<RandomizedHadamard::Plan> plans;
@@ -111,6 +115,21 @@ void resolve(PendingPart& pending, const float* device) {
   pending.view.rotation.factors = device + pending.factors_at;
   pending.view.rotation.flips = pending.has_flips ? device + pending.flips_at : nullptr;
 }
+
+}  // namespace
+
+namespace detail {
+
+PartView part_view_on_host(const std::vector<const VectorCodec*>& codecs, std::vector<float>& storage) {
+  storage.clear();
+  PendingPart pending = plan_part(codecs, "host", storage);
+  resolve(pending, storage.data());
+  return pending.view;
+}
+
+}  // namespace detail
+
+namespace {
 
 std::vector<const VectorCodec*> layer_codecs(const PagedKVCache& cache, size_t layer, Part part) {
   require(layer < cache.layers(), "cuda: layer {} of a cache of {} layers", layer, cache.layers());

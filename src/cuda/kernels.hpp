@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace kvsketch::cuda::detail {
 
@@ -28,12 +29,30 @@ struct CodebookView {
   uint32_t low_bytes[2] = {}, high_bytes[2] = {};
 };
 
+}  // namespace kvsketch::cuda::detail
+
+namespace kvsketch {
+struct Codebook;
+class VectorCodec;
+}
+
+namespace kvsketch::cuda::detail {
+
+// The view of a codebook of `bits` bits (host code; refuses a 4-bit codebook that is not
+// symmetric).
+CodebookView codebook_view(const Codebook& codebook, int bits);
+
 struct PartView {
   RotationView rotation;
   CodebookView codebook;
   bool rescale = false;
   int packed_bytes = 0;  // dim * bits / 8
 };
+
+// The view DeviceLayerCodecs builds of one part's codecs (one per head), its rotations in
+// `storage` (host memory) rather than on the device: for running the kernels' functions on the
+// host. Checks the codecs as DeviceLayerCodecs does.
+PartView part_view_on_host(const std::vector<const VectorCodec*>& codecs, std::vector<float>& storage);
 
 // Where encode writes: the CPU rows (indices, then the fp16 norm) one after another, or the
 // planes of a page store at slots.

@@ -1,0 +1,118 @@
+// One row's TurboQuant_mse encode by one warp: the norm, the rotation of the unit vector, the
+// Lloyd-Max indices, their packing and the fp16 norm, each in the CPU codec's order of operations
+// (codec/turboquant.cpp), so that the codes are its bits. Host-callable (the lanes then run one
+// after another), so a test compares it with the CPU codecs without a GPU.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "cuda/kernels.hpp"
+#include "cuda/warp_rotation.cuh"
+
+namespace kvsketch::cuda::detail {
+
+constexpr int kEncodeMaxDim = 256;
+constexpr float kEncodeHalfMax = 65504.0f;
+
+// Shared memory of one warp's encode.
+struct EncodeScratch {
+  float unit[kEncodeMaxDim];
+  float residual[kEncodeMaxDim];
+  float partials[64];
+  int flag;
+};
+
+// Why a row cannot be encoded (launch_encode's reasons).
+enum EncodeFailure : int { kEncoded = -1, kBadSlot = 0, kNotFinite = 1, kBeyondFloat = 2, kBeyondHalf = 3 };
+
+__host__ __device__ inline int quantize_index(float value, const CodebookView& codebook) {
+  const int count = (1 << codebook.bits) - 1;
+  int index = 0;
+  for (int k = 0; k < count; ++k) index += value > codebook.boundaries[k];
+  return index;
+}
+
+__host__ __device__ inline float sqrt_rn(float x) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+
+__host__ __device__ inline uint16_t half_bits_rn(float x) {
+  const __half half = __float2half_rn(x);
+  uint16_t bits;
+  memcpy(&bits, &half, sizeof bits);
+  return bits;
+}
+
+// Encodes `in` (dim floats) of head `head` into packed indices and the 2-byte norm; returns
+// kEncoded or the failure. Writes nothing for a failed row.
+__host__ __device__ inline int encode_row(const PartView& part, int head, const float* in, EncodeScratch& scratch,
+                                          uint8_t* indices, uint8_t* norm_bytes, int lane) {
+  const int dim = part.rotation.dim, bits = part.codebook.bits, packed = part.packed_bytes;
+  float* u = scratch.unit;
+  for_lanes(lane, [&](int l) {
+    if (l == 0) scratch.flag = 0;
+  });
+  for_lanes(lane, [&](int l) {
+    for (int j = l; j < dim; j += kWarpSize) {
+      u[j] = in[j];
+      if (!isfinite(u[j])) scratch.flag = 1;
+    }
+  });
+  if (scratch.flag) return kNotFinite;
+  const float squares = warp_fixed_order_dot(u, u, dim, scratch.partials, lane);
+  float norm;
+  if (isfinite(squares)) {
+    norm = sqrt_rn(squares);
+  } else {  // finite values whose squares overflow: the CPU's sum in double, in its order
+    double sum = 0.0;
+    for (int j = 0; j < dim; ++j) sum += static_cast<double>(u[j]) * static_cast<double>(u[j]);
+    const double wide = sqrt(sum);
+    if (wide > FLT_MAX) return kBeyondFloat;
+    norm = static_cast<float>(wide);
+  }
+  if (norm == 0.0f) {  // a zero row: every byte zero, as the CPU writes it
+    for_lanes(lane, [&](int l) {
+      for (int b = l; b < packed + 2; b += kWarpSize) (b < packed ? indices[b] : norm_bytes[b - packed]) = 0;
+    });
+    return kEncoded;
+  }
+  warp_rotate_scaled(part.rotation, head, div_rn(1.0f, norm), u, lane);
+  float stored = norm;
+  if (part.rescale) {
+    // norm / <u, u~> with <u, u~> = <u, u> - <u, u - u~>, both in the fixed order.
+    float* residual = scratch.residual;
+    for_lanes(lane, [&](int l) {
+      for (int j = l; j < dim; j += kWarpSize)
+        residual[j] = sub_rn(u[j], part.codebook.centroids[quantize_index(u[j], part.codebook)]);
+    });
+    const float self = warp_fixed_order_dot(u, u, dim, scratch.partials, lane);
+    const float off = warp_fixed_order_dot(u, residual, dim, scratch.partials, lane);
+    stored = div_rn(norm, sub_rn(self, off));
+  }
+  if (!(stored <= kEncodeHalfMax)) return kBeyondHalf;
+  // Eight indices make `bits` bytes, least significant bits first (bitpack.hpp).
+  for_lanes(lane, [&](int l) {
+    for (int group = l; group < dim / 8; group += kWarpSize) {
+      unsigned long long word = 0;
+      for (int k = 0; k < 8; ++k)
+        word |= static_cast<unsigned long long>(quantize_index(u[group * 8 + k], part.codebook)) << (bits * k);
+      for (int b = 0; b < bits; ++b) indices[group * bits + b] = static_cast<uint8_t>(word >> (8 * b));
+    }
+    if (l == 0) {
+      const uint16_t half = half_bits_rn(stored);
+      norm_bytes[0] = static_cast<uint8_t>(half);
+      norm_bytes[1] = static_cast<uint8_t>(half >> 8);
+    }
+  });
+  return kEncoded;
+}
+
+}  // namespace kvsketch::cuda::detail

@@ -1,0 +1,217 @@
+// The register fragments of the decode kernel, as functions of a thread's place in the warp
+// (thread = 4 g + c): what it loads of a 16-token tile, how it turns codes into fp16 operands of
+// mma.m16n8k16 (byte-permute look-ups in the codebook), and which query head, token and
+// coordinate each of its values belongs to. Host-callable too, so that a test can run a warp's 32
+// threads on the CPU through an emulated mma and compare with plain arithmetic.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "cuda/kernels.hpp"
+
+namespace kvsketch::cuda::detail {
+
+constexpr int kTile = 16;
+constexpr int kHalfBits = 16;  // the fp16 body's "bits"
+
+// Byte i of the result is byte selector[4i + 2 : 4i] of the 8 bytes {b, a} (CUDA's __byte_perm).
+__host__ __device__ inline uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t selector) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(a, b, selector);
+#else
+  const uint64_t bytes = (static_cast<uint64_t>(b) << 32) | a;
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) out |= static_cast<uint32_t>((bytes >> (8 * ((selector >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return out;
+#endif
+}
+
+// The low 32 bits of {high, low} >> shift (shift < 32).
+__host__ __device__ inline uint32_t funnel_shift_right(uint32_t low, uint32_t high, int shift) {
+#ifdef __CUDA_ARCH__
+  return __funnelshift_r(low, high, shift);
+#else
+  return static_cast<uint32_t>(((static_cast<uint64_t>(high) << 32) | low) >> shift);
+#endif
+}
+
+// A load that streams past the caches (codes are read once per step).
+template <typename T>
+__host__ __device__ inline T load_streaming(const T* source) {
+#ifdef __CUDA_ARCH__
+  return __ldcs(source);
+#else
+  T value;
+  std::memcpy(&value, source, sizeof(T));
+  return value;
+#endif
+}
+
+// Entry i (0..3) of a thread's score registers per half tile: token 2c + (i & 1) + 8 (i >> 1);
+// the same four tokens give its value fragments and the norms it loads.
+__host__ __device__ inline int score_token(int c, int i) { return 2 * c + (i & 1) + 8 * (i >> 1); }
+
+__host__ __device__ inline uint32_t half2_bits(float low, float high) {
+  const __half2 pair = __floats2half2_rn(low, high);
+  uint32_t bits;
+  memcpy(&bits, &pair, sizeof bits);
+  return bits;
+}
+
+// Loads BYTES bytes (a chunk at a multiple of BYTES from a 16-byte aligned base) into words,
+// with the widest access its alignment allows.
+template <int BYTES>
+__host__ __device__ inline void load_chunk(const uint8_t* source, uint32_t (&words)[(BYTES + 3) / 4]) {
+  if constexpr (BYTES % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < BYTES / 16; ++i) {
+      const uint4 v = load_streaming(reinterpret_cast<const uint4*>(source) + i);
+      words[4 * i] = v.x, words[4 * i + 1] = v.y, words[4 * i + 2] = v.z, words[4 * i + 3] = v.w;
+    }
+  } else if constexpr (BYTES % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < BYTES / 8; ++i) {
+      const uint2 v = load_streaming(reinterpret_cast<const uint2*>(source) + i);
+      words[2 * i] = v.x, words[2 * i + 1] = v.y;
+    }
+  } else if constexpr (BYTES % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < BYTES / 4; ++i) words[i] = load_streaming(reinterpret_cast<const unsigned int*>(source) + i);
+  } else if constexpr (BYTES % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < (BYTES + 3) / 4; ++i) words[i] = 0;
+#pragma unroll
+    for (int i = 0; i < BYTES / 2; ++i)
+      words[i / 2] |= static_cast<uint32_t>(load_streaming(reinterpret_cast<const unsigned short*>(source) + i)) << (16 * (i % 2));
+  } else {
+#pragma unroll
+    for (int i = 0; i < (BYTES + 3) / 4; ++i) words[i] = 0;
+#pragma unroll
+    for (int i = 0; i < BYTES; ++i) words[i / 4] |= static_cast<uint32_t>(load_streaming(source + i)) << (8 * (i % 4));
+  }
+}
+
+// 32 bits of a packed stream from bit `offset` (a compile-time constant after unrolling).
+template <int N>
+__host__ __device__ inline uint32_t bits_at(const uint32_t (&words)[N], int offset) {
+  const int word = offset / 32, shift = offset % 32;
+  const uint32_t high = word + 1 < N ? words[word + 1] : 0u;
+  return shift == 0 ? words[word] : funnel_shift_right(words[word], high, shift);
+}
+
+// Four BITS-bit indices from bit 0 of v, one per nibble: a byte-permute selector.
+template <int BITS>
+__host__ __device__ inline uint32_t nibbles(uint32_t v) {
+  if constexpr (BITS == 4) return v & 0xffffu;
+  constexpr uint32_t mask = (1u << BITS) - 1u;
+  return (v & mask) | ((v >> BITS) & mask) << 4 | ((v >> (2 * BITS)) & mask) << 8 | ((v >> (3 * BITS)) & mask) << 12;
+}
+
+// The centroids of four indices (a selector of four nibbles) as fp16 pairs (c0, c1), (c2, c3).
+// b <= 3: the 2^b centroids' low and high bytes are each one 8-byte table of a byte permute. b = 4:
+// the codebook is symmetric, so the top bit gives the sign and the other three, flipped where it
+// is 0, index the eight magnitudes.
+template <int BITS>
+__host__ __device__ inline uint2 centroid_pairs(uint32_t selector, const CodebookView& codebook) {
+  if constexpr (BITS <= 3) {
+    const uint32_t low = byte_perm(codebook.low_bytes[0], codebook.low_bytes[1], selector);
+    const uint32_t high = byte_perm(codebook.high_bytes[0], codebook.high_bytes[1], selector);
+    return {byte_perm(low, high, 0x5140), byte_perm(low, high, 0x7362)};
+  } else {
+    const uint32_t negative = ((selector >> 3) & 0x1111u) ^ 0x1111u;
+    const uint32_t magnitude = (selector & 0x7777u) ^ (negative * 7u);
+    const uint32_t low = byte_perm(codebook.low_bytes[0], codebook.low_bytes[1], magnitude);
+    const uint32_t high = byte_perm(codebook.high_bytes[0], codebook.high_bytes[1], magnitude);
+    return {byte_perm(low, high, 0x5140) ^ ((negative & 0x1u) << 15) ^ ((negative & 0x10u) << 27),
+            byte_perm(low, high, 0x7362) ^ ((negative & 0x100u) << 7) ^ ((negative & 0x1000u) << 19)};
+  }
+}
+
+// What a thread of a warp reads of one 16-token tile (thread = 4 * g + c):
+//   keys    tokens g and 8 + g: coordinates [c D/4, (c + 1) D/4) (the B fragments of S^T)
+//   values  tokens 2c, 2c + 1, 2c + 8, 2c + 9: coordinates [g D/8, (g + 1) D/8) (those of O)
+//   norms   of the same four tokens (their scores and weights)
+template <int D, int KB, int VB>
+struct Tile {
+  static constexpr int kKeyBytes = D / 4 * KB / 8, kValueBytes = D / 8 * VB / 8;
+  static constexpr int kKeyWords = (kKeyBytes + 3) / 4, kValueWords = (kValueBytes + 3) / 4;
+  uint32_t keys[2][kKeyWords];
+  uint32_t values[4][kValueWords];
+  unsigned short key_norms[4], value_norms[4];
+
+  // The tile's tokens [0, valid) start at plane `plane` (page, head, token) of the store; tokens
+  // past `valid` read the last valid one (finite data that the mask then drops).
+  __host__ __device__ void load(const BodyView& body, size_t plane, int valid, int g, int c) {
+    const int key_row = D * KB / 8, value_row = D * VB / 8;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int token = min(8 * i + g, valid - 1);
+      load_chunk<kKeyBytes>(body.key_indices + (plane + token) * key_row + c * kKeyBytes, keys[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int token = min(score_token(c, i), valid - 1);
+      load_chunk<kValueBytes>(body.value_indices + (plane + token) * value_row + g * kValueBytes, values[i]);
+      if constexpr (KB != kHalfBits) key_norms[i] = load_streaming(body.key_norms + plane + token);
+      if constexpr (VB != kHalfBits) value_norms[i] = load_streaming(body.value_norms + plane + token);
+    }
+  }
+};
+
+// The B fragments of keys for k-step s of the token of `words`: coordinates c D/4 + 4s .. + 3.
+template <int KB, int N>
+__host__ __device__ inline uint2 key_fragment(const uint32_t (&words)[N], int s, const CodebookView& codebook) {
+  if constexpr (KB == kHalfBits) {
+    return {words[2 * s], words[2 * s + 1]};
+  } else {
+    return centroid_pairs<KB>(nibbles<KB>(bits_at(words, 4 * s * KB)), codebook);
+  }
+}
+
+// Coordinates 4q .. 4q + 3 of a token's value chunk as fp16 pairs (v0, v1), (v2, v3).
+template <int VB, int N>
+__host__ __device__ inline uint2 value_quad(const uint32_t (&words)[N], int q, const CodebookView& codebook) {
+  if constexpr (VB == kHalfBits) {
+    return {words[2 * q], words[2 * q + 1]};
+  } else {
+    return centroid_pairs<VB>(nibbles<VB>(bits_at(words, 4 * q * VB)), codebook);
+  }
+}
+
+
+// The coordinate (rotated, of a value) of output register k of n-tile j.
+template <int D>
+__host__ __device__ inline int value_coordinate(int c, int k, int j) {
+  return (2 * c + k % 2) * (D / 8) + j;
+}
+
+// The A fragments of Q' (group x D floats, rows past `group` zero): rows g and g + 8, k-step s's
+// coordinates c D/4 + 4s + (0, 1) and (2, 3).
+template <int D>
+__host__ __device__ inline void query_fragments(const float* rotated, int group, int g, int c, uint32_t (&query)[D / 16][4]) {
+#pragma unroll
+  for (int s = 0; s < D / 16; ++s) {
+    const int p = c * (D / 4) + 4 * s;
+    const float* upper = rotated + g * D + p;
+    const float* lower = rotated + (g + 8) * D + p;
+    const bool has_upper = g < group, has_lower = g + 8 < group;
+    query[s][0] = has_upper ? half2_bits(upper[0], upper[1]) : 0u;
+    query[s][1] = has_lower ? half2_bits(lower[0], lower[1]) : 0u;
+    query[s][2] = has_upper ? half2_bits(upper[2], upper[3]) : 0u;
+    query[s][3] = has_lower ? half2_bits(lower[2], lower[3]) : 0u;
+  }
+}
+
+// The B fragments of values for n-tile 4q + k, from the four tokens' pairs of value_quad(q):
+// (token 2c, 2c + 1) and (2c + 8, 2c + 9) at the thread's coordinate of that tile.
+__host__ __device__ inline uint2 value_fragment(const uint2 (&pairs)[4], int k) {
+  const uint32_t selector = k % 2 ? 0x7632 : 0x5410;
+  const uint32_t first = k < 2 ? pairs[0].x : pairs[0].y, second = k < 2 ? pairs[1].x : pairs[1].y;
+  const uint32_t third = k < 2 ? pairs[2].x : pairs[2].y, fourth = k < 2 ? pairs[3].x : pairs[3].y;
+  return {byte_perm(first, second, selector), byte_perm(third, fourth, selector)};
+}
+
+}  // namespace kvsketch::cuda::detail
