@@ -12,6 +12,7 @@ cmake -S examples -B "$scratch/cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAK
 cmake --build "$scratch/cmake" >/dev/null
 export PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig"
 (cd "$scratch" && LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/cmake/engine_decode")
+(cd "$scratch" && LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/cmake/engine_decode_c")
 for example in examples/*.cpp; do
   name=$(basename "$example" .cpp)
   g++ -O2 -Wall -Wextra -Werror "$example" $(pkg-config --cflags --libs kvsketch) -o "$scratch/$name-shared"
@@ -19,4 +20,22 @@ for example in examples/*.cpp; do
     $(pkg-config --static --libs-only-other kvsketch) -lfmt -lhwy -lz -o "$scratch/$name-static"
   (cd "$scratch" && LD_LIBRARY_PATH="$scratch/prefix/lib" "./$name-shared" >/dev/null && "./$name-static" >/dev/null)
 done
+for example in examples/*.c; do
+  name=$(basename "$example" .c)
+  gcc -std=c99 -pedantic -O2 -Wall -Wextra -Werror "$example" $(pkg-config --cflags-only-I --libs kvsketch) -lm -o "$scratch/$name-shared"
+  (cd "$scratch" && LD_LIBRARY_PATH="$scratch/prefix/lib" "./$name-shared" >/dev/null)
+done
+# The shared library exports the C ABI and the public headers' API, nothing internal, under a
+# SONAME.
+library=$(ls "$scratch"/prefix/lib/libkvsketch.so.*.* | head -1)
+symbols=$(nm -D --defined-only "$library" | c++filt)
+# (names only: VectorCodec's row hooks still take simd types as parameters)
+if grep -E '^[0-9a-f]+ [A-Za-z] (kvsketch::(simd|capi|detail)::|kvsketch::(TurboQuant|QuadRowsCodec|CenteredCodec)|fmt::|hwy::)' <<<"$symbols"; then
+  echo "check_install: the shared library exports internal symbols (above)" >&2
+  exit 1
+fi
+for function in $(grep -oE '\bkvs_[a-z0-9_]+\(' include/kvsketch/kvsketch.h | tr -d '(' | sort -u); do
+  grep -qE " ${function}\$" <<<"$symbols" || { echo "check_install: $function is not exported" >&2; exit 1; }
+done
+readelf -d "$library" | grep -q 'SONAME.*libkvsketch\.so\.0\.1' || { echo "check_install: no SONAME" >&2; exit 1; }
 echo "install: find_package and pkg-config builds of examples/ run"

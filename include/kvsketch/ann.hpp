@@ -20,6 +20,8 @@
 
 #include "kvsketch/codec.hpp"
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 enum class Metric { kInnerProduct, kCosine, kL2 };
@@ -134,3 +136,4 @@ class FlatIndex {
 };
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

@@ -12,6 +12,8 @@
 #include "kvsketch/executor.hpp"
 #include "kvsketch/kv_cache.hpp"
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 struct AttentionResult {
@@ -62,3 +64,4 @@ AttentionResult reference_attention(const float* queries, size_t heads, const fl
                                     size_t n, size_t dim);
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 constexpr size_t packed_bytes(size_t count, int bits) { return (count * static_cast<size_t>(bits) + 7) / 8; }
@@ -13,3 +15,4 @@ void pack_bits(const uint8_t* indices, size_t count, int bits, uint8_t* out);
 void unpack_bits(const uint8_t* packed, size_t count, int bits, uint8_t* indices);
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

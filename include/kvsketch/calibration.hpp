@@ -17,6 +17,8 @@
 
 #include "kvsketch/kv_policy.hpp"
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 class Calibration {
@@ -79,3 +81,4 @@ class Calibration {
 };
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 enum class CoordinateLaw { kBeta, kGaussian };
@@ -27,3 +29,4 @@ const Codebook& lloyd_max_codebook(CoordinateLaw law, size_t dim, int bits);
 std::string coordinate_law_name(CoordinateLaw law);
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

@@ -21,6 +21,15 @@
 #include "kvsketch/limits.hpp"
 
 namespace kvsketch {
+// Internal wrappers that VectorCodec befriends; declared here, outside the exported region below,
+// so that the shared library does not export them.
+class CenteredCodec;
+class QuadRowsCodec;
+}  // namespace kvsketch
+
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
+namespace kvsketch {
 namespace simd {
 struct QuadField;  // simd/quad_rows.hpp (internal)
 }
@@ -244,3 +253,4 @@ void require_finite(const float* x, size_t rows, size_t cols, const char* what, 
 void require_finite_rows(const float* x, size_t rows, size_t cols, const char* what);
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

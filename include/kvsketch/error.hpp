@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 class Error : public std::runtime_error {
@@ -12,3 +14,4 @@ class Error : public std::runtime_error {
 };
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

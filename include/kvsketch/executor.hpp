@@ -10,6 +10,8 @@
 #pragma once
 #include <cstddef>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 // One task of a batch: task(context, i) for i in [0, count). A plain function pointer and a context,
@@ -48,3 +50,4 @@ class CallbackExecutor final : public Executor {
 };
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

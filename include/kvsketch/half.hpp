@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 inline uint16_t float_to_half(float value) {
@@ -64,3 +66,4 @@ inline float half_to_float(uint16_t half) {
 constexpr float kHalfMax = 65504.0f;
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

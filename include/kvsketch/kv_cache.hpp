@@ -20,6 +20,8 @@
 #include "kvsketch/codec.hpp"
 #include "kvsketch/kv_policy.hpp"
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 struct HeadCache {
@@ -100,3 +102,4 @@ class KVCache {
 };
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

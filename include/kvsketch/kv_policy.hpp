@@ -26,6 +26,8 @@
 #include <map>
 #include <string>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 struct KVCodecPair {
@@ -61,3 +63,4 @@ struct KVPolicy {
 };
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstddef>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 // The largest vector a codec, a KV cache head, a selector or an index takes.
@@ -15,3 +17,4 @@ inline constexpr size_t kMaxHaarDim = 2048;
 inline constexpr int kMaxThreads = 1024;
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

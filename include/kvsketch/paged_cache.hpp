@@ -38,6 +38,8 @@
 #include "kvsketch/codec.hpp"
 #include "kvsketch/kv_policy.hpp"
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 using SequenceId = uint64_t;
@@ -135,3 +137,4 @@ class PagedKVCache {
 };
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

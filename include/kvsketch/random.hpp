@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 // What a stream is used for; part of the derivation path so that streams never collide.
@@ -42,3 +44,4 @@ class RandomStream {
 double portable_log(double x);
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

@@ -24,6 +24,8 @@
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/sparse_attention.hpp"
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 class SelectionCache {
@@ -60,3 +62,4 @@ class SelectionCache {
 };
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

@@ -16,6 +16,8 @@
 
 #include "kvsketch/attention.hpp"
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 // The tokens a selector indexes: rows [0, tokens) of dim values. Keys and values are each stored
@@ -88,3 +90,4 @@ class TokenSelector {
 std::unique_ptr<TokenSelector> make_selector(const std::string& spec, size_t dim, uint64_t seed = 0);
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

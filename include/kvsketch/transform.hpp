@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+// The library is built with hidden visibility: what this header declares is its exported API.
+#pragma GCC visibility push(default)
 namespace kvsketch {
 
 class Rotation {
@@ -145,3 +147,4 @@ class Sketch {
 double sphere_row_bias_factor(size_t dim);
 
 }  // namespace kvsketch
+#pragma GCC visibility pop

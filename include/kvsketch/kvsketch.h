@@ -1,0 +1,186 @@
+/* kvsketch C ABI: codecs, the paged multi-sequence KV cache, its calibration, the attention merge
+ * and the flat vector index, for engines and languages that call C (C, C++, Rust, Go, Python's
+ * ctypes).
+ *
+ * Conventions
+ *   - Every function returns a kvs_status; KVS_OK is 0. On any other status, kvs_last_error()
+ *     returns a message naming the argument and what was expected (thread-local, valid until the
+ *     thread's next kvs_ call). No C++ exception crosses this boundary.
+ *   - Objects are opaque handles made by kvs_*_create / *_load and freed by kvs_*_destroy (which
+ *     accepts NULL). A NULL, freed or wrong handle is refused with KVS_ERROR_ARGUMENT.
+ *   - Parameter structs start with their size: fill them with kvs_*_default_params(), which sets
+ *     it, then change fields. A struct from an older header (smaller size) keeps the defaults of
+ *     the fields it lacks.
+ *   - Output buffers are the caller's; their sizes are stated per function, and functions that
+ *     take a buffer's size check it.
+ *   - A handle may be used from one thread at a time (calls on different handles run in parallel;
+ *     decode itself uses the library's threads).
+ *
+ * Shapes (row-major): keys and values [kv_heads][tokens][head_dim]; queries and outputs
+ * [batch][q_heads][head_dim]; lse [batch][q_heads]. Codes of n rows: n * code_bytes bytes.
+ */
+#ifndef KVSKETCH_KVSKETCH_H_
+#define KVSKETCH_KVSKETCH_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define KVS_API __attribute__((visibility("default")))
+#else
+#define KVS_API
+#endif
+
+#define KVS_VERSION_MAJOR 0
+#define KVS_VERSION_MINOR 1
+#define KVS_VERSION_PATCH 0
+/* Raised whenever a function, struct or enum of this header changes incompatibly. */
+#define KVS_ABI_VERSION 1
+
+typedef enum kvs_status {
+  KVS_OK = 0,
+  KVS_ERROR_ARGUMENT = 1, /* a NULL, freed or wrong handle or pointer, a size or value out of range */
+  KVS_ERROR_REFUSED = 2,  /* the library refused the request: a spec, a shape, a file, NaN input */
+  KVS_ERROR_MEMORY = 3,   /* an allocation failed */
+  KVS_ERROR_INTERNAL = 4  /* a defect: please report the message */
+} kvs_status;
+
+typedef enum kvs_dtype { KVS_FLOAT32 = 0, KVS_FLOAT16 = 1, KVS_BFLOAT16 = 2 } kvs_dtype;
+
+KVS_API uint32_t kvs_abi_version(void);
+KVS_API const char* kvs_version(void); /* "0.1.0" */
+KVS_API const char* kvs_last_error(void);
+
+/* ---- Codecs ---------------------------------------------------------------------------------- */
+typedef struct kvs_codec kvs_codec;
+
+/* A codec from a spec string ("tq_mse:b=3", "tq_prod:b=3", "int8", ...; see the README). */
+KVS_API kvs_status kvs_codec_create(const char* spec, size_t dim, uint64_t seed, kvs_codec** codec);
+KVS_API void kvs_codec_destroy(kvs_codec* codec);
+KVS_API kvs_status kvs_codec_dim(const kvs_codec* codec, size_t* dim);
+KVS_API kvs_status kvs_codec_code_bytes(const kvs_codec* codec, size_t* bytes);
+/* The canonical spec, NUL-terminated, into spec[0, capacity); *length (may be NULL) gets its
+ * length. A capacity too small is refused, with *length set. */
+KVS_API kvs_status kvs_codec_spec(const kvs_codec* codec, char* spec, size_t capacity, size_t* length);
+/* codes[0, n * code_bytes) = the codes of x (n x dim floats). */
+KVS_API kvs_status kvs_codec_encode(const kvs_codec* codec, const float* x, size_t n, uint8_t* codes,
+                                    size_t codes_size);
+/* out (n x dim floats) = the rows decoded. */
+KVS_API kvs_status kvs_codec_decode(const kvs_codec* codec, const uint8_t* codes, size_t n, float* out);
+/* out[i] = <query, row i decoded> for n rows, estimated from the codes. */
+KVS_API kvs_status kvs_codec_scores(const kvs_codec* codec, const float* query, const uint8_t* codes, size_t n,
+                                    float* out);
+/* out (dim floats) += sum_i weights[i] * row i decoded. */
+KVS_API kvs_status kvs_codec_accumulate(const kvs_codec* codec, const float* weights, const uint8_t* codes, size_t n,
+                                        float* out);
+
+/* ---- Calibration ----------------------------------------------------------------------------- */
+typedef struct kvs_calibration kvs_calibration;
+
+KVS_API kvs_status kvs_calibration_create(size_t layers, size_t kv_heads, size_t head_dim, const char* policy,
+                                          uint64_t seed, kvs_calibration** calibration);
+KVS_API void kvs_calibration_destroy(kvs_calibration* calibration);
+/* Fits a layer from a sample of its keys and values ([kv_heads][tokens][head_dim] floats). */
+KVS_API kvs_status kvs_calibration_fit(kvs_calibration* calibration, size_t layer, const float* keys,
+                                       const float* values, size_t tokens);
+/* *complete = 1 when every layer that needs a fit has one. */
+KVS_API kvs_status kvs_calibration_complete(const kvs_calibration* calibration, int* complete);
+KVS_API kvs_status kvs_calibration_save(const kvs_calibration* calibration, const char* path);
+KVS_API kvs_status kvs_calibration_load(const char* path, kvs_calibration** calibration);
+
+/* ---- The paged multi-sequence KV cache ------------------------------------------------------- */
+typedef struct kvs_cache kvs_cache;
+
+typedef struct kvs_cache_params {
+  size_t size;         /* sizeof(kvs_cache_params), set by kvs_cache_default_params */
+  size_t layers;       /* 1 */
+  size_t kv_heads;     /* 1 */
+  size_t head_dim;     /* 128 */
+  const char* policy;  /* "tq_prod:b=3|tq_mse:b=3" (the KV policy grammar) */
+  uint64_t seed;       /* 0 */
+  /* Optional: a calibration to start from (copied; its shape, policy and seed then replace the
+   * fields above). NULL: each layer is fitted from the first sequence that encodes it. */
+  const kvs_calibration* calibration;
+} kvs_cache_params;
+
+typedef struct kvs_attention_params {
+  size_t size;            /* sizeof(kvs_attention_params) */
+  int threads;            /* 0: all of the library's threads */
+  int integer_arithmetic; /* 1 (default): the fused integer kernels; 0: float arithmetic */
+} kvs_attention_params;
+
+KVS_API kvs_cache_params kvs_cache_default_params(void);
+KVS_API kvs_attention_params kvs_attention_default_params(void);
+
+KVS_API kvs_status kvs_cache_create(const kvs_cache_params* params, kvs_cache** cache);
+KVS_API void kvs_cache_destroy(kvs_cache* cache);
+KVS_API kvs_status kvs_cache_add_sequence(kvs_cache* cache, uint64_t* sequence);
+/* A new sequence sharing every sealed page of `source`. */
+KVS_API kvs_status kvs_cache_fork(kvs_cache* cache, uint64_t source, uint64_t* sequence);
+/* Keeps the first `tokens` tokens of every layer of the sequence (policy field rollback=N). */
+KVS_API kvs_status kvs_cache_truncate(kvs_cache* cache, uint64_t sequence, size_t tokens);
+KVS_API kvs_status kvs_cache_remove_sequence(kvs_cache* cache, uint64_t sequence);
+KVS_API kvs_status kvs_cache_tokens(const kvs_cache* cache, uint64_t sequence, size_t layer, size_t* tokens);
+/* Appends `tokens` tokens of keys and values ([kv_heads][tokens][head_dim] of dtype) to a layer. */
+KVS_API kvs_status kvs_cache_append(kvs_cache* cache, uint64_t sequence, size_t layer, kvs_dtype dtype,
+                                    const void* keys, const void* values, size_t tokens);
+/* One decode step of a layer for `batch` sequences: output and lse (may be NULL) are the caller's.
+ * params may be NULL (defaults). */
+KVS_API kvs_status kvs_cache_decode(const kvs_cache* cache, size_t layer, const uint64_t* sequences, size_t batch,
+                                    const float* queries, size_t q_heads, float* output, float* lse,
+                                    const kvs_attention_params* params);
+/* The last `chunk` tokens of a sequence (appended already) as queries, causally. */
+KVS_API kvs_status kvs_cache_prefill(const kvs_cache* cache, size_t layer, uint64_t sequence, size_t chunk,
+                                     const float* queries, size_t q_heads, float* output, float* lse,
+                                     const kvs_attention_params* params);
+/* Bytes held (shared pages once), and one sequence's bytes. */
+KVS_API kvs_status kvs_cache_bytes(const kvs_cache* cache, size_t* bytes);
+KVS_API kvs_status kvs_cache_sequence_bytes(const kvs_cache* cache, uint64_t sequence, size_t* bytes);
+KVS_API kvs_status kvs_cache_save(const kvs_cache* cache, const char* path);
+KVS_API kvs_status kvs_cache_load(const char* path, kvs_cache** cache);
+KVS_API kvs_status kvs_cache_save_sequence(const kvs_cache* cache, uint64_t sequence, const char* path);
+KVS_API kvs_status kvs_cache_load_sequence(kvs_cache* cache, const char* path, uint64_t* sequence);
+/* A copy of the calibration the cache uses (fitted from its first sequence where none was given). */
+KVS_API kvs_status kvs_cache_calibration(const kvs_cache* cache, kvs_calibration** calibration);
+
+/* Merges two partial attention results over disjoint token sets (outputs [heads][dim], lse
+ * [heads], -inf for no tokens) into output and lse, which may be a's or b's buffers. */
+KVS_API kvs_status kvs_merge_attention(const float* output_a, const float* lse_a, const float* output_b,
+                                       const float* lse_b, size_t heads, size_t dim, float* output, float* lse);
+
+/* ---- The flat vector index ------------------------------------------------------------------- */
+typedef struct kvs_index kvs_index;
+
+typedef struct kvs_index_params {
+  size_t size;        /* sizeof(kvs_index_params) */
+  const char* codec;  /* "tq_pca:b=4" */
+  const char* metric; /* "ip" (inner product), "cosine" or "l2" */
+  uint64_t seed;      /* 0 */
+  int threads;        /* 0: all */
+} kvs_index_params;
+
+KVS_API kvs_index_params kvs_index_default_params(void);
+KVS_API kvs_status kvs_index_create(size_t dim, const kvs_index_params* params, kvs_index** index);
+KVS_API void kvs_index_destroy(kvs_index* index);
+/* Adds n rows (n x dim); ids may be NULL (0, 1, ... in order of addition). The first batch also
+ * fits the index's centre and any data-dependent codec. */
+KVS_API kvs_status kvs_index_add(kvs_index* index, const float* x, size_t n, const int64_t* ids);
+/* ids and scores: nq x k, best first. */
+KVS_API kvs_status kvs_index_search(const kvs_index* index, const float* queries, size_t nq, size_t k, int64_t* ids,
+                                    float* scores);
+/* *removed (may be NULL) = how many of the n ids were present. */
+KVS_API kvs_status kvs_index_remove(kvs_index* index, const int64_t* ids, size_t n, size_t* removed);
+KVS_API kvs_status kvs_index_size(const kvs_index* index, size_t* size);
+KVS_API kvs_status kvs_index_bytes(const kvs_index* index, size_t* bytes);
+KVS_API kvs_status kvs_index_save(const kvs_index* index, const char* path);
+KVS_API kvs_status kvs_index_load(const char* path, kvs_index** index);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVSKETCH_KVSKETCH_H_ */

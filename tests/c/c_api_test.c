@@ -1,0 +1,424 @@
+/* The C ABI from C99: every function, against exact arithmetic where the answer is known, and a
+ * matrix of bad calls that must each return the right status with a message naming the problem
+ * and leave the objects unchanged. Built with -std=c99 -Wall -Wextra -Werror -pedantic. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvsketch/kvsketch.h"
+
+static int failures = 0;
+static int bad_calls = 0;
+
+#define CHECK(condition)                                                          \
+  do {                                                                            \
+    if (!(condition)) {                                                           \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #condition); \
+      ++failures;                                                                 \
+    }                                                                             \
+  } while (0)
+
+#define OK(call)                                                                                       \
+  do {                                                                                                 \
+    kvs_status status_ = (call);                                                                       \
+    if (status_ != KVS_OK) {                                                                           \
+      fprintf(stderr, "%s:%d: %s returned %d: %s\n", __FILE__, __LINE__, #call, (int)status_, kvs_last_error()); \
+      ++failures;                                                                                      \
+    }                                                                                                  \
+  } while (0)
+
+/* A bad call: the status, and a message that contains `fragment`. */
+#define BAD(call, expected, fragment) bad_call((call), (expected), (fragment), #call, __LINE__)
+
+static void bad_call(kvs_status status, kvs_status expected, const char* fragment, const char* text, int line) {
+  ++bad_calls;
+  if (status != expected || strstr(kvs_last_error(), fragment) == NULL) {
+    fprintf(stderr, "c_api_test.c:%d: %s returned %d (expected %d), message '%s' (expected '%s' in it)\n", line, text,
+            (int)status, (int)expected, kvs_last_error(), fragment);
+    ++failures;
+  }
+}
+
+/* A deterministic generator of floats in (-1, 1). */
+static unsigned long long state = 88172645463325252ULL;
+static float uniform(void) {
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return (float)((double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static void fill(float* x, size_t n) {
+  size_t i;
+  for (i = 0; i < n; ++i) x[i] = uniform();
+}
+
+static double relative_error(const float* got, const float* expected, size_t n) {
+  double difference = 0.0, norm = 0.0;
+  size_t i;
+  for (i = 0; i < n; ++i) {
+    difference += ((double)got[i] - expected[i]) * ((double)got[i] - expected[i]);
+    norm += (double)expected[i] * expected[i];
+  }
+  return sqrt(difference / (norm > 0.0 ? norm : 1.0));
+}
+
+/* Exact attention of one query over keys/values [tokens][dim] (a head's rows, stride `stride`). */
+static void exact_attention(const float* q, const float* keys, const float* values, size_t tokens, size_t dim,
+                            size_t stride, float* out, float* lse) {
+  double best = -INFINITY, sum = 0.0;
+  double* scores = malloc(tokens * sizeof(double));
+  size_t t, j;
+  for (t = 0; t < tokens; ++t) {
+    double dot = 0.0;
+    for (j = 0; j < dim; ++j) dot += (double)q[j] * keys[t * stride + j];
+    scores[t] = dot / sqrt((double)dim);
+    if (scores[t] > best) best = scores[t];
+  }
+  for (j = 0; j < dim; ++j) out[j] = 0.0f;
+  for (t = 0; t < tokens; ++t) sum += exp(scores[t] - best);
+  for (t = 0; t < tokens; ++t) {
+    const double p = exp(scores[t] - best) / sum;
+    for (j = 0; j < dim; ++j) out[j] += (float)(p * values[t * stride + j]);
+  }
+  *lse = (float)(best + log(sum));
+  free(scores);
+}
+
+static void test_version(void) {
+  CHECK(kvs_abi_version() == KVS_ABI_VERSION);
+  CHECK(strcmp(kvs_version(), "0.1.0") == 0);
+}
+
+static void test_codec(void) {
+  enum { kDim = 64, kRows = 100 };
+  kvs_codec* codec = NULL;
+  size_t dim = 0, bytes = 0, length = 0, i, j;
+  char spec[256];
+  float x[kRows * kDim], decoded[kRows * kDim], q[kDim], scores[kRows], weights[kRows], sum[kDim], expected[kDim];
+  uint8_t* codes;
+  OK(kvs_codec_create("tq_mse:b=4", kDim, 3, &codec));
+  OK(kvs_codec_dim(codec, &dim));
+  CHECK(dim == kDim);
+  OK(kvs_codec_code_bytes(codec, &bytes));
+  CHECK(bytes == kDim * 4 / 8 + 2);
+  OK(kvs_codec_spec(codec, spec, sizeof spec, &length));
+  CHECK(length == strlen(spec) && strncmp(spec, "tq_mse:b=4", 10) == 0);
+  fill(x, kRows * kDim);
+  codes = malloc(kRows * bytes);
+  OK(kvs_codec_encode(codec, x, kRows, codes, kRows * bytes));
+  OK(kvs_codec_decode(codec, codes, kRows, decoded));
+  /* TurboQuant_mse at 4 bits: relative MSE about 0.009, so a relative error near 0.1. */
+  CHECK(relative_error(decoded, x, kRows * kDim) < 0.15);
+  fill(q, kDim);
+  OK(kvs_codec_scores(codec, q, codes, kRows, scores));
+  for (i = 0; i < kRows; ++i) {
+    double dot = 0.0;
+    for (j = 0; j < kDim; ++j) dot += (double)q[j] * decoded[i * kDim + j];
+    CHECK(fabs(scores[i] - dot) < 1e-4 * (1.0 + fabs(dot)));
+  }
+  fill(weights, kRows);
+  for (j = 0; j < kDim; ++j) sum[j] = expected[j] = 0.0f;
+  OK(kvs_codec_accumulate(codec, weights, codes, kRows, sum));
+  for (i = 0; i < kRows; ++i)
+    for (j = 0; j < kDim; ++j) expected[j] += weights[i] * decoded[i * kDim + j];
+  CHECK(relative_error(sum, expected, kDim) < 1e-4);
+
+  BAD(kvs_codec_create(NULL, kDim, 0, &codec), KVS_ERROR_ARGUMENT, "spec is NULL");
+  BAD(kvs_codec_create("nope:b=3", kDim, 0, &codec), KVS_ERROR_REFUSED, "nope");
+  BAD(kvs_codec_create("tq_mse:b=3", 0, 0, &codec), KVS_ERROR_REFUSED, "dim");
+  BAD(kvs_codec_create("tq_mse:b=3", kDim, 0, NULL), KVS_ERROR_ARGUMENT, "codec is NULL");
+  OK(kvs_codec_create("tq_mse:b=4", kDim, 3, &codec));
+  BAD(kvs_codec_dim(NULL, &dim), KVS_ERROR_ARGUMENT, "codec is NULL");
+  BAD(kvs_codec_dim(codec, NULL), KVS_ERROR_ARGUMENT, "dim is NULL");
+  BAD(kvs_codec_encode(codec, x, kRows, codes, kRows * bytes - 1), KVS_ERROR_ARGUMENT, "codes_size");
+  x[7 * kDim + 5] = NAN;
+  BAD(kvs_codec_encode(codec, x, kRows, codes, kRows * bytes), KVS_ERROR_REFUSED, "row 7");
+  x[7 * kDim + 5] = 0.5f;
+  BAD(kvs_codec_spec(codec, spec, 4, &length), KVS_ERROR_ARGUMENT, "too small");
+  CHECK(length > 4);
+  BAD(kvs_codec_decode(codec, codes, kRows, NULL), KVS_ERROR_ARGUMENT, "out is NULL");
+  BAD(kvs_codec_scores(codec, NULL, codes, kRows, scores), KVS_ERROR_ARGUMENT, "query is NULL");
+  BAD(kvs_codec_accumulate(codec, weights, NULL, kRows, sum), KVS_ERROR_ARGUMENT, "codes is NULL");
+  kvs_codec_destroy(codec);
+  /* A freed handle is refused, not read (AddressSanitizer would see a read). */
+  BAD(kvs_codec_dim(codec, &dim), KVS_ERROR_ARGUMENT, "not a live handle");
+  kvs_codec_destroy(codec); /* twice: ignored */
+  kvs_codec_destroy(NULL);
+  free(codes);
+}
+
+enum { kLayers = 2, kHeads = 2, kDim = 64, kQHeads = 4, kTokens = 100 };
+
+/* Keys and values [kv_heads][tokens][dim] with a per-channel offset, as a model's. */
+static void model_like(float* x, size_t tokens) {
+  size_t h, t, j;
+  for (h = 0; h < kHeads; ++h)
+    for (t = 0; t < tokens; ++t)
+      for (j = 0; j < kDim; ++j) x[(h * tokens + t) * kDim + j] = 0.5f * (float)(j % 5) + uniform();
+}
+
+static void test_calibration(const char* path) {
+  kvs_calibration *calibration = NULL, *loaded = NULL;
+  float keys[kHeads * 64 * kDim], values[kHeads * 64 * kDim];
+  int complete = -1;
+  size_t layer;
+  OK(kvs_calibration_create(kLayers, kHeads, kDim, "tq_mse:b=2.5|tq_mse:b=3", 5, &calibration));
+  OK(kvs_calibration_complete(calibration, &complete));
+  CHECK(complete == 0); /* the outlier split needs a sample */
+  for (layer = 0; layer < kLayers; ++layer) {
+    model_like(keys, 64);
+    model_like(values, 64);
+    OK(kvs_calibration_fit(calibration, layer, keys, values, 64));
+  }
+  OK(kvs_calibration_complete(calibration, &complete));
+  CHECK(complete == 1);
+  OK(kvs_calibration_save(calibration, path));
+  OK(kvs_calibration_load(path, &loaded));
+  OK(kvs_calibration_complete(loaded, &complete));
+  CHECK(complete == 1);
+  BAD(kvs_calibration_fit(calibration, kLayers, keys, values, 64), KVS_ERROR_REFUSED, "layer");
+  BAD(kvs_calibration_fit(calibration, 0, NULL, values, 64), KVS_ERROR_ARGUMENT, "keys is NULL");
+  BAD(kvs_calibration_load("/nonexistent/kvsketch.kvcal", &loaded), KVS_ERROR_REFUSED, "kvsketch.kvcal");
+  BAD(kvs_calibration_create(1, 1, 64, "tq_mse:b=3|window=-1", 0, &loaded), KVS_ERROR_REFUSED, "window");
+  kvs_calibration_destroy(calibration);
+  kvs_calibration_destroy(loaded);
+}
+
+static void test_cache(const char* directory) {
+  char path[512], calibration_path[512];
+  kvs_cache_params params = kvs_cache_default_params();
+  kvs_attention_params attention = kvs_attention_default_params();
+  kvs_cache *exact = NULL, *loaded = NULL, *compressed = NULL, *other = NULL;
+  kvs_calibration* calibration = NULL;
+  uint64_t a = 0, b = 0, c = 0, ids[2], missing = 12345;
+  size_t tokens = 0, bytes = 0, a_bytes = 0, layer, h, i;
+  float* keys = malloc(kHeads * kTokens * kDim * sizeof(float));
+  float* values = malloc(kHeads * kTokens * kDim * sizeof(float));
+  uint16_t halves[kHeads * 10 * kDim];
+  float queries[2 * kQHeads * kDim], output[2 * kQHeads * kDim], again[2 * kQHeads * kDim], lse[2 * kQHeads],
+      lse_again[2 * kQHeads], expected[kDim], expected_lse, prefill[8 * kQHeads * kDim];
+  int all_equal;
+
+  /* An fp16 cache is exact up to fp16 rounding: decode equals attention over the inputs. */
+  params.layers = kLayers;
+  params.kv_heads = kHeads;
+  params.head_dim = kDim;
+  params.policy = "fp16|sinks=4|window=16|block=16|page=32|rollback=16";
+  OK(kvs_cache_create(&params, &exact));
+  OK(kvs_cache_add_sequence(exact, &a));
+  model_like(keys, kTokens);
+  model_like(values, kTokens);
+  for (layer = 0; layer < kLayers; ++layer) OK(kvs_cache_append(exact, a, layer, KVS_FLOAT32, keys, values, kTokens));
+  OK(kvs_cache_tokens(exact, a, 0, &tokens));
+  CHECK(tokens == kTokens);
+  fill(queries, 2 * kQHeads * kDim);
+  ids[0] = a;
+  OK(kvs_cache_decode(exact, 0, ids, 1, queries, kQHeads, output, lse, NULL));
+  for (h = 0; h < kQHeads; ++h) {
+    const size_t kv = h / (kQHeads / kHeads);
+    exact_attention(queries + h * kDim, keys + kv * kTokens * kDim, values + kv * kTokens * kDim, kTokens, kDim, kDim,
+                    expected, &expected_lse);
+    CHECK(relative_error(output + h * kDim, expected, kDim) < 2e-3);
+    CHECK(fabs(lse[h] - expected_lse) < 2e-3);
+  }
+  /* Prefill's last position is decode's answer, to the bit. */
+  OK(kvs_cache_prefill(exact, 0, a, 1, queries, kQHeads, prefill, NULL, &attention));
+  CHECK(memcmp(prefill, output, kQHeads * kDim * sizeof(float)) == 0);
+  fill(prefill, 8 * kQHeads * kDim);
+  OK(kvs_cache_prefill(exact, 0, a, 8, prefill, kQHeads, prefill, NULL, NULL));
+
+  /* fp16 and bf16 appends; fork shares pages; truncate rolls back. */
+  for (i = 0; i < kHeads * 10 * kDim; ++i) halves[i] = 0x3c00; /* 1.0 in fp16 */
+  for (layer = 0; layer < kLayers; ++layer) OK(kvs_cache_append(exact, a, layer, KVS_FLOAT16, halves, halves, 10));
+  for (i = 0; i < kHeads * 10 * kDim; ++i) halves[i] = 0x3f80; /* 1.0 in bf16 */
+  for (layer = 0; layer < kLayers; ++layer) OK(kvs_cache_append(exact, a, layer, KVS_BFLOAT16, halves, halves, 10));
+  OK(kvs_cache_tokens(exact, a, 1, &tokens));
+  CHECK(tokens == kTokens + 20);
+  OK(kvs_cache_sequence_bytes(exact, a, &a_bytes));
+  OK(kvs_cache_fork(exact, a, &b));
+  OK(kvs_cache_bytes(exact, &bytes));
+  CHECK(bytes < 2 * a_bytes); /* the sealed pages are held once */
+  OK(kvs_cache_truncate(exact, b, kTokens + 5));
+  OK(kvs_cache_tokens(exact, b, 0, &tokens));
+  CHECK(tokens == kTokens + 5);
+
+  /* A batch of two sequences of different lengths; a saved and loaded cache gives the same bits. */
+  ids[0] = a;
+  ids[1] = b;
+  OK(kvs_cache_decode(exact, 1, ids, 2, queries, kQHeads, output, lse, &attention));
+  snprintf(path, sizeof path, "%s/c_api_test.kvp", directory);
+  OK(kvs_cache_save(exact, path));
+  OK(kvs_cache_load(path, &loaded));
+  OK(kvs_cache_decode(loaded, 1, ids, 2, queries, kQHeads, again, lse_again, &attention));
+  CHECK(memcmp(output, again, sizeof output) == 0 && memcmp(lse, lse_again, sizeof lse) == 0);
+  snprintf(path, sizeof path, "%s/c_api_test.kvs", directory);
+  OK(kvs_cache_save_sequence(exact, b, path));
+  OK(kvs_cache_load_sequence(loaded, path, &c));
+  OK(kvs_cache_tokens(loaded, c, 0, &tokens));
+  CHECK(tokens == kTokens + 5);
+  OK(kvs_cache_remove_sequence(loaded, c));
+
+  /* A compressed cache from a calibration, as an engine starts one. */
+  snprintf(calibration_path, sizeof calibration_path, "%s/c_api_test.kvcal", directory);
+  test_calibration(calibration_path);
+  OK(kvs_calibration_load(calibration_path, &calibration));
+  params.calibration = calibration;
+  OK(kvs_cache_create(&params, &compressed));
+  OK(kvs_cache_add_sequence(compressed, &c));
+  for (layer = 0; layer < kLayers; ++layer)
+    OK(kvs_cache_append(compressed, c, layer, KVS_FLOAT32, keys, values, kTokens));
+  ids[0] = c;
+  OK(kvs_cache_decode(compressed, 0, ids, 1, queries, kQHeads, again, lse_again, NULL));
+  all_equal = 1;
+  for (h = 0; h < kQHeads; ++h) {
+    const size_t kv = h / (kQHeads / kHeads);
+    exact_attention(queries + h * kDim, keys + kv * kTokens * kDim, values + kv * kTokens * kDim, kTokens, kDim, kDim,
+                    expected, &expected_lse);
+    CHECK(relative_error(again + h * kDim, expected, kDim) < 0.2); /* 2.5/3-bit codes */
+    all_equal = all_equal && relative_error(again + h * kDim, expected, kDim) == 0.0;
+  }
+  CHECK(!all_equal);
+  kvs_calibration_destroy(calibration);
+  calibration = NULL;
+  OK(kvs_cache_calibration(compressed, &calibration));
+  kvs_calibration_destroy(calibration);
+
+  /* Bad calls: each refused with its reason, the cache unchanged. */
+  OK(kvs_cache_tokens(exact, a, 0, &tokens));
+  BAD(kvs_cache_append(exact, missing, 0, KVS_FLOAT32, keys, values, 1), KVS_ERROR_REFUSED, "12345");
+  BAD(kvs_cache_append(exact, a, kLayers, KVS_FLOAT32, keys, values, 1), KVS_ERROR_REFUSED, "layer");
+  BAD(kvs_cache_append(exact, a, 0, (kvs_dtype)7, keys, values, 1), KVS_ERROR_ARGUMENT, "dtype");
+  BAD(kvs_cache_append(exact, a, 0, KVS_FLOAT32, NULL, values, 1), KVS_ERROR_ARGUMENT, "keys is NULL");
+  values[3] = NAN;
+  BAD(kvs_cache_append(exact, a, 0, KVS_FLOAT32, keys, values, 4), KVS_ERROR_REFUSED, "channel 3 is nan");
+  values[3] = 0.0f;
+  halves[5] = 0x7c00; /* +Inf in fp16 */
+  BAD(kvs_cache_append(exact, a, 0, KVS_FLOAT16, halves, halves, 10), KVS_ERROR_REFUSED, "channel 5 is inf");
+  {
+    size_t after = 0;
+    OK(kvs_cache_tokens(exact, a, 0, &after));
+    CHECK(after == tokens);
+  }
+  ids[0] = a;
+  BAD(kvs_cache_decode(exact, 0, ids, 1, queries, 3, output, lse, NULL), KVS_ERROR_REFUSED, "query heads");
+  BAD(kvs_cache_decode(exact, 0, NULL, 1, queries, kQHeads, output, lse, NULL), KVS_ERROR_ARGUMENT, "sequences is NULL");
+  ids[0] = missing;
+  BAD(kvs_cache_decode(exact, 0, ids, 1, queries, kQHeads, output, lse, NULL), KVS_ERROR_REFUSED, "12345");
+  ids[0] = a;
+  attention.integer_arithmetic = 5;
+  BAD(kvs_cache_decode(exact, 0, ids, 1, queries, kQHeads, output, lse, &attention), KVS_ERROR_ARGUMENT,
+      "integer_arithmetic");
+  attention = kvs_attention_default_params();
+  attention.threads = -1;
+  BAD(kvs_cache_decode(exact, 0, ids, 1, queries, kQHeads, output, lse, &attention), KVS_ERROR_ARGUMENT, "threads");
+  attention.size = 0;
+  BAD(kvs_cache_decode(exact, 0, ids, 1, queries, kQHeads, output, lse, &attention), KVS_ERROR_ARGUMENT, "size");
+  BAD(kvs_cache_truncate(exact, a, tokens + 1), KVS_ERROR_REFUSED, "");
+  BAD(kvs_cache_truncate(exact, a, 10), KVS_ERROR_REFUSED, "rollback");
+  BAD(kvs_cache_fork(exact, missing, &c), KVS_ERROR_REFUSED, "12345");
+  BAD(kvs_cache_remove_sequence(exact, missing), KVS_ERROR_REFUSED, "12345");
+  BAD(kvs_cache_load("/nonexistent/cache.kvp", &other), KVS_ERROR_REFUSED, "cache.kvp");
+  BAD(kvs_cache_load(calibration_path, &other), KVS_ERROR_REFUSED, "");
+  CHECK(other == NULL);
+  BAD(kvs_cache_load_sequence(compressed, path, &c), KVS_ERROR_REFUSED, "");
+  params = kvs_cache_default_params();
+  params.size = 0;
+  BAD(kvs_cache_create(&params, &other), KVS_ERROR_ARGUMENT, "params->size");
+  params = kvs_cache_default_params();
+  params.policy = "tq_mse:b=3|sinks=x";
+  BAD(kvs_cache_create(&params, &other), KVS_ERROR_REFUSED, "sinks");
+  params.policy = NULL;
+  BAD(kvs_cache_create(&params, &other), KVS_ERROR_ARGUMENT, "policy is NULL");
+  params = kvs_cache_default_params();
+  params.head_dim = 0;
+  BAD(kvs_cache_create(&params, &other), KVS_ERROR_REFUSED, "head_dim");
+  BAD(kvs_cache_bytes((const kvs_cache*)exact, NULL), KVS_ERROR_ARGUMENT, "bytes is NULL");
+  /* A handle of another type is not a live cache. */
+  BAD(kvs_cache_bytes((const kvs_cache*)&params, &bytes), KVS_ERROR_ARGUMENT, "not a live handle");
+  OK(kvs_cache_tokens(exact, a, 0, &bytes));
+  CHECK(bytes == tokens);
+
+  kvs_cache_destroy(exact);
+  BAD(kvs_cache_add_sequence(exact, &c), KVS_ERROR_ARGUMENT, "not a live handle");
+  kvs_cache_destroy(loaded);
+  kvs_cache_destroy(compressed);
+  kvs_cache_destroy(NULL);
+  free(keys);
+  free(values);
+}
+
+static void test_merge(void) {
+  enum { kTokensHere = 40 };
+  float keys[kTokensHere * kDim], values[kTokensHere * kDim], q[kDim], out_a[kDim], out_b[kDim], whole[kDim];
+  float lse_a, lse_b, lse_whole;
+  fill(keys, kTokensHere * kDim);
+  fill(values, kTokensHere * kDim);
+  fill(q, kDim);
+  exact_attention(q, keys, values, 15, kDim, kDim, out_a, &lse_a);
+  exact_attention(q, keys + 15 * kDim, values + 15 * kDim, kTokensHere - 15, kDim, kDim, out_b, &lse_b);
+  exact_attention(q, keys, values, kTokensHere, kDim, kDim, whole, &lse_whole);
+  OK(kvs_merge_attention(out_a, &lse_a, out_b, &lse_b, 1, kDim, out_a, &lse_a));
+  CHECK(relative_error(out_a, whole, kDim) < 1e-5);
+  CHECK(fabs(lse_a - lse_whole) < 1e-5);
+  BAD(kvs_merge_attention(NULL, &lse_a, out_b, &lse_b, 1, kDim, out_a, &lse_a), KVS_ERROR_ARGUMENT, "output_a is NULL");
+  BAD(kvs_merge_attention(out_a, &lse_a, out_b, &lse_b, 0, kDim, out_a, &lse_a), KVS_ERROR_ARGUMENT, "heads");
+}
+
+static void test_index(const char* directory) {
+  enum { kIndexDim = 32, kRows = 500, kQueries = 10, kK = 5 };
+  kvs_index_params params = kvs_index_default_params();
+  kvs_index *index = NULL, *loaded = NULL;
+  float* x = malloc(kRows * kIndexDim * sizeof(float));
+  int64_t ids[kQueries * kK], again[kQueries * kK], remove_ids[3] = {1, 2, 99999}, duplicate = 7;
+  float scores[kQueries * kK], again_scores[kQueries * kK];
+  size_t size = 0, bytes = 0, removed = 0, i, self = 0;
+  char path[512];
+  fill(x, kRows * kIndexDim);
+  params.codec = "tq_mse:b=4,rescale=1";
+  params.metric = "l2";
+  OK(kvs_index_create(kIndexDim, &params, &index));
+  OK(kvs_index_add(index, x, kRows, NULL));
+  OK(kvs_index_size(index, &size));
+  CHECK(size == kRows);
+  OK(kvs_index_bytes(index, &bytes));
+  CHECK(bytes >= kRows * (kIndexDim / 2 + 2)); /* codes and norms at least */
+  /* Stored rows as queries: each finds itself first. */
+  OK(kvs_index_search(index, x + 20 * kIndexDim, kQueries, kK, ids, scores));
+  for (i = 0; i < kQueries; ++i) self += ids[i * kK] == (int64_t)(20 + i);
+  CHECK(self >= kQueries - 1);
+  snprintf(path, sizeof path, "%s/c_api_test.kvi", directory);
+  OK(kvs_index_save(index, path));
+  OK(kvs_index_load(path, &loaded));
+  OK(kvs_index_search(loaded, x + 20 * kIndexDim, kQueries, kK, again, again_scores));
+  CHECK(memcmp(ids, again, sizeof ids) == 0);
+  OK(kvs_index_remove(index, remove_ids, 3, &removed));
+  CHECK(removed == 2);
+  OK(kvs_index_size(index, &size));
+  CHECK(size == kRows - 2);
+
+  params.metric = "manhattan";
+  BAD(kvs_index_create(kIndexDim, &params, &loaded), KVS_ERROR_REFUSED, "manhattan");
+  BAD(kvs_index_search(index, x, 1, kRows, ids, scores), KVS_ERROR_REFUSED, "k");
+  x[3] = NAN;
+  BAD(kvs_index_add(index, x, 1, &remove_ids[2]), KVS_ERROR_REFUSED, "NaN");
+  x[3] = 0.0f;
+  BAD(kvs_index_add(index, x, 1, &duplicate), KVS_ERROR_REFUSED, "7");
+  OK(kvs_index_size(index, &size));
+  CHECK(size == kRows - 2);
+  BAD(kvs_index_load("/nonexistent/index.kvi", &loaded), KVS_ERROR_REFUSED, "index.kvi");
+  kvs_index_destroy(index);
+  kvs_index_destroy(loaded);
+  free(x);
+}
+
+int main(int argc, char** argv) {
+  const char* directory = argc > 1 ? argv[1] : ".";
+  test_version();
+  test_codec();
+  test_cache(directory);
+  test_merge();
+  test_index(directory);
+  printf("c_api_test: %d bad calls refused as expected; %d failures\n", bad_calls, failures);
+  return failures == 0 ? 0 : 1;
+}
