@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 # The evaluation extras too (FAISS, Fashion-MNIST), so that the tests of those paths run; clang
 # for its builds.
 if [[ "${CXX:-}" == *clang* ]]; then bash scripts/setup.sh extras clang; else bash scripts/setup.sh extras; fi
+# The C test program links the same sanitizer runtime as the library: C and C++ by one compiler.
+if [[ "${CXX:-}" == *clang++* ]]; then export CC=${CC:-${CXX/clang++/clang}}; fi
 if [ "${PORTABLE:-0}" = "1" ]; then
   # Highway's portable target alone: no x86 kernels, no CPUID or AMX (KVSKETCH_PORTABLE).
   export BUILD_DIR=${BUILD_DIR:-build-portable}
