@@ -32,7 +32,11 @@ else
   nvcc=$(command -v nvcc || true)
   [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
   [ -n "$nvcc" ] && cuda=(-DKVSKETCH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc")
-  bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON "${cuda[@]}"
+  # The Python module, built with .venv's interpreter (pinned pybind11, NumPy, pytest from PyPI)
+  # and tested with pytest through CTest.
+  bash scripts/setup_python.sh
+  bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON "${cuda[@]}" \
+    -DKVSKETCH_PYTHON=ON "-DPython_EXECUTABLE=$PWD/.venv/bin/python"
 fi
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 # The installed package, as a user's project builds against it (release builds).

@@ -1,0 +1,10 @@
+"""kvsketch: compressed KV caches and embedding vectors, with attention and search from the codes.
+
+    import kvsketch, numpy as np
+    codec = kvsketch.Codec("tq_mse:b=3", 128, seed=0)
+    cache = kvsketch.KVCache(layers=32, kv_heads=8, head_dim=128, policy="tq_mse:b=3")
+    index = kvsketch.Index(128, codec="tq_pca:b=4", metric="ip")
+"""
+from ._kvsketch import Calibration, Codec, Error, Index, KVCache, merge_attention
+
+__all__ = ["Calibration", "Codec", "Error", "Index", "KVCache", "merge_attention"]

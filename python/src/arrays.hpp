@@ -1,0 +1,74 @@
+// NumPy arrays in and out of the module: inputs are taken without a copy when they are
+// C-contiguous arrays of the expected dtype and shape, and refused otherwise, naming the argument
+// (TypeError for a dtype, ValueError for a shape or layout): never a silent copy or a cast.
+#pragma once
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+namespace kvsketch::python {
+
+namespace py = pybind11;
+
+// "(3, 128)"
+inline std::string shape_text(const py::array& array) {
+  std::string text = "(";
+  for (py::ssize_t d = 0; d < array.ndim(); ++d) text += (d ? ", " : "") + std::to_string(array.shape(d));
+  return text + (array.ndim() == 1 ? ",)" : ")");
+}
+
+// Checks ndim, C-contiguity and each dimension (-1: any); returns the shape.
+inline std::vector<size_t> check_shape(const py::array& array, const char* name, std::vector<py::ssize_t> expected) {
+  if (array.ndim() != static_cast<py::ssize_t>(expected.size()))
+    throw py::value_error(std::string(name) + " must have " + std::to_string(expected.size()) + " dimensions, got shape " +
+                          shape_text(array));
+  if (!(array.flags() & py::array::c_style))
+    throw py::value_error(std::string(name) + " must be C-contiguous (np.ascontiguousarray), got strides that are not");
+  std::vector<size_t> shape;
+  for (size_t d = 0; d < expected.size(); ++d) {
+    if (expected[d] >= 0 && array.shape(d) != expected[d])
+      throw py::value_error(std::string(name) + " has shape " + shape_text(array) + "; dimension " + std::to_string(d) +
+                            " must be " + std::to_string(expected[d]));
+    shape.push_back(static_cast<size_t>(array.shape(d)));
+  }
+  return shape;
+}
+
+template <typename T>
+const T* typed_data(const py::array& array, const char* name, const char* dtype_name) {
+  if (array.dtype().kind() != py::dtype::of<T>().kind() || array.itemsize() != static_cast<py::ssize_t>(sizeof(T)))
+    throw py::type_error(std::string(name) + " must be a numpy array of dtype " + dtype_name + ", got " +
+                         std::string(py::str(static_cast<py::object>(array.dtype()))));
+  return static_cast<const T*>(array.data());
+}
+
+// A float32 array of the given shape, its data in place.
+inline const float* float32_input(const py::array& array, const char* name, std::vector<py::ssize_t> shape,
+                                  std::vector<size_t>* got = nullptr) {
+  const float* data = typed_data<float>(array, name, "float32");
+  const auto checked = check_shape(array, name, std::move(shape));
+  if (got) *got = checked;
+  return data;
+}
+
+inline const uint8_t* uint8_input(const py::array& array, const char* name, std::vector<py::ssize_t> shape,
+                                  std::vector<size_t>* got = nullptr) {
+  const uint8_t* data = typed_data<uint8_t>(array, name, "uint8");
+  const auto checked = check_shape(array, name, std::move(shape));
+  if (got) *got = checked;
+  return data;
+}
+
+// Float32 data of a float32, float16 or bfloat16 (given as a uint16 view) array: in place for
+// float32, converted into `storage` otherwise.
+const float* float_like_input(const py::array& array, const char* name, std::vector<py::ssize_t> shape,
+                              std::vector<float>& storage, std::vector<size_t>* got = nullptr);
+
+template <typename T>
+py::array_t<T> new_array(std::vector<py::ssize_t> shape) {
+  return py::array_t<T>(shape);
+}
+
+}  // namespace kvsketch::python

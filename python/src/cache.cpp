@@ -1,0 +1,138 @@
+// kvsketch.KVCache: the paged multi-sequence cache on NumPy arrays.
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "kvsketch/calibration.hpp"
+#include "kvsketch/kv_policy.hpp"
+#include "kvsketch/paged_cache.hpp"
+
+namespace kvsketch::python {
+namespace {
+
+AttentionOptions options_of(int threads, bool integer) {
+  if (threads < 0) throw py::value_error("threads must be >= 0 (0: all), got " + std::to_string(threads));
+  AttentionOptions options;
+  options.threads = threads;
+  options.arithmetic = integer ? Arithmetic::kInteger : Arithmetic::kFloat;
+  return options;
+}
+
+}  // namespace
+
+void bind_cache(py::module_& module) {
+  py::class_<Calibration>(module, "Calibration",
+                          "Codec fits per layer and KV head (outlier channels, means, bases), shared by all sequences.")
+      .def(py::init([](size_t layers, size_t kv_heads, size_t head_dim, const std::string& policy, uint64_t seed) {
+             return Calibration(layers, kv_heads, head_dim, KVPolicy::parse(policy), seed);
+           }),
+           py::arg("layers"), py::arg("kv_heads"), py::arg("head_dim"), py::arg("policy"), py::arg("seed") = 0)
+      .def(
+          "fit",
+          [](Calibration& calibration, size_t layer, const py::array& keys, const py::array& values) {
+            const auto heads = static_cast<py::ssize_t>(calibration.kv_heads()),
+                       dim = static_cast<py::ssize_t>(calibration.head_dim());
+            std::vector<size_t> shape;
+            const float* k = float32_input(keys, "keys", {heads, -1, dim}, &shape);
+            const float* v = float32_input(values, "values", {heads, static_cast<py::ssize_t>(shape[1]), dim});
+            py::gil_scoped_release release;
+            calibration.fit(layer, k, v, shape[1]);
+          },
+          py::arg("layer"), py::arg("keys"), py::arg("values"),
+          "Fits a layer from a sample: keys and values (kv_heads, tokens, head_dim) float32.")
+      .def_property_readonly("complete", &Calibration::complete)
+      .def("save", &Calibration::save, py::arg("path"))
+      .def_static("load", &Calibration::load, py::arg("path"));
+
+  py::class_<PagedKVCache>(module, "KVCache", R"(The paged multi-sequence KV cache.
+
+    KVCache(layers, kv_heads, head_dim, policy="tq_prod:b=3|tq_mse:b=3", seed=0), or
+    KVCache(calibration). Keys and values are (kv_heads, tokens, head_dim) arrays of float32,
+    float16 or bfloat16 (as a uint16 view); queries (batch, q_heads, head_dim) float32.)")
+      .def(py::init([](size_t layers, size_t kv_heads, size_t head_dim, const std::string& policy, uint64_t seed) {
+             return PagedKVCache(layers, kv_heads, head_dim, KVPolicy::parse(policy), seed);
+           }),
+           py::arg("layers"), py::arg("kv_heads"), py::arg("head_dim"), py::arg("policy") = "tq_prod:b=3|tq_mse:b=3",
+           py::arg("seed") = 0)
+      .def(py::init([](const Calibration& calibration) { return PagedKVCache(calibration); }), py::arg("calibration"))
+      .def_property_readonly("layers", &PagedKVCache::layers)
+      .def_property_readonly("kv_heads", &PagedKVCache::kv_heads)
+      .def_property_readonly("head_dim", &PagedKVCache::head_dim)
+      .def_property_readonly("policy", [](const PagedKVCache& cache) { return cache.policy().spec(); })
+      .def_property_readonly("calibration", &PagedKVCache::calibration)
+      .def("add_sequence", &PagedKVCache::add_sequence)
+      .def("fork", &PagedKVCache::fork, py::arg("sequence"), "A new sequence sharing every sealed page.")
+      .def("truncate", &PagedKVCache::truncate, py::arg("sequence"), py::arg("tokens"),
+           "Keeps the first `tokens` tokens (policy field rollback=N).")
+      .def("remove_sequence", &PagedKVCache::remove_sequence, py::arg("sequence"))
+      .def("__contains__", &PagedKVCache::contains)
+      .def("sequences", &PagedKVCache::sequences)
+      .def("tokens", &PagedKVCache::tokens, py::arg("sequence"), py::arg("layer") = 0)
+      .def(
+          "append",
+          [](PagedKVCache& cache, uint64_t sequence, size_t layer, const py::array& keys, const py::array& values) {
+            const auto heads = static_cast<py::ssize_t>(cache.kv_heads()), dim = static_cast<py::ssize_t>(cache.head_dim());
+            std::vector<size_t> shape;
+            std::vector<float> key_storage, value_storage;
+            const float* k = float_like_input(keys, "keys", {heads, -1, dim}, key_storage, &shape);
+            const float* v = float_like_input(values, "values", {heads, static_cast<py::ssize_t>(shape[1]), dim},
+                                              value_storage);
+            py::gil_scoped_release release;
+            cache.append(sequence, layer, k, v, shape[1]);
+          },
+          py::arg("sequence"), py::arg("layer"), py::arg("keys"), py::arg("values"))
+      .def(
+          "attention",
+          [](const PagedKVCache& cache, size_t layer, const std::vector<SequenceId>& sequences, const py::array& queries,
+             int threads, bool integer) {
+            std::vector<size_t> shape;
+            const float* q = float32_input(
+                queries, "queries", {static_cast<py::ssize_t>(sequences.size()), -1, static_cast<py::ssize_t>(cache.head_dim())},
+                &shape);
+            auto output = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1]),
+                                            static_cast<py::ssize_t>(shape[2])});
+            auto lse = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1])});
+            float* out = output.mutable_data();
+            float* l = lse.mutable_data();
+            const AttentionOptions options = options_of(threads, integer);
+            {
+              py::gil_scoped_release release;
+              cache.decode(layer, sequences.data(), sequences.size(), q, shape[1], out, l, options);
+            }
+            return py::make_tuple(output, lse);
+          },
+          py::arg("layer"), py::arg("sequences"), py::arg("queries"), py::arg("threads") = 0,
+          py::arg("integer_arithmetic") = true,
+          "One decode step for a batch: queries (batch, q_heads, head_dim) float32 -> (output, lse).")
+      .def(
+          "prefill",
+          [](const PagedKVCache& cache, size_t layer, SequenceId sequence, const py::array& queries, int threads) {
+            std::vector<size_t> shape;
+            const float* q = float32_input(queries, "queries", {-1, -1, static_cast<py::ssize_t>(cache.head_dim())}, &shape);
+            auto output = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1]),
+                                            static_cast<py::ssize_t>(shape[2])});
+            auto lse = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1])});
+            float* out = output.mutable_data();
+            float* l = lse.mutable_data();
+            const AttentionOptions options = options_of(threads, true);
+            {
+              py::gil_scoped_release release;
+              cache.prefill(layer, sequence, shape[0], q, shape[1], out, l, options);
+            }
+            return py::make_tuple(output, lse);
+          },
+          py::arg("layer"), py::arg("sequence"), py::arg("queries"), py::arg("threads") = 0,
+          "The last chunk tokens as queries (chunk, q_heads, head_dim), causally -> (output, lse).")
+      .def("bytes", &PagedKVCache::bytes, "Bytes held: shared pages once, sinks, windows, calibration.")
+      .def("sequence_bytes", &PagedKVCache::sequence_bytes, py::arg("sequence"))
+      .def("save", &PagedKVCache::save, py::arg("path"))
+      .def_static("load", &PagedKVCache::load, py::arg("path"))
+      .def("save_sequence", &PagedKVCache::save_sequence, py::arg("sequence"), py::arg("path"))
+      .def("load_sequence", &PagedKVCache::load_sequence, py::arg("path"));
+}
+
+}  // namespace kvsketch::python

@@ -1,0 +1,81 @@
+// kvsketch.Index: the flat vector index with FAISS's verbs.
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "kvsketch/ann.hpp"
+
+namespace kvsketch::python {
+
+void bind_index(py::module_& module) {
+  py::class_<FlatIndex>(module, "Index", R"(A flat index over compressed vectors.
+
+    Index(dim, codec="tq_pca:b=4", metric="ip", seed=0): metric "ip", "cosine" or "l2". Vectors are
+    (n, dim) float32 arrays; ids int64.)")
+      .def(py::init([](size_t dim, const std::string& codec, const std::string& metric, uint64_t seed, int threads) {
+             if (threads < 0) throw py::value_error("threads must be >= 0 (0: all), got " + std::to_string(threads));
+             FlatIndexOptions options;
+             options.codec = codec;
+             options.metric = parse_metric(metric);
+             options.seed = seed;
+             options.threads = threads;
+             return FlatIndex(dim, options);
+           }),
+           py::arg("dim"), py::arg("codec") = "tq_pca:b=4", py::arg("metric") = "ip", py::arg("seed") = 0,
+           py::arg("threads") = 0)
+      .def_property_readonly("d", &FlatIndex::dim)
+      .def_property_readonly("ntotal", &FlatIndex::size)
+      .def(
+          "add",
+          [](FlatIndex& index, const py::array& x) {
+            std::vector<size_t> shape;
+            const float* rows = float32_input(x, "x", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
+            py::gil_scoped_release release;
+            index.add(rows, shape[0]);
+          },
+          py::arg("x"))
+      .def(
+          "add_with_ids",
+          [](FlatIndex& index, const py::array& x, const py::array& ids) {
+            std::vector<size_t> shape;
+            const float* rows = float32_input(x, "x", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
+            const int64_t* id = typed_data<int64_t>(ids, "ids", "int64");
+            check_shape(ids, "ids", {static_cast<py::ssize_t>(shape[0])});
+            py::gil_scoped_release release;
+            index.add(rows, shape[0], id);
+          },
+          py::arg("x"), py::arg("ids"))
+      .def(
+          "search",
+          [](const FlatIndex& index, const py::array& queries, size_t k) {
+            std::vector<size_t> shape;
+            const float* q = float32_input(queries, "queries", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
+            Neighbors found;
+            {
+              py::gil_scoped_release release;
+              found = index.search(q, shape[0], k);
+            }
+            auto scores = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(k)});
+            auto ids = new_array<int64_t>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(k)});
+            std::copy(found.scores.begin(), found.scores.end(), scores.mutable_data());
+            std::copy(found.ids.begin(), found.ids.end(), ids.mutable_data());
+            return py::make_tuple(scores, ids);
+          },
+          py::arg("queries"), py::arg("k"), "(D, I): similarities and ids (nq, k), best first.")
+      .def(
+          "remove_ids",
+          [](FlatIndex& index, const py::array& ids) {
+            std::vector<size_t> shape;
+            const int64_t* id = typed_data<int64_t>(ids, "ids", "int64");
+            shape = check_shape(ids, "ids", {-1});
+            return index.remove(id, shape[0]);
+          },
+          py::arg("ids"), "Removes these ids; returns how many were present.")
+      .def("bytes", &FlatIndex::bytes)
+      .def("save", &FlatIndex::save, py::arg("path"))
+      .def_static("load", &FlatIndex::load, py::arg("path"));
+}
+
+}  // namespace kvsketch::python

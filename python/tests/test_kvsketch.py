@@ -1,0 +1,263 @@
+"""The Python module against exact arithmetic and the papers' numbers, and its refusals."""
+import math
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import kvsketch
+
+RNG = np.random.default_rng(7)
+
+
+def exact_attention(q, keys, values):
+    """q (dim,), keys/values (tokens, dim): softmax(q k / sqrt(d)) v and its log-sum-exp, in float64."""
+    scores = keys.astype(np.float64) @ q.astype(np.float64) / math.sqrt(q.shape[0])
+    best = scores.max()
+    p = np.exp(scores - best)
+    return (p @ values.astype(np.float64)) / p.sum(), best + math.log(p.sum())
+
+
+def unit_rows(n, dim):
+    x = RNG.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_codec_distortion_is_the_papers():
+    # TurboQuant_mse at b = 3 on unit vectors: D_mse = 0.03 (Theorem 1's table, d large).
+    x = unit_rows(4000, 128)
+    codec = kvsketch.Codec("tq_mse:b=3", 128, seed=1)
+    codes = codec.encode(x)
+    assert codes.dtype == np.uint8 and codes.shape == (4000, codec.code_bytes) and codec.code_bytes == 50
+    mse = float(np.mean(np.sum((codec.decode(codes) - x) ** 2, axis=1)))
+    assert 0.028 < mse < 0.036
+
+
+def test_codec_scores_and_accumulate_are_the_decoded_rows():
+    x = RNG.standard_normal((300, 64)).astype(np.float32)
+    codec = kvsketch.Codec("tq_prod:b=3", 64, seed=2)
+    codes = codec.encode(x)
+    decoded = codec.decode(codes)
+    q = RNG.standard_normal(64).astype(np.float32)
+    np.testing.assert_allclose(codec.scores(q, codes), decoded @ q, rtol=1e-3, atol=1e-3)
+    w = RNG.standard_normal(300).astype(np.float32)
+    np.testing.assert_allclose(codec.accumulate(w, codes), w @ decoded, rtol=1e-3, atol=1e-3)
+    assert "tq_prod:b=3" in codec.spec and codec.dim == 64
+
+
+def model_like(heads, tokens, dim):
+    offset = np.arange(dim, dtype=np.float32) % 5 * 0.5
+    return (RNG.standard_normal((heads, tokens, dim)) + offset).astype(np.float32)
+
+
+def test_fp16_cache_attention_is_exact_attention():
+    cache = kvsketch.KVCache(2, 2, 64, policy="fp16|sinks=4|window=16|block=16|page=32")
+    a, b = cache.add_sequence(), cache.add_sequence()
+    keys, values = model_like(2, 200, 64), model_like(2, 200, 64)
+    for layer in range(2):
+        cache.append(a, layer, keys, values)
+        cache.append(b, layer, np.ascontiguousarray(keys[:, :90]), np.ascontiguousarray(values[:, :90]))
+    queries = RNG.standard_normal((2, 4, 64)).astype(np.float32)
+    out, lse = cache.attention(1, [a, b], queries)
+    assert out.shape == (2, 4, 64) and lse.shape == (2, 4)
+    for s, tokens in enumerate([200, 90]):
+        for h in range(4):
+            kv = h // 2
+            expected, expected_lse = exact_attention(queries[s, h], keys[kv, :tokens], values[kv, :tokens])
+            np.testing.assert_allclose(out[s, h], expected, rtol=3e-3, atol=3e-3)
+            assert abs(lse[s, h] - expected_lse) < 3e-3
+    # The same step from float16 and bfloat16 inputs of the same values.
+    half = kvsketch.KVCache(1, 2, 64, policy="fp16")
+    c = half.add_sequence()
+    half.append(c, 0, keys.astype(np.float16), values.astype(np.float16))
+    bf16 = (keys.view(np.uint32) >> 16).astype(np.uint16)
+    d = half.add_sequence()
+    half.append(d, 0, bf16, bf16)
+    assert half.tokens(c) == half.tokens(d) == 200
+
+
+def test_compressed_cache_saves_bytes_forks_truncates_and_loads():
+    policy = "tq_mse:b=3|sinks=4|window=32|block=32|page=64|rollback=32"
+    cache = kvsketch.KVCache(1, 2, 128, policy=policy, seed=3)
+    a = cache.add_sequence()
+    keys, values = model_like(2, 1000, 128), model_like(2, 1000, 128)
+    cache.append(a, 0, keys, values)
+    fp16_bytes = keys.nbytes // 2 + values.nbytes // 2
+    assert cache.bytes() < fp16_bytes / 3.5  # 3.25 bits of 16, sinks and window counted
+    q = RNG.standard_normal((1, 8, 128)).astype(np.float32)
+    out, lse = cache.attention(0, [a], q)
+    for h in range(8):
+        expected, _ = exact_attention(q[0, h], keys[h // 4], values[h // 4])
+        assert np.linalg.norm(out[0, h] - expected) / np.linalg.norm(expected) < 0.2
+    b = cache.fork(a)
+    # Sealed pages are held once: the fork adds its window, sinks, rollback copies and open page.
+    assert cache.bytes() < 1.5 * cache.sequence_bytes(a)
+    cache.truncate(b, 990)
+    assert cache.tokens(b) == 990 and b in cache
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "cache.kvp")
+        cache.save(path)
+        loaded = kvsketch.KVCache.load(path)
+        again, again_lse = loaded.attention(0, [a], q)
+        assert np.array_equal(out, again) and np.array_equal(lse, again_lse)
+    # prefill's last position is decode's answer
+    last, _ = cache.prefill(0, a, q[0][None])
+    assert np.array_equal(last[0], out[0])
+    cache.remove_sequence(b)
+    assert cache.sequences() == [a]
+
+
+def test_calibration_feeds_a_cache():
+    calibration = kvsketch.Calibration(1, 2, 64, "tq_mse:b=2.5|tq_mse:b=3", seed=4)
+    assert not calibration.complete
+    calibration.fit(0, model_like(2, 64, 64), model_like(2, 64, 64))
+    assert calibration.complete
+    cache = kvsketch.KVCache(calibration)
+    s = cache.add_sequence()
+    cache.append(s, 0, model_like(2, 300, 64), model_like(2, 300, 64))
+    out, _ = cache.attention(0, [s], RNG.standard_normal((1, 2, 64)).astype(np.float32))
+    assert np.isfinite(out).all()
+
+
+def test_merge_attention_equals_attention_over_the_union():
+    keys, values = RNG.standard_normal((40, 32)), RNG.standard_normal((40, 32))
+    q = RNG.standard_normal(32)
+    a, la = exact_attention(q, keys[:15], values[:15])
+    b, lb = exact_attention(q, keys[15:], values[15:])
+    whole, lwhole = exact_attention(q, keys, values)
+    f32 = lambda x: np.asarray(x, dtype=np.float32)
+    out, lse = kvsketch.merge_attention(f32([a]), f32([la]), f32([b]), f32([lb]))
+    np.testing.assert_allclose(out[0], whole, rtol=1e-5, atol=1e-6)
+    assert abs(lse[0] - lwhole) < 1e-5
+
+
+def test_index_recall_against_exact_search():
+    x = RNG.standard_normal((2000, 64)).astype(np.float32)
+    queries = RNG.standard_normal((50, 64)).astype(np.float32)
+    index = kvsketch.Index(64, codec="tq_mse:b=4,rescale=1", metric="ip")
+    index.add(x)
+    assert index.ntotal == 2000 and index.d == 64
+    _, ids = index.search(queries, 10)
+    truth = np.argsort(-(queries @ x.T), axis=1)[:, :10]
+    recall = np.mean([len(set(ids[i]) & set(truth[i])) / 10 for i in range(50)])
+    assert recall > 0.8, recall
+    assert index.remove_ids(np.array([0, 1, 123456], dtype=np.int64)) == 2
+    assert index.ntotal == 1998
+    index.add_with_ids(x[:2], np.array([5000, 5001], dtype=np.int64))
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "index.kvi")
+        index.save(path)
+        again = kvsketch.Index.load(path)
+        assert np.array_equal(again.search(queries, 10)[1], index.search(queries, 10)[1])
+
+
+# ---- Refusals: each names its argument, and leaves the object unchanged. ----------------------
+
+
+@pytest.fixture
+def cache():
+    c = kvsketch.KVCache(1, 2, 64, policy="tq_mse:b=3|sinks=4|window=16|block=16|rollback=16")
+    s = c.add_sequence()
+    c.append(s, 0, model_like(2, 100, 64), model_like(2, 100, 64))
+    return c, s
+
+
+def test_refusals_of_the_codec():
+    codec = kvsketch.Codec("tq_mse:b=3", 64)
+    with pytest.raises(kvsketch.Error, match="nope"):
+        kvsketch.Codec("nope:b=3", 64)
+    with pytest.raises(TypeError, match="x must be a numpy array of dtype float32"):
+        codec.encode(np.zeros((3, 64), dtype=np.float64))
+    with pytest.raises(ValueError, match="x has shape"):
+        codec.encode(np.zeros((3, 65), dtype=np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        codec.encode(np.zeros((64, 3), dtype=np.float32).T)
+    with pytest.raises(ValueError, match="dimensions"):
+        codec.encode(np.zeros(64, dtype=np.float32))
+    bad = np.zeros((3, 64), dtype=np.float32)
+    bad[1, 5] = np.nan
+    with pytest.raises(kvsketch.Error, match="row 1"):
+        codec.encode(bad)
+    with pytest.raises(TypeError, match="codes must be a numpy array of dtype uint8"):
+        codec.decode(np.zeros((2, codec.code_bytes), dtype=np.int32))
+    with pytest.raises(ValueError, match="codes has shape"):
+        codec.decode(np.zeros((2, codec.code_bytes + 1), dtype=np.uint8))
+    with pytest.raises(ValueError, match="query has shape"):
+        codec.scores(np.zeros(63, dtype=np.float32), np.zeros((1, codec.code_bytes), dtype=np.uint8))
+    with pytest.raises(TypeError):
+        codec.encode([[0.0] * 64])
+
+
+def test_refusals_of_the_cache(cache):
+    c, s = cache
+    before = c.bytes()
+    keys = model_like(2, 10, 64)
+    with pytest.raises(kvsketch.Error, match="12345"):
+        c.append(12345, 0, keys, keys)
+    with pytest.raises(kvsketch.Error, match="layer"):
+        c.append(s, 1, keys, keys)
+    with pytest.raises(TypeError, match="keys must be float32, float16 or bfloat16"):
+        c.append(s, 0, keys.astype(np.float64), keys)
+    with pytest.raises(ValueError, match="keys has shape"):
+        c.append(s, 0, model_like(3, 10, 64), keys)
+    with pytest.raises(ValueError, match="values has shape"):
+        c.append(s, 0, keys, model_like(2, 11, 64))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        c.append(s, 0, keys[:, ::2], keys[:, ::2])
+    nan = keys.copy()
+    nan[1, 3, 7] = np.nan
+    with pytest.raises(kvsketch.Error, match="nan"):
+        c.append(s, 0, keys, nan)
+    with pytest.raises(kvsketch.Error, match="65504"):
+        c.append(s, 0, np.full((2, 10, 64), 70000.0, dtype=np.float32), keys)
+    assert c.tokens(s) == 100 and c.bytes() == before
+    q = np.zeros((1, 4, 64), dtype=np.float32)
+    with pytest.raises(kvsketch.Error, match="query heads"):
+        c.attention(0, [s], np.zeros((1, 3, 64), dtype=np.float32))
+    with pytest.raises(ValueError, match="queries has shape"):
+        c.attention(0, [s, s], q)
+    with pytest.raises(kvsketch.Error, match="12345"):
+        c.attention(0, [12345], q)
+    with pytest.raises(ValueError, match="threads"):
+        c.attention(0, [s], q, threads=-1)
+    with pytest.raises(kvsketch.Error):
+        c.truncate(s, 101)  # past the end
+    with pytest.raises(kvsketch.Error, match="rollback"):
+        c.truncate(s, 3)  # before what rollback keeps
+    with pytest.raises(kvsketch.Error, match="12345"):
+        c.fork(12345)
+    with pytest.raises(kvsketch.Error, match="12345"):
+        c.remove_sequence(12345)
+    with pytest.raises(kvsketch.Error, match="sinks"):
+        kvsketch.KVCache(1, 2, 64, policy="tq_mse:b=3|sinks=x")
+    with pytest.raises(kvsketch.Error, match="head_dim"):
+        kvsketch.KVCache(1, 2, 0)
+    assert c.tokens(s) == 100 and c.bytes() == before
+
+
+def test_refusals_of_files_and_the_index(cache):
+    c, s = cache
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "sequence.kvs")
+        c.save_sequence(s, path)
+        other = kvsketch.KVCache(1, 2, 128, policy="tq_mse:b=3")
+        with pytest.raises(kvsketch.Error):
+            other.load_sequence(path)  # written for another shape
+        with pytest.raises(kvsketch.Error, match="missing.kvp"):
+            kvsketch.KVCache.load(os.path.join(directory, "missing.kvp"))
+        truncated = os.path.join(directory, "truncated.kvp")
+        c.save(truncated)
+        with open(truncated, "r+b") as f:
+            f.truncate(os.path.getsize(truncated) // 2)
+        with pytest.raises(kvsketch.Error):
+            kvsketch.KVCache.load(truncated)
+    index = kvsketch.Index(16, codec="tq_mse:b=4", metric="l2")
+    index.add(RNG.standard_normal((20, 16)).astype(np.float32))
+    with pytest.raises(kvsketch.Error, match="k"):
+        index.search(np.zeros((1, 16), dtype=np.float32), 21)
+    with pytest.raises(TypeError, match="ids must be a numpy array of dtype int64"):
+        index.add_with_ids(np.zeros((1, 16), dtype=np.float32), np.array([1], dtype=np.int32))
+    with pytest.raises(kvsketch.Error, match="manhattan"):
+        kvsketch.Index(16, metric="manhattan")
+    assert index.ntotal == 20
