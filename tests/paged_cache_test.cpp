@@ -152,6 +152,20 @@ TEST(PagedKVCache, OneSequenceHoldsWhatAKVCacheHolds) {
   }
 }
 
+TEST(PagedKVCache, AllocationStaysNearBytesAfterLongAppends) {
+  // A prefill-sized append passes through the window in chunks; the window's capacity is given back
+  // once its tokens are encoded, so that what the process holds is what bytes() reports (beyond it:
+  // each sequence's open page, reserved whole, and its window's room for a block).
+  PagedKVCache cache(1, 2, 64, KVPolicy::parse("tq_mse:b=3|rollback=16"), 3);
+  const auto keys = testutil::gaussian_matrix(2 * 6000, 64, 1), values = testutil::gaussian_matrix(2 * 6000, 64, 2);
+  for (int s = 0; s < 3; ++s) cache.append(cache.add_sequence(), 0, keys.data(), values.data(), 6000);
+  EXPECT_LT(static_cast<double>(cache.allocated_bytes()), 1.1 * static_cast<double>(cache.bytes()));
+  const SequenceId id = cache.sequences().front();
+  const std::vector<float> one = testutil::gaussian_matrix(2, 64, 4);
+  for (int t = 0; t < 40; ++t) cache.append(id, 0, one.data(), one.data(), 1);
+  EXPECT_LT(static_cast<double>(cache.allocated_bytes()), 1.1 * static_cast<double>(cache.bytes()));
+}
+
 TEST(PagedKVCache, ForkSharesSealedPagesAndThenActsAsACopy) {
   const TokenStream prefix(600, 3), left(200, 4), right(150, 5);
   const auto queries = testutil::gaussian_matrix(2 * kHeads, kDim, 6);

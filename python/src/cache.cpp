@@ -128,6 +128,7 @@ void bind_cache(py::module_& module) {
           py::arg("layer"), py::arg("sequence"), py::arg("queries"), py::arg("threads") = 0,
           "The last chunk tokens as queries (chunk, q_heads, head_dim), causally -> (output, lse).")
       .def("bytes", &PagedKVCache::bytes, "Bytes held: shared pages once, sinks, windows, calibration.")
+      .def("allocated_bytes", &PagedKVCache::allocated_bytes, "Bytes allocated, capacity included.")
       .def("sequence_bytes", &PagedKVCache::sequence_bytes, py::arg("sequence"))
       .def("save", &PagedKVCache::save, py::arg("path"))
       .def_static("load", &PagedKVCache::load, py::arg("path"))

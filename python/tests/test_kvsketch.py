@@ -261,3 +261,23 @@ def test_refusals_of_files_and_the_index(cache):
     with pytest.raises(kvsketch.Error, match="manhattan"):
         kvsketch.Index(16, metric="manhattan")
     assert index.ntotal == 20
+
+
+def test_bytes_is_what_the_process_holds():
+    # cache.bytes() is the memory a Python user saves: the allocation (capacity included) and the
+    # growth of the process's resident memory stay near it, also after long prefill appends.
+    def resident():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    keys = RNG.standard_normal((8, 4096, 128)).astype(np.float32)
+    before = resident()
+    cache = kvsketch.KVCache(1, 8, 128, policy="tq_mse:b=3")
+    for _ in range(16):
+        s = cache.add_sequence()
+        for _ in range(2):
+            cache.append(s, 0, keys, keys)
+    grown = resident() - before
+    assert cache.bytes() > 100e6
+    assert cache.allocated_bytes() < 1.05 * cache.bytes()
+    assert grown < 1.3 * cache.bytes(), (grown, cache.bytes())

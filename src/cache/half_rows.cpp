@@ -32,4 +32,12 @@ void append_halves(std::vector<uint16_t>& out, const float* rows, size_t count) 
 
 void halves_to_floats(const uint16_t* in, size_t count, float* out) { simd::half_to_float_row(in, count, out); }
 
+void trim_window_capacity(std::vector<uint16_t>& window, size_t steady) {
+  if (window.capacity() <= 2 * steady || window.size() > steady) return;
+  std::vector<uint16_t> trimmed;
+  trimmed.reserve(steady);
+  trimmed.assign(window.begin(), window.end());
+  window.swap(trimmed);
+}
+
 }  // namespace kvsketch

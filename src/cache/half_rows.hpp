@@ -19,6 +19,11 @@ inline constexpr size_t kAppendChunk = 2048;
 // Appends `count` floats to `out` as fp16.
 void append_halves(std::vector<uint16_t>& out, const float* rows, size_t count);
 
+// Gives back the capacity a long append left in a window vector: where it holds more than twice
+// `steady` values (what one-token appends ever need) and its contents fit in `steady`, it is
+// reallocated at `steady`. Keeps allocated_bytes() and the process's memory near bytes().
+void trim_window_capacity(std::vector<uint16_t>& window, size_t steady);
+
 // `count` fp16 values from `in` as floats, written to `out`.
 void halves_to_floats(const uint16_t* in, size_t count, float* out);
 

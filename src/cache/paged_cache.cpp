@@ -306,6 +306,11 @@ void PagedKVCache::append(SequenceId id, size_t layer, const float* keys, const 
         head.retained -= drop;
       }
     }
+    const size_t steady = (policy.window + policy.block + keep_encoded) * d;
+    for (HeadRows& head : rows.heads) {
+      trim_window_capacity(head.window_keys, steady);
+      trim_window_capacity(head.window_values, steady);
+    }
   } catch (...) {
     for (size_t h = 0; h < kv; ++h) {
       HeadRows& head = rows.heads[h];
