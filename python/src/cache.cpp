@@ -1,6 +1,8 @@
 // kvsketch.KVCache: the paged multi-sequence cache on NumPy arrays.
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -127,6 +129,28 @@ void bind_cache(py::module_& module) {
           },
           py::arg("layer"), py::arg("sequence"), py::arg("queries"), py::arg("threads") = 0,
           "The last chunk tokens as queries (chunk, q_heads, head_dim), causally -> (output, lse).")
+      .def(
+          "_native_attention_seconds",
+          [](const PagedKVCache& cache, size_t layer, const std::vector<SequenceId>& sequences, const py::array& queries,
+             int repetitions, int threads) {
+            std::vector<size_t> shape;
+            const float* q = float32_input(
+                queries, "queries", {static_cast<py::ssize_t>(sequences.size()), -1, static_cast<py::ssize_t>(cache.head_dim())},
+                &shape);
+            std::vector<float> output(shape[0] * shape[1] * shape[2]), lse(shape[0] * shape[1]);
+            std::vector<double> seconds;
+            const AttentionOptions options = options_of(threads, true);
+            py::gil_scoped_release release;
+            for (int r = 0; r < repetitions; ++r) {
+              const auto start = std::chrono::steady_clock::now();
+              cache.decode(layer, sequences.data(), sequences.size(), q, shape[1], output.data(), lse.data(), options);
+              seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+            }
+            std::sort(seconds.begin(), seconds.end());
+            return seconds.empty() ? 0.0 : seconds[seconds.size() / 2];
+          },
+          py::arg("layer"), py::arg("sequences"), py::arg("queries"), py::arg("repetitions") = 100, py::arg("threads") = 0,
+          "For benchmarks: the median seconds of the C++ decode call that attention() makes, timed in C++.")
       .def("bytes", &PagedKVCache::bytes, "Bytes held: shared pages once, sinks, windows, calibration.")
       .def("allocated_bytes", &PagedKVCache::allocated_bytes, "Bytes allocated, capacity included.")
       .def("sequence_bytes", &PagedKVCache::sequence_bytes, py::arg("sequence"))
