@@ -7,7 +7,8 @@
  *     returns a message naming the argument and what was expected (thread-local, valid until the
  *     thread's next kvs_ call). No C++ exception crosses this boundary.
  *   - Objects are opaque handles made by kvs_*_create / *_load and freed by kvs_*_destroy (which
- *     accepts NULL). A NULL, freed or wrong handle is refused with KVS_ERROR_ARGUMENT.
+ *     accepts NULL). A NULL, freed or wrong handle is refused with KVS_ERROR_ARGUMENT. A failed
+ *     create or load sets its handle to NULL.
  *   - Parameter structs start with their size: fill them with kvs_*_default_params(), which sets
  *     it, then change fields. A struct from an older header (smaller size) keeps the defaults of
  *     the fields it lacks.
@@ -46,10 +47,11 @@ typedef enum kvs_status {
   KVS_ERROR_ARGUMENT = 1, /* a NULL, freed or wrong handle or pointer, a size or value out of range */
   KVS_ERROR_REFUSED = 2,  /* the library refused the request: a spec, a shape, a file, NaN input */
   KVS_ERROR_MEMORY = 3,   /* an allocation failed */
-  KVS_ERROR_INTERNAL = 4  /* a defect: please report the message */
+  KVS_ERROR_INTERNAL = 4, /* a defect: please report the message */
+  KVS_STATUS_MAX_ENUM = 0x7fffffff /* keeps the enum 32 bits wide, any int value representable */
 } kvs_status;
 
-typedef enum kvs_dtype { KVS_FLOAT32 = 0, KVS_FLOAT16 = 1, KVS_BFLOAT16 = 2 } kvs_dtype;
+typedef enum kvs_dtype { KVS_FLOAT32 = 0, KVS_FLOAT16 = 1, KVS_BFLOAT16 = 2, KVS_DTYPE_MAX_ENUM = 0x7fffffff } kvs_dtype;
 
 KVS_API uint32_t kvs_abi_version(void);
 KVS_API const char* kvs_version(void); /* "0.1.0" */

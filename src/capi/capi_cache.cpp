@@ -32,6 +32,8 @@ const float* as_floats(kvs_dtype dtype, const void* data, size_t count, std::vec
       for (size_t i = 0; i < count; ++i) storage[i] = kvsketch::half_to_float(halves[i]);
       return storage.data();
     }
+    case KVS_DTYPE_MAX_ENUM:
+      break;
     case KVS_BFLOAT16: {
       const auto* bits = static_cast<const uint16_t*>(data);
       storage.resize(count);

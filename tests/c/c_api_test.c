@@ -123,6 +123,7 @@ static void test_codec(void) {
   for (i = 0; i < kRows; ++i)
     for (j = 0; j < kDim; ++j) expected[j] += weights[i] * decoded[i * kDim + j];
   CHECK(relative_error(sum, expected, kDim) < 1e-4);
+  kvs_codec_destroy(codec);
 
   BAD(kvs_codec_create(NULL, kDim, 0, &codec), KVS_ERROR_ARGUMENT, "spec is NULL");
   BAD(kvs_codec_create("nope:b=3", kDim, 0, &codec), KVS_ERROR_REFUSED, "nope");
@@ -177,9 +178,11 @@ static void test_calibration(const char* path) {
   OK(kvs_calibration_load(path, &loaded));
   OK(kvs_calibration_complete(loaded, &complete));
   CHECK(complete == 1);
+  kvs_calibration_destroy(loaded);
   BAD(kvs_calibration_fit(calibration, kLayers, keys, values, 64), KVS_ERROR_REFUSED, "layer");
   BAD(kvs_calibration_fit(calibration, 0, NULL, values, 64), KVS_ERROR_ARGUMENT, "keys is NULL");
   BAD(kvs_calibration_load("/nonexistent/kvsketch.kvcal", &loaded), KVS_ERROR_REFUSED, "kvsketch.kvcal");
+  CHECK(loaded == NULL); /* a failed load leaves no handle */
   BAD(kvs_calibration_create(1, 1, 64, "tq_mse:b=3|window=-1", 0, &loaded), KVS_ERROR_REFUSED, "window");
   kvs_calibration_destroy(calibration);
   kvs_calibration_destroy(loaded);
@@ -397,6 +400,7 @@ static void test_index(const char* directory) {
   OK(kvs_index_size(index, &size));
   CHECK(size == kRows - 2);
 
+  kvs_index_destroy(loaded);
   params.metric = "manhattan";
   BAD(kvs_index_create(kIndexDim, &params, &loaded), KVS_ERROR_REFUSED, "manhattan");
   BAD(kvs_index_search(index, x, 1, kRows, ids, scores), KVS_ERROR_REFUSED, "k");
