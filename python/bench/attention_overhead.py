@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The cost of calling kvsketch from Python: one decode step (4k tokens, 8 KV heads, 32 query
 heads of 128, tq_mse:b=3) through KVCache.attention against the same C++ call timed in C++, in
-one run, medians over alternated rounds. Prints JSON.
+one run, medians over alternated rounds; then the same for a minimal step (64 tokens, one head),
+where the difference is the binding's own cost. Prints one JSON line each.
 
     PYTHONPATH=build/python .venv/bin/python python/bench/attention_overhead.py
 """
@@ -39,3 +40,4 @@ def main(tokens=4096, kv_heads=8, q_heads=32, dim=128, rounds=7, calls=200, thre
 
 if __name__ == "__main__":
     main()
+    main(tokens=64, kv_heads=1, q_heads=1, calls=2000)
