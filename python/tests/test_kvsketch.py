@@ -281,3 +281,20 @@ def test_bytes_is_what_the_process_holds():
     assert cache.bytes() > 100e6
     assert cache.allocated_bytes() < 1.05 * cache.bytes()
     assert grown < 1.3 * cache.bytes(), (grown, cache.bytes())
+
+
+def test_type_stubs_name_what_the_module_has():
+    import ast
+
+    stub = ast.parse(open(os.path.join(os.path.dirname(kvsketch.__file__), "_kvsketch.pyi")).read())
+    module = kvsketch._kvsketch
+    stubbed = {node.name: node for node in stub.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    public = {name for name in dir(module) if not name.startswith("_")}
+    assert set(stubbed) == public
+    for name, node in stubbed.items():
+        if not isinstance(node, ast.ClassDef) or name == "Error":
+            continue
+        in_stub = {item.name for item in node.body if isinstance(item, ast.FunctionDef)} - {"__init__"}
+        in_class = {attribute for attribute in dir(getattr(module, name))
+                    if not attribute.startswith("_") or attribute == "__contains__"}
+        assert in_stub == in_class, (name, in_stub ^ in_class)
