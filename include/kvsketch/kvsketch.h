@@ -1,5 +1,5 @@
 /* kvsketch C ABI: codecs, the paged multi-sequence KV cache, its calibration, the attention merge
- * and the flat vector index, for engines and languages that call C (C, C++, Rust, Go, Python's
+ * and the flat and IVF vector indexes, for engines and languages that call C (C, C++, Rust, Go, Python's
  * ctypes).
  *
  * Conventions
@@ -180,6 +180,25 @@ KVS_API kvs_status kvs_index_size(const kvs_index* index, size_t* size);
 KVS_API kvs_status kvs_index_bytes(const kvs_index* index, size_t* bytes);
 KVS_API kvs_status kvs_index_save(const kvs_index* index, const char* path);
 KVS_API kvs_status kvs_index_load(const char* path, kvs_index** index);
+
+/* ---- The IVF index ---------------------------------------------------------------------------- */
+typedef struct kvs_ivf_index kvs_ivf_index;
+
+/* From a factory string: "ivf:nlist=1024,nprobe=32,metric=ip|tq_mse:b=4,rescale=1". */
+KVS_API kvs_status kvs_ivf_index_create(size_t dim, const char* factory, int threads, kvs_ivf_index** index);
+KVS_API void kvs_ivf_index_destroy(kvs_ivf_index* index);
+/* k-means on n rows (n x dim), n >= nlist; once. */
+KVS_API kvs_status kvs_ivf_index_train(kvs_ivf_index* index, const float* x, size_t n);
+/* ids may be NULL: one past the largest id added so far, then up. */
+KVS_API kvs_status kvs_ivf_index_add(kvs_ivf_index* index, const float* x, size_t n, const int64_t* ids);
+/* ids and scores: nq x k, best first; nprobe 0: the factory's. */
+KVS_API kvs_status kvs_ivf_index_search(const kvs_ivf_index* index, const float* queries, size_t nq, size_t k,
+                                        size_t nprobe, int64_t* ids, float* scores);
+KVS_API kvs_status kvs_ivf_index_remove(kvs_ivf_index* index, const int64_t* ids, size_t n, size_t* removed);
+KVS_API kvs_status kvs_ivf_index_size(const kvs_ivf_index* index, size_t* size);
+KVS_API kvs_status kvs_ivf_index_bytes(const kvs_ivf_index* index, size_t* bytes);
+KVS_API kvs_status kvs_ivf_index_save(const kvs_ivf_index* index, const char* path);
+KVS_API kvs_status kvs_ivf_index_load(const char* path, kvs_ivf_index** index);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@ enum class StreamPurpose : uint64_t {
   kData = 4,
   kQueries = 5,
   kTest = 6,
+  kCoarseQuantizer = 7,  // the IVF index's k-means
 };
 
 // Mixes a seed with a path of integers (purpose, layer, head, block, ...) into a new seed.

@@ -6,8 +6,51 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "kvsketch/ann.hpp"
+#include "kvsketch/ivf_index.hpp"
 
 namespace kvsketch::python {
+
+namespace {
+
+// The verbs FlatIndex and IvfIndex share, on NumPy arrays.
+template <typename Index>
+void add_rows(Index& index, const py::array& x, const py::array* ids) {
+  std::vector<size_t> shape;
+  const float* rows = float32_input(x, "x", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
+  const int64_t* id = nullptr;
+  if (ids) {
+    id = typed_data<int64_t>(*ids, "ids", "int64");
+    check_shape(*ids, "ids", {static_cast<py::ssize_t>(shape[0])});
+  }
+  py::gil_scoped_release release;
+  index.add(rows, shape[0], id);
+}
+
+// (D, I) of search(queries, nq) as NumPy arrays (nq, k).
+template <typename Index, typename Search>
+py::tuple search_rows(const Index& index, const py::array& queries, size_t k, Search&& search) {
+  std::vector<size_t> shape;
+  const float* q = float32_input(queries, "queries", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
+  Neighbors found;
+  {
+    py::gil_scoped_release release;
+    found = search(q, shape[0]);
+  }
+  auto scores = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(k)});
+  auto ids = new_array<int64_t>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(k)});
+  std::copy(found.scores.begin(), found.scores.end(), scores.mutable_data());
+  std::copy(found.ids.begin(), found.ids.end(), ids.mutable_data());
+  return py::make_tuple(scores, ids);
+}
+
+template <typename Index>
+size_t remove_rows(Index& index, const py::array& ids) {
+  const int64_t* id = typed_data<int64_t>(ids, "ids", "int64");
+  const std::vector<size_t> shape = check_shape(ids, "ids", {-1});
+  return index.remove(id, shape[0]);
+}
+
+}  // namespace
 
 void bind_index(py::module_& module) {
   py::class_<FlatIndex>(module, "Index", R"(A flat index over compressed vectors.
@@ -28,54 +71,66 @@ void bind_index(py::module_& module) {
       .def_property_readonly("d", &FlatIndex::dim)
       .def_property_readonly("ntotal", &FlatIndex::size)
       .def(
-          "add",
-          [](FlatIndex& index, const py::array& x) {
-            std::vector<size_t> shape;
-            const float* rows = float32_input(x, "x", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
-            py::gil_scoped_release release;
-            index.add(rows, shape[0]);
-          },
-          py::arg("x"))
+          "add", [](FlatIndex& index, const py::array& x) { add_rows(index, x, nullptr); }, py::arg("x"))
       .def(
-          "add_with_ids",
-          [](FlatIndex& index, const py::array& x, const py::array& ids) {
-            std::vector<size_t> shape;
-            const float* rows = float32_input(x, "x", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
-            const int64_t* id = typed_data<int64_t>(ids, "ids", "int64");
-            check_shape(ids, "ids", {static_cast<py::ssize_t>(shape[0])});
-            py::gil_scoped_release release;
-            index.add(rows, shape[0], id);
-          },
+          "add_with_ids", [](FlatIndex& index, const py::array& x, const py::array& ids) { add_rows(index, x, &ids); },
           py::arg("x"), py::arg("ids"))
       .def(
           "search",
           [](const FlatIndex& index, const py::array& queries, size_t k) {
-            std::vector<size_t> shape;
-            const float* q = float32_input(queries, "queries", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
-            Neighbors found;
-            {
-              py::gil_scoped_release release;
-              found = index.search(q, shape[0], k);
-            }
-            auto scores = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(k)});
-            auto ids = new_array<int64_t>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(k)});
-            std::copy(found.scores.begin(), found.scores.end(), scores.mutable_data());
-            std::copy(found.ids.begin(), found.ids.end(), ids.mutable_data());
-            return py::make_tuple(scores, ids);
+            return search_rows(index, queries, k, [&](const float* q, size_t nq) { return index.search(q, nq, k); });
           },
           py::arg("queries"), py::arg("k"), "(D, I): similarities and ids (nq, k), best first.")
       .def(
-          "remove_ids",
-          [](FlatIndex& index, const py::array& ids) {
-            std::vector<size_t> shape;
-            const int64_t* id = typed_data<int64_t>(ids, "ids", "int64");
-            shape = check_shape(ids, "ids", {-1});
-            return index.remove(id, shape[0]);
-          },
-          py::arg("ids"), "Removes these ids; returns how many were present.")
+          "remove_ids", [](FlatIndex& index, const py::array& ids) { return remove_rows(index, ids); }, py::arg("ids"),
+          "Removes these ids; returns how many were present.")
       .def("bytes", &FlatIndex::bytes)
       .def("save", &FlatIndex::save, py::arg("path"))
       .def_static("load", &FlatIndex::load, py::arg("path"));
+
+  py::class_<IvfIndex>(module, "IvfIndex", R"(An inverted-file index over compressed vectors.
+
+    IvfIndex(dim, "ivf:nlist=1024,nprobe=32,metric=ip|tq_mse:b=4,rescale=1", threads=0): train on a
+    sample, then add; search scans the nprobe lists nearest each query.)")
+      .def(py::init([](size_t dim, const std::string& factory, int threads) {
+             if (threads < 0) throw py::value_error("threads must be >= 0 (0: all), got " + std::to_string(threads));
+             IvfIndexOptions options = IvfIndexOptions::parse(factory);
+             options.threads = threads;
+             return IvfIndex(dim, options);
+           }),
+           py::arg("dim"), py::arg("factory") = "ivf:nlist=256,nprobe=16|tq_mse:b=4,rescale=1", py::arg("threads") = 0)
+      .def_property_readonly("d", &IvfIndex::dim)
+      .def_property_readonly("ntotal", &IvfIndex::size)
+      .def_property_readonly("is_trained", &IvfIndex::trained)
+      .def_property_readonly("factory", [](const IvfIndex& index) { return index.options().factory(); })
+      .def("list_sizes", &IvfIndex::list_sizes)
+      .def(
+          "train",
+          [](IvfIndex& index, const py::array& x) {
+            std::vector<size_t> shape;
+            const float* rows = float32_input(x, "x", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
+            py::gil_scoped_release release;
+            index.train(rows, shape[0]);
+          },
+          py::arg("x"))
+      .def(
+          "add", [](IvfIndex& index, const py::array& x) { add_rows(index, x, nullptr); }, py::arg("x"))
+      .def(
+          "add_with_ids", [](IvfIndex& index, const py::array& x, const py::array& ids) { add_rows(index, x, &ids); },
+          py::arg("x"), py::arg("ids"))
+      .def(
+          "search",
+          [](const IvfIndex& index, const py::array& queries, size_t k, size_t nprobe) {
+            return search_rows(index, queries, k,
+                               [&](const float* q, size_t nq) { return index.search(q, nq, k, nprobe); });
+          },
+          py::arg("queries"), py::arg("k"), py::arg("nprobe") = 0,
+          "(D, I) over the nprobe lists nearest each query (0: the factory's nprobe).")
+      .def(
+          "remove_ids", [](IvfIndex& index, const py::array& ids) { return remove_rows(index, ids); }, py::arg("ids"))
+      .def("bytes", &IvfIndex::bytes)
+      .def("save", &IvfIndex::save, py::arg("path"))
+      .def_static("load", &IvfIndex::load, py::arg("path"));
 }
 
 }  // namespace kvsketch::python

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <string>
 
-#include "capi/capi_support.hpp"
+#include "capi/capi_index_verbs.hpp"
 
 using namespace kvsketch::capi;
 
@@ -41,70 +41,28 @@ void kvs_index_destroy(kvs_index* index) {
 }
 
 kvs_status kvs_index_add(kvs_index* index, const float* x, size_t n, const int64_t* ids) {
-  return guarded([&] {
-    auto& i = handle(index, "index");
-    require_pointer(x, "x");
-    product(n, i.index.dim(), "n x dim");
-    i.index.add(x, n, ids);
-  });
+  return index_add(index, x, n, ids);
 }
 
 kvs_status kvs_index_search(const kvs_index* index, const float* queries, size_t nq, size_t k, int64_t* ids,
                             float* scores) {
-  return guarded([&] {
-    const auto& i = handle(index, "index");
-    require_pointer(queries, "queries");
-    require_pointer(ids, "ids");
-    require_pointer(scores, "scores");
-    product(nq, i.index.dim(), "nq x dim");
-    product(nq, k, "nq x k");
-    const kvsketch::Neighbors found = i.index.search(queries, nq, k);
-    std::copy(found.ids.begin(), found.ids.end(), ids);
-    std::copy(found.scores.begin(), found.scores.end(), scores);
-  });
+  return index_search(
+      index, queries, nq, k, ids, scores,
+      [&](const kvsketch::FlatIndex& flat, const float* q, size_t count) { return flat.search(q, count, k); });
 }
 
 kvs_status kvs_index_remove(kvs_index* index, const int64_t* ids, size_t n, size_t* removed) {
-  return guarded([&] {
-    auto& i = handle(index, "index");
-    require_pointer(ids, "ids");
-    const size_t count = i.index.remove(ids, n);
-    if (removed) *removed = count;
-  });
+  return index_remove(index, ids, n, removed);
 }
 
-kvs_status kvs_index_size(const kvs_index* index, size_t* size) {
-  return guarded([&] {
-    const auto& i = handle(index, "index");
-    require_pointer(size, "size");
-    *size = i.index.size();
-  });
-}
+kvs_status kvs_index_size(const kvs_index* index, size_t* size) { return index_sizes(index, size, false); }
 
-kvs_status kvs_index_bytes(const kvs_index* index, size_t* bytes) {
-  return guarded([&] {
-    const auto& i = handle(index, "index");
-    require_pointer(bytes, "bytes");
-    *bytes = i.index.bytes();
-  });
-}
+kvs_status kvs_index_bytes(const kvs_index* index, size_t* bytes) { return index_sizes(index, bytes, true); }
 
-kvs_status kvs_index_save(const kvs_index* index, const char* path) {
-  return guarded([&] {
-    const auto& i = handle(index, "index");
-    require_pointer(path, "path");
-    i.index.save(path);
-  });
-}
+kvs_status kvs_index_save(const kvs_index* index, const char* path) { return index_save(index, path); }
 
 kvs_status kvs_index_load(const char* path, kvs_index** index) {
-  return guarded([&] {
-    require_pointer(path, "path");
-    require_pointer(index, "index");
-    *index = nullptr;
-    auto made = std::unique_ptr<kvs_index>(new kvs_index{kvsketch::FlatIndex::load(path)});
-    *index = Registry<kvs_index>::adopt(std::move(made));
-  });
+  return index_load(path, index, [](const char* file) { return kvsketch::FlatIndex::load(file); });
 }
 
 }  // extern "C"

@@ -18,6 +18,7 @@
 #include "kvsketch/calibration.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
+#include "kvsketch/ivf_index.hpp"
 #include "kvsketch/kvsketch.h"
 #include "kvsketch/paged_cache.hpp"
 
@@ -32,6 +33,9 @@ struct kvs_cache {
 };
 struct kvs_index {
   kvsketch::FlatIndex index;
+};
+struct kvs_ivf_index {
+  kvsketch::IvfIndex index;
 };
 
 namespace kvsketch::capi {

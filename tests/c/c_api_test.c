@@ -416,6 +416,46 @@ static void test_index(const char* directory) {
   free(x);
 }
 
+static void test_ivf_index(const char* directory) {
+  enum { kIvfDim = 16, kRows = 600, kQueries = 10, kK = 5 };
+  kvs_ivf_index *index = NULL, *loaded = NULL, *fresh = NULL;
+  float* x = malloc(kRows * kIvfDim * sizeof(float));
+  int64_t ids[kQueries * kK], again[kQueries * kK], doomed[2] = {3, 4};
+  float scores[kQueries * kK], again_scores[kQueries * kK];
+  size_t size = 0, bytes = 0, removed = 0, i, self = 0;
+  char path[512];
+  fill(x, kRows * kIvfDim);
+  OK(kvs_ivf_index_create(kIvfDim, "ivf:nlist=12,nprobe=12,metric=l2|tq_mse:b=4", 0, &index));
+  BAD(kvs_ivf_index_search(index, x, 1, 1, 0, ids, scores), KVS_ERROR_REFUSED, "before train");
+  OK(kvs_ivf_index_train(index, x, kRows));
+  OK(kvs_ivf_index_add(index, x, kRows, NULL));
+  OK(kvs_ivf_index_size(index, &size));
+  CHECK(size == kRows);
+  OK(kvs_ivf_index_bytes(index, &bytes));
+  CHECK(bytes == kRows * (kIvfDim / 2 + 2 + 8 + 2) + (12 * kIvfDim + 12) * 4);
+  OK(kvs_ivf_index_search(index, x + 40 * kIvfDim, kQueries, kK, 0, ids, scores));
+  for (i = 0; i < kQueries; ++i) self += ids[i * kK] == (int64_t)(40 + i);
+  CHECK(self >= kQueries - 1);
+  snprintf(path, sizeof path, "%s/c_api_test.kvivf", directory);
+  OK(kvs_ivf_index_save(index, path));
+  OK(kvs_ivf_index_load(path, &loaded));
+  OK(kvs_ivf_index_search(loaded, x + 40 * kIvfDim, kQueries, kK, 0, again, again_scores));
+  CHECK(memcmp(ids, again, sizeof ids) == 0 && memcmp(scores, again_scores, sizeof scores) == 0);
+  OK(kvs_ivf_index_remove(index, doomed, 2, &removed));
+  CHECK(removed == 2);
+  BAD(kvs_ivf_index_create(kIvfDim, "ivf:nlist=x|tq_mse:b=4", 0, &fresh), KVS_ERROR_REFUSED, "ivf factory");
+  BAD(kvs_ivf_index_create(kIvfDim, "ivf:nlist=4", -1, &fresh), KVS_ERROR_ARGUMENT, "threads");
+  BAD(kvs_ivf_index_train(index, NULL, 10), KVS_ERROR_ARGUMENT, "x is NULL");
+  BAD(kvs_ivf_index_train(index, x, kRows), KVS_ERROR_REFUSED, "trained already");
+  OK(kvs_ivf_index_add(index, x, 1, doomed + 1)); /* a removed id is free again */
+  BAD(kvs_ivf_index_add(index, x, 1, doomed + 1), KVS_ERROR_REFUSED, "already taken");
+  CHECK(fresh == NULL);
+  kvs_ivf_index_destroy(index);
+  kvs_ivf_index_destroy(loaded);
+  BAD(kvs_ivf_index_size(index, &size), KVS_ERROR_ARGUMENT, "not a live handle");
+  free(x);
+}
+
 int main(int argc, char** argv) {
   const char* directory = argc > 1 ? argv[1] : ".";
   test_version();
@@ -423,6 +463,7 @@ int main(int argc, char** argv) {
   test_cache(directory);
   test_merge();
   test_index(directory);
+  test_ivf_index(directory);
   printf("c_api_test: %d bad calls refused as expected; %d failures\n", bad_calls, failures);
   return failures == 0 ? 0 : 1;
 }

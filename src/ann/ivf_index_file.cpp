@@ -1,0 +1,114 @@
+// IvfIndex::save and IvfIndex::load. File layout (little-endian), checked_file.hpp framing:
+//   "KVSKETCH" "IVFINDEX"   magic, 16 bytes
+//   u32 version (1), u32 reserved
+//   u64 dim, nlist, nprobe, metric, residual, iterations, max_train, seed, next id, rows, trained
+//   codec spec (u64 length, bytes)
+//   centroids (nlist x dim floats, when trained)
+//   per list: u64 rows, codes (rows x code_bytes), ids (rows x i64), norms (rows x fp16, metric l2)
+//   trailer: u64 payload bytes, u32 CRC-32, u32 reserved
+#include <cmath>
+#include <unordered_set>
+
+#include "ann/ivf_state.hpp"
+#include "ann/kmeans.hpp"
+#include "core/require.hpp"
+#include "io/checked_file.hpp"
+#include "kvsketch/half.hpp"
+#include "kvsketch/limits.hpp"
+
+namespace kvsketch {
+namespace {
+
+constexpr char kMagic[16] = {'K', 'V', 'S', 'K', 'E', 'T', 'C', 'H', 'I', 'V', 'F', 'I', 'N', 'D', 'E', 'X'};
+constexpr uint32_t kVersion = 1;
+
+}  // namespace
+
+void IvfIndex::save(const std::string& path) const {
+  const State& s = *state_;
+  BinaryWriter out;
+  out.raw(kMagic, sizeof(kMagic));
+  out.u32(kVersion);
+  out.u32(0);
+  for (const uint64_t field :
+       {uint64_t{s.dim}, uint64_t{s.options.nlist}, uint64_t{s.options.nprobe}, uint64_t(s.options.metric),
+        uint64_t{s.options.residual}, uint64_t{s.options.iterations}, uint64_t{s.options.max_train}, s.options.seed,
+        static_cast<uint64_t>(s.next_id), uint64_t{s.rows}, uint64_t{s.trained()}})
+    out.u64(field);
+  out.text(s.options.codec);
+  out.raw(s.centroids.data(), s.centroids.size() * sizeof(float));
+  for (const IvfList& list : s.lists) {
+    out.u64(list.ids.size());
+    out.raw(list.codes.data().data(), list.codes.bytes());
+    out.raw(list.ids.data(), list.ids.size() * sizeof(int64_t));
+    out.raw(list.norms.data(), list.norms.size() * 2);
+  }
+  save_checked_file(path, out);
+}
+
+IvfIndex IvfIndex::load(const std::string& path) {
+  size_t end = 0;
+  const std::vector<uint8_t> bytes = load_checked_file(path, kMagic, "kvsketch IVF index", end);
+  BinaryReader in(bytes, end, path);
+  in.take(sizeof(kMagic), "magic");
+  const uint32_t version = in.u32("version");
+  require(version == kVersion, "load: {} is IVF index format version {}; this build reads version {}", path, version,
+          kVersion);
+  in.u32("reserved");
+  IvfIndexOptions options;
+  const uint64_t dim = in.u64("dim");
+  options.nlist = in.u64("nlist");
+  options.nprobe = in.u64("nprobe");
+  const uint64_t metric = in.u64("metric");
+  require(metric <= uint64_t(Metric::kL2), "load: {} has metric {}, which is none", path, metric);
+  options.metric = static_cast<Metric>(metric);
+  const uint64_t residual = in.u64("residual");
+  require(residual <= 1, "load: {} has residual flag {}", path, residual);
+  options.residual = residual == 1;
+  options.iterations = in.u64("iterations");
+  options.max_train = in.u64("max_train");
+  options.seed = in.u64("seed");
+  const uint64_t next_id = in.u64("next id");
+  const uint64_t rows = in.u64("rows");
+  const uint64_t trained = in.u64("trained");
+  require(trained <= 1, "load: {} has trained flag {}", path, trained);
+  options.codec = in.text("codec spec");
+  require(dim >= 1 && dim <= kMaxDim && options.nlist >= 1 && options.nlist <= (size_t{1} << 20),
+          "load: {} has dim {} and nlist {}, out of range", path, dim, options.nlist);
+  require(next_id <= static_cast<uint64_t>(INT64_MAX), "load: {} has next id {}", path, next_id);
+  IvfIndex index(dim, options);  // checks the options and rebuilds the codec from its spec and seed
+  State& s = *index.state_;
+  s.next_id = static_cast<int64_t>(next_id);
+  if (trained) {
+    in.into(s.centroids, options.nlist * dim, "centroids");
+    for (float value : s.centroids) require(std::isfinite(value), "load: {} has a centroid that is not finite", path);
+    s.centroid_squares = squared_norms(s.centroids, dim);
+  }
+  std::unordered_set<int64_t> ids;
+  const size_t code_bytes = s.codec->code_bytes();
+  for (IvfList& list : s.lists) {
+    const uint64_t count = in.u64("list rows");
+    require(count <= rows && (count == 0 || trained), "load: {} has a list of {} rows in an index of {}", path, count,
+            rows);
+    require(count <= in.remaining() / code_bytes, "load: {} is truncated or corrupted: a list claims {} rows", path,
+            count);
+    const uint8_t* codes = in.take(count * code_bytes, "codes");
+    list.codes.data().assign(codes, codes + count * code_bytes);
+    in.into(list.ids, count, "ids");
+    for (int64_t id : list.ids)
+      require(id >= 0 && id < s.next_id && ids.insert(id).second, "load: {} has id {}: negative, repeated or beyond "
+              "the next id", path, id);
+    if (options.metric == Metric::kL2) {
+      in.into(list.norms, count, "norms");
+      for (uint16_t norm : list.norms) require(half_is_finite(norm), "load: {} has a norm that is not finite", path);
+    }
+    const size_t bad = s.codec->first_non_finite_row(list.codes);
+    require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
+    s.rows += count;
+  }
+  require(s.rows == rows, "load: {} claims {} rows but its lists hold {}", path, rows, s.rows);
+  require(in.remaining() == 0, "load: {} has {} bytes after its lists", path, in.remaining());
+  return index;
+}
+
+}  // namespace kvsketch

@@ -1,0 +1,21 @@
+// K-means for the IVF coarse quantizer: seeded, and the same bits on every machine and thread
+// count (distances by the fixed-order dot product, sums in double in row order).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kvsketch {
+
+// nlist centroids (nlist x dim) of the n rows of x, after `iterations` Lloyd steps from nlist
+// distinct rows drawn with `seed`. An emptied cluster takes the row farthest from its centroid.
+std::vector<float> train_kmeans(const float* x, size_t n, size_t dim, size_t nlist, size_t iterations, uint64_t seed);
+
+// The nearest centroid (L2) of each of the n rows; `squared` holds the centroids' squared norms.
+void assign_nearest(const float* x, size_t n, size_t dim, const std::vector<float>& centroids,
+                    const std::vector<float>& squared, uint32_t* assignment, float* distance = nullptr);
+
+// Squared norms of the centroids (nlist of them), in the fixed order.
+std::vector<float> squared_norms(const std::vector<float>& centroids, size_t dim);
+
+}  // namespace kvsketch
