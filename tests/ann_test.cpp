@@ -142,6 +142,19 @@ TEST(FlatIndex, RemoveAndCustomIds) {
   EXPECT_NE(testutil::error_of([&] { index.add(base.data(), 1, ids.data() + 5); }).find("id 1015, which is already taken"),
             std::string::npos);
   EXPECT_EQ(index.size(), n - 1);
+  // Default ids continue past the largest id added, never onto a stored one (once size()-based,
+  // they collided after a removal).
+  index.add(base.data(), 2);
+  EXPECT_TRUE(index.contains(1000 + 3 * 299 + 1) && index.contains(1000 + 3 * 299 + 2));
+  FlatIndex plain(d, "tq_mse:b=4", Metric::kInnerProduct, 1);
+  plain.add(base.data(), 10);
+  const int64_t three[] = {3};
+  plain.remove(three, 1);
+  plain.add(base.data(), 1);
+  EXPECT_TRUE(plain.contains(10));
+  const int64_t largest[] = {INT64_MAX};
+  plain.add(base.data(), 1, largest);
+  EXPECT_NE(testutil::error_of([&] { plain.add(base.data(), 1); }).find("give ids"), std::string::npos);
 }
 
 TEST(FlatIndex, SaveLoadIsExactAndBadFilesAreRefused) {

@@ -78,7 +78,9 @@ class FlatIndex {
   const VectorCodec& codec() const { return *codec_; }
 
   // Adds n rows (row-major n x dim). The centre (options.center) and a data-dependent codec
-  // (center:SPEC) come from the first rows of the first batch: give it a representative one. ids default to size(), size()+1, ...; an id already present,
+  // (center:SPEC) come from the first rows of the first batch: give it a representative one. ids
+  // default to one past the largest id added (0, 1, ... at first; after a load, past the largest
+  // stored), so they never collide with a stored one; an id already present,
   // a duplicate within ids, a negative id, NaN/Inf, or (cosine) a zero vector is refused naming
   // the row, and the index is unchanged.
   void add(const float* x, size_t n, const int64_t* ids = nullptr);
@@ -130,6 +132,7 @@ class FlatIndex {
   std::vector<uint16_t> copy16_;  // RerankStore::kFp16: rows x dim
   std::vector<float> copy32_;     // RerankStore::kFp32: rows x dim
   std::unordered_map<int64_t, size_t> position_;
+  int64_t next_id_ = 0;  // one past the largest id added (recomputed from the ids on load)
   bool calibrated_ = false;  // data-dependent codecs calibrate on the first add
   bool fast_scan_requested_ = true;
   std::vector<float> center_;  // with options.center: the mean subtracted (empty until the first add)

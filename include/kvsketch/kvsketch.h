@@ -168,7 +168,7 @@ typedef struct kvs_index_params {
 KVS_API kvs_index_params kvs_index_default_params(void);
 KVS_API kvs_status kvs_index_create(size_t dim, const kvs_index_params* params, kvs_index** index);
 KVS_API void kvs_index_destroy(kvs_index* index);
-/* Adds n rows (n x dim); ids may be NULL (0, 1, ... in order of addition). The first batch also
+/* Adds n rows (n x dim); ids may be NULL (one past the largest id added, then up). The first batch also
  * fits the index's centre and any data-dependent codec. */
 KVS_API kvs_status kvs_index_add(kvs_index* index, const float* x, size_t n, const int64_t* ids);
 /* ids and scores: nq x k, best first. */

@@ -101,11 +101,13 @@ void FlatIndex::prepare_rows(const float* x, size_t first, size_t count, std::ve
 void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   if (n == 0) return;
   require(size() + n <= UINT32_MAX, "index: at most {} vectors, got {} more on {}", UINT32_MAX, n, size());
+  require(ids || next_id_ <= INT64_MAX - static_cast<int64_t>(n),
+          "add: default ids would pass 2^63 - 1 (the largest id added is {}); give ids", next_id_ - 1);
   std::vector<int64_t> new_ids(n);
   std::unordered_set<int64_t> seen;
   if (ids) seen.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    new_ids[i] = ids ? ids[i] : static_cast<int64_t>(size() + i);
+    new_ids[i] = ids ? ids[i] : next_id_ + static_cast<int64_t>(i);
     // Default ids are distinct among themselves; any id may clash with a stored (explicit) one.
     require(new_ids[i] >= 0, "add: row {} has negative id {}", i, new_ids[i]);
     require(!contains(new_ids[i]) && (!ids || seen.insert(new_ids[i]).second),
@@ -215,6 +217,7 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
   ids_.insert(ids_.end(), new_ids.begin(), new_ids.end());
   position_.reserve(old + n);
   for (size_t i = 0; i < n; ++i) position_[new_ids[i]] = old + i;
+  for (const int64_t id : new_ids) next_id_ = std::max(next_id_, id == INT64_MAX ? id : id + 1);
 }
 
 size_t FlatIndex::remove(const int64_t* ids, size_t n) {

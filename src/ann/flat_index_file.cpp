@@ -133,6 +133,7 @@ FlatIndex FlatIndex::load(const std::string& path) {
   for (size_t i = 0; i < rows; ++i) {
     require(index.ids_[i] >= 0 && index.position_.emplace(index.ids_[i], i).second,
             "load: {} is inconsistent: row {} has id {}, negative or repeated", path, i, index.ids_[i]);
+    index.next_id_ = std::max(index.next_id_, index.ids_[i] == INT64_MAX ? INT64_MAX : index.ids_[i] + 1);
   }
   return index;
 }

@@ -112,6 +112,8 @@ void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
   require(x != nullptr, "IvfIndex: add: x is null");
   require(s.rows + n <= UINT32_MAX, "IvfIndex: at most {} vectors", UINT32_MAX);
   require_finite_rows(x, n, s.dim, "IvfIndex add");
+  require(ids || s.next_id <= INT64_MAX - static_cast<int64_t>(n),
+          "IvfIndex: add: default ids would pass 2^63 - 1 (the largest id added is {}); give ids", s.next_id - 1);
   std::vector<int64_t> new_ids(n);
   for (size_t i = 0; i < n; ++i) {
     new_ids[i] = ids ? ids[i] : s.next_id + static_cast<int64_t>(i);
@@ -159,7 +161,7 @@ void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
     }
   }
   s.rows += n;
-  for (int64_t id : new_ids) s.next_id = std::max(s.next_id, id + 1);
+  for (int64_t id : new_ids) s.next_id = std::max(s.next_id, id == INT64_MAX ? id : id + 1);
 }
 
 Neighbors IvfIndex::search(const float* queries, size_t nq, size_t k, size_t nprobe) const {

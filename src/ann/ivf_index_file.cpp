@@ -96,8 +96,8 @@ IvfIndex IvfIndex::load(const std::string& path) {
     list.codes.data().assign(codes, codes + count * code_bytes);
     in.into(list.ids, count, "ids");
     for (int64_t id : list.ids)
-      require(id >= 0 && id < s.next_id && ids.insert(id).second, "load: {} has id {}: negative, repeated or beyond "
-              "the next id", path, id);
+      require(id >= 0 && (id < s.next_id || id == INT64_MAX) && id <= s.next_id && ids.insert(id).second,
+              "load: {} has id {}: negative, repeated or beyond the next id", path, id);
     if (options.metric == Metric::kL2) {
       in.into(list.norms, count, "norms");
       for (uint16_t norm : list.norms) require(half_is_finite(norm), "load: {} has a norm that is not finite", path);
