@@ -7,5 +7,6 @@
     ivf = kvsketch.IvfIndex(128, "ivf:nlist=1024,nprobe=32|tq_mse:b=4,rescale=1")
 """
 from ._kvsketch import Calibration, Codec, Error, Index, IvfIndex, KVCache, merge_attention
+from .distortion import distortion
 
-__all__ = ["Calibration", "Codec", "Error", "Index", "IvfIndex", "KVCache", "merge_attention"]
+__all__ = ["Calibration", "Codec", "Error", "Index", "IvfIndex", "KVCache", "distortion", "merge_attention"]
