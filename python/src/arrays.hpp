@@ -44,21 +44,24 @@ const T* typed_data(const py::array& array, const char* name, const char* dtype_
   return static_cast<const T*>(array.data());
 }
 
-// A float32 array of the given shape, its data in place.
-inline const float* float32_input(const py::array& array, const char* name, std::vector<py::ssize_t> shape,
-                                  std::vector<size_t>* got = nullptr) {
-  const float* data = typed_data<float>(array, name, "float32");
+// A `dtype_name` array of the given shape (-1: any), its data in place.
+template <typename T>
+const T* typed_input(const py::array& array, const char* name, const char* dtype_name, std::vector<py::ssize_t> shape,
+                     std::vector<size_t>* got = nullptr) {
+  const T* data = typed_data<T>(array, name, dtype_name);
   const auto checked = check_shape(array, name, std::move(shape));
   if (got) *got = checked;
   return data;
 }
 
+inline const float* float32_input(const py::array& array, const char* name, std::vector<py::ssize_t> shape,
+                                  std::vector<size_t>* got = nullptr) {
+  return typed_input<float>(array, name, "float32", std::move(shape), got);
+}
+
 inline const uint8_t* uint8_input(const py::array& array, const char* name, std::vector<py::ssize_t> shape,
                                   std::vector<size_t>* got = nullptr) {
-  const uint8_t* data = typed_data<uint8_t>(array, name, "uint8");
-  const auto checked = check_shape(array, name, std::move(shape));
-  if (got) *got = checked;
-  return data;
+  return typed_input<uint8_t>(array, name, "uint8", std::move(shape), got);
 }
 
 // Float32 data of a float32, float16 or bfloat16 (given as a uint16 view) array: in place for

@@ -24,6 +24,22 @@ AttentionOptions options_of(int threads, bool integer) {
   return options;
 }
 
+// (output, lse) of an attention step over queries of `shape` (rows, q_heads, head_dim): the
+// arrays made, then step(output, lse) run without the GIL.
+template <typename Step>
+py::tuple attention_outputs(const std::vector<size_t>& shape, Step&& step) {
+  auto output = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1]),
+                                  static_cast<py::ssize_t>(shape[2])});
+  auto lse = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1])});
+  float* out = output.mutable_data();
+  float* l = lse.mutable_data();
+  {
+    py::gil_scoped_release release;
+    step(out, l);
+  }
+  return py::make_tuple(output, lse);
+}
+
 }  // namespace
 
 void bind_cache(py::module_& module) {
@@ -95,17 +111,10 @@ void bind_cache(py::module_& module) {
             const float* q = float32_input(
                 queries, "queries", {static_cast<py::ssize_t>(sequences.size()), -1, static_cast<py::ssize_t>(cache.head_dim())},
                 &shape);
-            auto output = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1]),
-                                            static_cast<py::ssize_t>(shape[2])});
-            auto lse = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1])});
-            float* out = output.mutable_data();
-            float* l = lse.mutable_data();
             const AttentionOptions options = options_of(threads, integer);
-            {
-              py::gil_scoped_release release;
-              cache.decode(layer, sequences.data(), sequences.size(), q, shape[1], out, l, options);
-            }
-            return py::make_tuple(output, lse);
+            return attention_outputs(shape, [&](float* out, float* lse) {
+              cache.decode(layer, sequences.data(), sequences.size(), q, shape[1], out, lse, options);
+            });
           },
           py::arg("layer"), py::arg("sequences"), py::arg("queries"), py::arg("threads") = 0,
           py::arg("integer_arithmetic") = true,
@@ -115,17 +124,9 @@ void bind_cache(py::module_& module) {
           [](const PagedKVCache& cache, size_t layer, SequenceId sequence, const py::array& queries, int threads) {
             std::vector<size_t> shape;
             const float* q = float32_input(queries, "queries", {-1, -1, static_cast<py::ssize_t>(cache.head_dim())}, &shape);
-            auto output = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1]),
-                                            static_cast<py::ssize_t>(shape[2])});
-            auto lse = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1])});
-            float* out = output.mutable_data();
-            float* l = lse.mutable_data();
             const AttentionOptions options = options_of(threads, true);
-            {
-              py::gil_scoped_release release;
-              cache.prefill(layer, sequence, shape[0], q, shape[1], out, l, options);
-            }
-            return py::make_tuple(output, lse);
+            return attention_outputs(
+                shape, [&](float* out, float* lse) { cache.prefill(layer, sequence, shape[0], q, shape[1], out, lse, options); });
           },
           py::arg("layer"), py::arg("sequence"), py::arg("queries"), py::arg("threads") = 0,
           "The last chunk tokens as queries (chunk, q_heads, head_dim), causally -> (output, lse).")

@@ -117,13 +117,8 @@ kvs_status kvs_calibration_save(const kvs_calibration* calibration, const char* 
 }
 
 kvs_status kvs_calibration_load(const char* path, kvs_calibration** calibration) {
-  return guarded([&] {
-    require_pointer(path, "path");
-    require_pointer(calibration, "calibration");
-    *calibration = nullptr;
-    auto made = std::unique_ptr<kvs_calibration>(new kvs_calibration{kvsketch::Calibration::load(path)});
-    *calibration = Registry<kvs_calibration>::adopt(std::move(made));
-  });
+  return load_handle(path, calibration, "calibration",
+                     [](const char* file) { return kvsketch::Calibration::load(file); });
 }
 
 kvs_status kvs_cache_create(const kvs_cache_params* given, kvs_cache** cache) {
@@ -245,13 +240,7 @@ kvs_status kvs_cache_save(const kvs_cache* cache, const char* path) {
 }
 
 kvs_status kvs_cache_load(const char* path, kvs_cache** cache) {
-  return guarded([&] {
-    require_pointer(path, "path");
-    require_pointer(cache, "cache");
-    *cache = nullptr;
-    auto made = std::unique_ptr<kvs_cache>(new kvs_cache{kvsketch::PagedKVCache::load(path)});
-    *cache = Registry<kvs_cache>::adopt(std::move(made));
-  });
+  return load_handle(path, cache, "cache", [](const char* file) { return kvsketch::PagedKVCache::load(file); });
 }
 
 kvs_status kvs_cache_save_sequence(const kvs_cache* cache, uint64_t sequence, const char* path) {

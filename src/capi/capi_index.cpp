@@ -62,7 +62,7 @@ kvs_status kvs_index_bytes(const kvs_index* index, size_t* bytes) { return index
 kvs_status kvs_index_save(const kvs_index* index, const char* path) { return index_save(index, path); }
 
 kvs_status kvs_index_load(const char* path, kvs_index** index) {
-  return index_load(path, index, [](const char* file) { return kvsketch::FlatIndex::load(file); });
+  return load_handle(path, index, "index", [](const char* file) { return kvsketch::FlatIndex::load(file); });
 }
 
 }  // extern "C"

@@ -62,14 +62,4 @@ kvs_status index_save(const Handle* index, const char* path) {
   });
 }
 
-template <typename Handle, typename Load>
-kvs_status index_load(const char* path, Handle** index, Load&& load) {
-  return guarded([&] {
-    require_pointer(path, "path");
-    require_pointer(index, "index");
-    *index = nullptr;
-    *index = Registry<Handle>::adopt(std::unique_ptr<Handle>(new Handle{load(path)}));
-  });
-}
-
 }  // namespace kvsketch::capi

@@ -56,7 +56,7 @@ kvs_status kvs_ivf_index_bytes(const kvs_ivf_index* index, size_t* bytes) { retu
 kvs_status kvs_ivf_index_save(const kvs_ivf_index* index, const char* path) { return index_save(index, path); }
 
 kvs_status kvs_ivf_index_load(const char* path, kvs_ivf_index** index) {
-  return index_load(path, index, [](const char* file) { return kvsketch::IvfIndex::load(file); });
+  return load_handle(path, index, "index", [](const char* file) { return kvsketch::IvfIndex::load(file); });
 }
 
 }  // extern "C"

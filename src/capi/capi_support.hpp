@@ -141,4 +141,15 @@ kvs_status guarded(Body&& body) noexcept {
   }
 }
 
+// *out = a new live handle around load(path): every kvs_*_load (a failed load leaves *out NULL).
+template <typename Handle, typename Load>
+kvs_status load_handle(const char* path, Handle** out, const char* name, Load&& load) {
+  return guarded([&] {
+    require_pointer(path, "path");
+    require_pointer(out, name);
+    *out = nullptr;
+    *out = Registry<Handle>::adopt(std::unique_ptr<Handle>(new Handle{load(path)}));
+  });
+}
+
 }  // namespace kvsketch::capi

@@ -44,8 +44,7 @@ std::string device_description() {
 
 DevicePagePool::DevicePagePool(const DeviceLayerCodecs& codecs, size_t pages, size_t page_tokens) {
   require(pages > 0, "cuda DevicePagePool: pages must be >= 1");
-  require(page_tokens > 0 && page_tokens % 16 == 0, "cuda DevicePagePool: page_tokens is {}; a positive multiple of 16",
-          page_tokens);
+  check_page_tokens(page_tokens, "cuda DevicePagePool");
   const size_t slots = pages * codecs.kv_heads() * page_tokens;
   // Each plane starts 256-byte aligned, as the kernels' widest loads want.
   const auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
@@ -84,7 +83,7 @@ float* DecodeWorkspace::reserve(size_t floats) {
 
 namespace {
 
-detail::BatchView check_batch(const DeviceBatch& batch, size_t page_tokens, size_t pages, const char* who) {
+detail::BatchView check_batch(const DeviceBatch& batch, size_t page_tokens, const char* who) {
   require(batch.batch >= 1 && batch.batch <= 65535, "{}: batch is {}; 1 to 65535 sequences", who, batch.batch);
   require(batch.body_tokens != nullptr, "{}: body_tokens is null", who);
   require(batch.max_body_tokens <= (size_t{1} << 30), "{}: max_body_tokens {} is beyond 2^30", who, batch.max_body_tokens);
@@ -106,7 +105,6 @@ detail::BatchView check_batch(const DeviceBatch& batch, size_t page_tokens, size
             "{}: sequence {} has {} exact tokens; 0 to exact_capacity ({})", who, b, exact, batch.exact_capacity);
     require(body + exact > 0, "{}: sequence {} of the batch has no tokens", who, b);
   }
-  (void)pages;
   detail::BatchView view;
   view.batch = static_cast<int>(batch.batch);
   view.block_tables = batch.block_tables;
@@ -152,11 +150,8 @@ void decode_attention(const DeviceLayerCodecs& codecs, const DevicePages& pages,
                       void* stream) {
   const char* who = "cuda decode_attention";
   const detail::DecodeShape shape = check_shape(codecs.kv_heads(), codecs.head_dim(), q_heads, queries, output, who);
-  require(pages.key_indices && pages.key_norms && pages.value_indices && pages.value_norms,
-          "{}: the page store has a null plane", who);
-  require(pages.page_tokens > 0 && pages.page_tokens % 16 == 0, "{}: page_tokens is {}; a positive multiple of 16", who,
-          pages.page_tokens);
-  const detail::BatchView view = check_batch(batch, pages.page_tokens, pages.pages, who);
+  check_page_store(pages, who);
+  const detail::BatchView view = check_batch(batch, pages.page_tokens, who);
   detail::BodyView body;
   const auto& tables = codecs.tables();
   body.key_bits = tables.keys.codebook.bits;
@@ -179,9 +174,8 @@ void decode_attention_fp16(size_t kv_heads, size_t head_dim, const DeviceHalfPag
   const char* who = "cuda decode_attention_fp16";
   const detail::DecodeShape shape = check_shape(kv_heads, head_dim, q_heads, queries, output, who);
   require(pages.keys && pages.values, "{}: the page store has a null plane", who);
-  require(pages.page_tokens > 0 && pages.page_tokens % 16 == 0, "{}: page_tokens is {}; a positive multiple of 16", who,
-          pages.page_tokens);
-  const detail::BatchView view = check_batch(batch, pages.page_tokens, pages.pages, who);
+  check_page_tokens(pages.page_tokens, who);
+  const detail::BatchView view = check_batch(batch, pages.page_tokens, who);
   detail::BodyView body;
   body.key_bits = body.value_bits = 16;
   body.key_indices = reinterpret_cast<const uint8_t*>(pages.keys);

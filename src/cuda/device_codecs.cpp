@@ -199,15 +199,18 @@ void run_encode(const DeviceBuffer& failure, void* stream, const char* what, Lau
           what, row, kHalfMax);
 }
 
-void check_pages(const DeviceLayerCodecs& codecs, const DevicePages& pages) {
-  require(pages.key_indices && pages.key_norms && pages.value_indices && pages.value_norms,
-          "cuda: the page store has a null plane");
-  require(pages.page_tokens > 0 && pages.page_tokens % 16 == 0,
-          "cuda: page_tokens is {}; the kernels take a positive multiple of 16", pages.page_tokens);
-  (void)codecs;
+}  // namespace
+
+void check_page_tokens(size_t page_tokens, const char* who) {
+  require(page_tokens > 0 && page_tokens % 16 == 0, "{}: page_tokens is {}; the kernels take a positive multiple of 16",
+          who, page_tokens);
 }
 
-}  // namespace
+void check_page_store(const DevicePages& pages, const char* who) {
+  require(pages.key_indices && pages.key_norms && pages.value_indices && pages.value_norms,
+          "{}: the page store has a null plane", who);
+  check_page_tokens(pages.page_tokens, who);
+}
 
 void DeviceLayerCodecs::encode_rows(Part part, size_t head, const float* x, size_t n, uint8_t* rows, void* stream) const {
   require(head < kv_heads(), "cuda encode_rows: head {} of {} KV heads", head, kv_heads());
@@ -224,7 +227,7 @@ void DeviceLayerCodecs::encode_rows(Part part, size_t head, const float* x, size
 
 void DeviceLayerCodecs::encode_into_pages(const float* keys, const float* values, size_t tokens, const int64_t* slots,
                                           const DevicePages& pages, void* stream) const {
-  check_pages(*this, pages);
+  check_page_store(pages, "cuda encode_into_pages");
   require(tokens == 0 || (keys && values && slots), "cuda encode_into_pages: null device pointer for {} tokens", tokens);
   const size_t row_stride = kv_heads() * head_dim();
   for (Part part : {Part::kKeys, Part::kValues}) {
@@ -246,7 +249,7 @@ void DeviceLayerCodecs::encode_into_pages(const float* keys, const float* values
 
 void DeviceLayerCodecs::store_rows(Part part, size_t head, const uint8_t* rows, size_t n, const int64_t* slots,
                                    const DevicePages& pages, void* stream) const {
-  check_pages(*this, pages);
+  check_page_store(pages, "cuda store_rows");
   require(head < kv_heads(), "cuda store_rows: head {} of {} KV heads", head, kv_heads());
   require(n == 0 || (rows && slots), "cuda store_rows: null device pointer for {} rows", n);
   const bool keys = part == Part::kKeys;

@@ -14,4 +14,8 @@ struct DeviceLayerCodecs::Tables {
   const detail::PartView& part(Part which) const { return which == Part::kKeys ? keys : values; }
 };
 
+// The checks every entry point makes of a page store; `who` names the call in the message.
+void check_page_tokens(size_t page_tokens, const char* who);
+void check_page_store(const DevicePages& pages, const char* who);
+
 }  // namespace kvsketch::cuda

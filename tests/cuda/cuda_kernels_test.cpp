@@ -18,6 +18,7 @@
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_policy.hpp"
 #include "kvsketch/paged_cache.hpp"
+#include "test_rows.hpp"
 
 namespace kvsketch::cuda {
 namespace {
@@ -53,25 +54,6 @@ class DeviceArray {
   size_t size_;
 };
 
-// Rows as a model's keys: a shared offset per channel, Gaussian spread, norms over six orders of
-// magnitude, a zero row and a spike.
-std::vector<float> key_like_rows(size_t n, size_t dim, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> offset(dim), rows(n * dim);
-  for (float& o : offset) o = 2.0f * normal(random);
-  for (size_t i = 0; i < n; ++i) {
-    const float scale = std::pow(10.0f, static_cast<float>(i % 7) - 3.0f);
-    for (size_t j = 0; j < dim; ++j) rows[i * dim + j] = scale * (offset[j] + normal(random));
-  }
-  if (n > 3) {
-    std::fill_n(rows.begin() + 1 * dim, dim, 0.0f);
-    std::fill_n(rows.begin() + 2 * dim, dim, 0.0f);
-    rows[2 * dim + 5] = 5.0f;
-  }
-  return rows;
-}
-
 TEST(CudaEncode, GivesTheCpuCodecsBits) {
   SKIP_WITHOUT_DEVICE();
   const size_t n = 701;
@@ -81,7 +63,7 @@ TEST(CudaEncode, GivesTheCpuCodecsBits) {
       for (uint64_t seed : {1u, 77u}) {
         const auto codec = make_codec(spec, dim, seed);
         const DeviceLayerCodecs device({codec.get()}, {codec.get()});
-        const std::vector<float> rows = key_like_rows(n, dim, seed + dim);
+        const std::vector<float> rows = rows_of_every_kind(n, dim, seed + dim);
         CodeBuffer expected(codec->code_bytes());
         codec->encode(rows.data(), n, expected);
         ASSERT_EQ(device.code_bytes(Part::kKeys), codec->code_bytes()) << spec;
@@ -99,7 +81,7 @@ TEST(CudaEncode, NamesTheRowItCannotEncode) {
   SKIP_WITHOUT_DEVICE();
   const auto codec = make_codec("tq_mse:b=3", 128, 5);
   const DeviceLayerCodecs device({codec.get()}, {codec.get()});
-  std::vector<float> rows = key_like_rows(40, 128, 3);
+  std::vector<float> rows = rows_of_every_kind(40, 128, 3);
   rows[17 * 128 + 9] = std::nanf("");
   rows[30 * 128] = 1e30f;  // a norm beyond fp16
   const DeviceArray<float> x(rows);
@@ -147,8 +129,8 @@ struct MirroredCache {
     for (size_t b = 0; b < lengths.size(); ++b) {
       ids.push_back(cache.add_sequence());
       const size_t n = lengths[b];
-      keys.push_back(key_like_rows(n * kv_heads, dim, seed * 31 + b));
-      values.push_back(key_like_rows(n * kv_heads, dim, seed * 37 + b + 1000));
+      keys.push_back(rows_of_every_kind(n * kv_heads, dim, seed * 31 + b));
+      values.push_back(rows_of_every_kind(n * kv_heads, dim, seed * 37 + b + 1000));
       for (float& v : values.back()) v = std::clamp(v, -100.0f, 100.0f);
       for (float& k : keys.back()) k = std::clamp(k, -100.0f, 100.0f);
       cache.append(ids.back(), 0, keys.back().data(), values.back().data(), n);

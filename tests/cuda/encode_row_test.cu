@@ -13,28 +13,12 @@
 #include "cuda/encode_row.cuh"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
+#include "test_rows.hpp"
 
 namespace kvsketch::cuda::detail {
 namespace {
 
-// Rows as a model's keys: a shared offset per channel, norms over six orders of magnitude, a
-// zero row, a spike, and squares that overflow floats.
-std::vector<float> rows_of_every_kind(size_t n, size_t dim, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> offset(dim), rows(n * dim);
-  for (float& o : offset) o = 2.0f * normal(random);
-  for (size_t i = 0; i < n; ++i) {
-    const float scale = std::pow(10.0f, static_cast<float>(i % 7) - 3.0f);
-    for (size_t j = 0; j < dim; ++j) rows[i * dim + j] = scale * (offset[j] + normal(random));
-  }
-  std::fill_n(rows.begin() + dim, dim, 0.0f);
-  std::fill_n(rows.begin() + 2 * dim, dim, 0.0f);
-  rows[2 * dim + 5] = 5.0f;
-  std::fill_n(rows.begin() + 3 * dim, dim, 0.0f);
-  rows[3 * dim + 1] = 1e-30f;  // a subnormal square
-  return rows;
-}
+using kvsketch::cuda::rows_of_every_kind;
 
 TEST(CudaEncodeRow, GivesTheCpuCodecsBits) {
   for (size_t dim : {64, 128, 256})
