@@ -1,0 +1,65 @@
+// Where a model's attention reads its past: the keys and values of one sequence, per layer. The
+// runtime appends a chunk of keys and values to a layer and attends the chunk's queries causally
+// over everything stored up to each query's own position.
+//   CompressedKV   a sequence of a PagedKVCache: any kvsketch policy (codecs, splits, sinks, window,
+//                  per-layer overrides), the chunk attended through the cache's prefill kernels
+//   ExactKV        float32 keys and values and exact softmax attention: the reference against
+//                  which transformers' logits are checked
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "kvsketch/attention.hpp"
+#include "kvsketch/paged_cache.hpp"
+
+#pragma GCC visibility push(default)
+namespace kvsketch::model {
+
+class KVStore {
+ public:
+  virtual ~KVStore() = default;
+  // Tokens stored in layer 0: the position of the next token.
+  virtual size_t tokens() const = 0;
+  // Appends `count` tokens to `layer` (keys and values [count][kv_heads][head_dim]) and writes the
+  // attention of the chunk's queries ([count][q_heads][head_dim]) to output, query i attending to
+  // every token up to position tokens()+i (before the append) inclusive.
+  virtual void append_and_attend(size_t layer, const float* keys, const float* values, size_t count,
+                                 const float* queries, size_t q_heads, float* output) = 0;
+  // Bytes this sequence's cache holds, everything counted.
+  virtual size_t bytes() const = 0;
+};
+
+// One sequence of a PagedKVCache (which must outlive it and have the model's layers, KV heads and
+// head_dim). A new sequence is added unless one is given.
+class CompressedKV final : public KVStore {
+ public:
+  explicit CompressedKV(PagedKVCache& cache, AttentionOptions options = {});
+  CompressedKV(PagedKVCache& cache, SequenceId sequence, AttentionOptions options = {});
+  size_t tokens() const override;
+  void append_and_attend(size_t layer, const float* keys, const float* values, size_t count, const float* queries,
+                         size_t q_heads, float* output) override;
+  size_t bytes() const override;
+  SequenceId sequence() const { return sequence_; }
+
+ private:
+  PagedKVCache& cache_;
+  SequenceId sequence_;
+  AttentionOptions options_;
+  std::vector<float> keys_, values_;  // the chunk transposed to [kv_heads][count][head_dim]
+};
+
+class ExactKV final : public KVStore {
+ public:
+  ExactKV(size_t layers, size_t kv_heads, size_t head_dim);
+  size_t tokens() const override;
+  void append_and_attend(size_t layer, const float* keys, const float* values, size_t count, const float* queries,
+                         size_t q_heads, float* output) override;
+  size_t bytes() const override;
+
+ private:
+  size_t kv_heads_, head_dim_;
+  std::vector<std::vector<float>> keys_, values_;  // per layer: [token][kv_heads][head_dim]
+};
+
+}  // namespace kvsketch::model
+#pragma GCC visibility pop

@@ -1,0 +1,212 @@
+// The model runtime against transformers: tiny random models of every supported family, dtype,
+// RoPE rule and checkpoint layout (tests/data/models, made by training/golden_fixtures.py) give
+// transformers' float32 logits at every position, through exact attention in any chunking, and
+// close to them through kvsketch's fp16 cache. Bad folders are refused naming the problem.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kvsketch/model/language_model.hpp"
+#include "model/safetensors_file.hpp"
+#include "test_util.hpp"
+
+namespace kvsketch::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModels = std::string(KVSKETCH_TEST_DATA_DIR) + "/models/";
+const char* kFixtures[] = {"llama_f32", "llama3_scaled_bf16_sharded", "llama_linear_rope_f16", "qwen2_f16",
+                           "mistral_f32"};
+
+struct Golden {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<float>> logits;  // [tokens][vocab] per prompt
+};
+
+Golden read_golden(const std::string& folder) {
+  SafetensorsFile file(folder + "/golden.safetensors");
+  Golden g;
+  for (size_t i = 0; file.contains("prompt" + std::to_string(i) + ".ids"); ++i) {
+    const auto ids = file.read_floats("prompt" + std::to_string(i) + ".ids");
+    g.prompts.emplace_back(ids.begin(), ids.end());
+    g.logits.push_back(file.read_floats("prompt" + std::to_string(i) + ".logits"));
+  }
+  return g;
+}
+
+// Logits of every position of `prompt`, fed in chunks of `chunk` tokens.
+std::vector<float> run(const LanguageModel& model, KVStore& kv, const std::vector<int32_t>& prompt, size_t chunk) {
+  const size_t vocab = model.config().vocab_size;
+  std::vector<float> logits(prompt.size() * vocab);
+  for (size_t at = 0; at < prompt.size(); at += chunk) {
+    const size_t n = std::min(chunk, prompt.size() - at);
+    model.forward(kv, prompt.data() + at, n, logits.data() + at * vocab, n);
+  }
+  return logits;
+}
+
+double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+  return worst;
+}
+
+double max_abs(const std::vector<float>& a) {
+  double m = 0;
+  for (float v : a) m = std::max(m, std::abs(double(v)));
+  return m;
+}
+
+class GoldenLogits : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GoldenLogits, ExactAttentionMatchesTransformersInAnyChunking) {
+  const std::string folder = kModels + GetParam();
+  const LanguageModel model = LanguageModel::load(folder);
+  const Golden golden = read_golden(folder);
+  ASSERT_GE(golden.prompts.size(), 2u);
+  for (size_t p = 0; p < golden.prompts.size(); ++p)
+    for (size_t chunk : {size_t{1}, size_t{7}, golden.prompts[p].size()}) {
+      ExactKV kv(model.config().layers, model.config().kv_heads, model.config().head_dim);
+      const auto logits = run(model, kv, golden.prompts[p], chunk);
+      ASSERT_GT(max_abs(golden.logits[p]), 0.5) << "logits too small to test anything";
+      const double difference = max_abs_difference(logits, golden.logits[p]);
+      if (chunk == 7) std::printf("%s prompt %zu: max abs difference %.2e\n", GetParam(), p, difference);
+      EXPECT_LE(difference, 1e-3) << GetParam() << " prompt " << p << " chunk " << chunk;
+    }
+}
+
+TEST_P(GoldenLogits, Fp16CacheStaysCloseAndCompressedCachesDrift) {
+  const std::string folder = kModels + GetParam();
+  const LanguageModel model = LanguageModel::load(folder);
+  const Golden golden = read_golden(folder);
+  const auto& prompt = golden.prompts[1];
+  // A short window and block, so that most tokens go through the cache's body.
+  double fp16_error = 0, tq2_error = 0;
+  for (const char* spec : {"fp16|sinks=2|window=8|block=4", "tq_mse:b=2|sinks=2|window=8|block=4"}) {
+    PagedKVCache cache = model.make_cache(KVPolicy::parse(spec), 1);
+    CompressedKV kv(cache);
+    const double error = max_abs_difference(run(model, kv, prompt, 5), golden.logits[1]);
+    (spec[0] == 'f' ? fp16_error : tq2_error) = error;
+    EXPECT_EQ(kv.tokens(), prompt.size());
+    EXPECT_EQ(kv.bytes(), cache.bytes() - cache.calibration().bytes());
+  }
+  std::printf("%s: fp16 cache %.2e, tq_mse:b=2 cache %.2e\n", GetParam(), fp16_error, tq2_error);
+  EXPECT_LE(fp16_error, 2e-2) << GetParam();
+  EXPECT_GT(tq2_error, 4 * fp16_error) << GetParam() << ": a 2-bit cache should move the logits";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GoldenLogits, ::testing::ValuesIn(kFixtures));
+
+// A copy of a fixture in a scratch folder, for breaking.
+struct ScratchModel {
+  fs::path dir;
+  explicit ScratchModel(const char* fixture) {
+    dir = fs::temp_directory_path() / ("kvsketch_model_" + std::to_string(::getpid()) + "_" + fixture);
+    fs::remove_all(dir);
+    fs::copy(kModels + fixture, dir, fs::copy_options::recursive);
+  }
+  ~ScratchModel() { fs::remove_all(dir); }
+  std::string text(const char* name) const {
+    std::ifstream in(dir / name, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  void write(const char* name, const std::string& bytes) const {
+    std::ofstream(dir / name, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  void replace(const char* name, const std::string& from, const std::string& to) const {
+    std::string t = text(name);
+    const size_t at = t.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    write(name, t.replace(at, from.size(), to));
+  }
+  std::string load_error() const {
+    return testutil::error_of([&] { LanguageModel::load(dir.string()); });
+  }
+};
+
+TEST(ModelRuntimeBadInput, ConfigProblemsAreNamed) {
+  ScratchModel m("llama_f32");
+  m.replace("config.json", "\"LlamaForCausalLM\"", "\"GPT2LMHeadModel\"");
+  EXPECT_NE(m.load_error().find("architecture 'GPT2LMHeadModel' is not supported"), std::string::npos) << m.load_error();
+  ScratchModel n("llama_f32");
+  n.replace("config.json", "\"num_hidden_layers\"", "\"num_layers_renamed\"");
+  EXPECT_NE(n.load_error().find("missing field 'num_hidden_layers'"), std::string::npos) << n.load_error();
+  ScratchModel g("llama_f32");
+  g.replace("config.json", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
+  EXPECT_NE(g.load_error().find("not a multiple of num_key_value_heads 3"), std::string::npos) << g.load_error();
+  ScratchModel r("llama_linear_rope_f16");
+  r.replace("config.json", "\"linear\"", "\"yarn\"");
+  EXPECT_NE(r.load_error().find("'rope_scaling.rope_type' is 'yarn' but 'rope_scaling.type' is 'linear'"),
+            std::string::npos) << r.load_error();
+  r.replace("config.json", "\"linear\"", "\"yarn\"");
+  EXPECT_NE(r.load_error().find("RoPE type 'yarn' is not supported"), std::string::npos) << r.load_error();
+  ScratchModel j("llama_f32");
+  j.write("config.json", "{\"architectures\": [\"LlamaForCausalLM\"], ");
+  EXPECT_NE(j.load_error().find("not valid JSON"), std::string::npos) << j.load_error();
+  ScratchModel s("mistral_f32");
+  s.replace("config.json", "\"sliding_window\": null", "\"sliding_window\": 0");
+  EXPECT_NE(s.load_error().find("'sliding_window' is 0"), std::string::npos) << s.load_error();
+}
+
+TEST(ModelRuntimeBadInput, WeightProblemsAreNamed) {
+  ScratchModel shape("llama_f32");
+  shape.replace("config.json", "\"intermediate_size\": 160", "\"intermediate_size\": 161");
+  EXPECT_NE(shape.load_error().find("tensor 'model.layers.0.mlp.gate_proj.weight' has shape [160, 64]; the config "
+                                    "implies [161, 64]"),
+            std::string::npos)
+      << shape.load_error();
+  ScratchModel truncated("llama_f32");
+  const std::string bytes = truncated.text("model.safetensors");
+  truncated.write("model.safetensors", bytes.substr(0, bytes.size() - 100));
+  EXPECT_NE(truncated.load_error().find("file truncated?"), std::string::npos) << truncated.load_error();
+  truncated.write("model.safetensors", bytes.substr(0, 5));
+  EXPECT_NE(truncated.load_error().find("not a .safetensors file"), std::string::npos) << truncated.load_error();
+  ScratchModel header("llama_f32");
+  header.write("model.safetensors", std::string("\xff\xff\xff\xff\xff\xff\x00\x00", 8) + bytes.substr(8));
+  EXPECT_NE(header.load_error().find("runs past the end of the file"), std::string::npos) << header.load_error();
+  ScratchModel missing("llama_f32");
+  missing.replace("config.json", "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": false, \"mlp_bias\": true");
+  EXPECT_NE(missing.load_error().find("no tensor 'model.layers.0.mlp.gate_proj.bias'"), std::string::npos)
+      << missing.load_error();
+  ScratchModel shard("llama3_scaled_bf16_sharded");
+  fs::remove(shard.dir / "model-00002-of-00004.safetensors");
+  EXPECT_NE(shard.load_error().find("cannot open"), std::string::npos) << shard.load_error();
+  ScratchModel none("llama_f32");
+  fs::remove(none.dir / "model.safetensors");
+  EXPECT_NE(none.load_error().find("neither model.safetensors nor"), std::string::npos) << none.load_error();
+}
+
+TEST(ModelRuntimeBadInput, NonFiniteWeightsAreRefused) {
+  ScratchModel m("llama_f32");
+  std::string bytes = m.text("model.safetensors");
+  uint64_t header;
+  std::memcpy(&header, bytes.data(), 8);
+  const float nan = NAN;
+  std::memcpy(bytes.data() + bytes.size() - 4, &nan, 4);  // the last element of the last tensor
+  m.write("model.safetensors", bytes);
+  EXPECT_NE(m.load_error().find("holds nan"), std::string::npos) << m.load_error();
+}
+
+TEST(ModelRuntimeBadInput, TokensOutsideTheVocabularyAreRefusedBeforeAppending) {
+  const LanguageModel model = LanguageModel::load(kModels + "llama_f32");
+  ExactKV kv(model.config().layers, model.config().kv_heads, model.config().head_dim);
+  const int32_t tokens[] = {3, 320};
+  std::vector<float> logits(2 * model.config().vocab_size);
+  EXPECT_NE(testutil::error_of([&] { model.forward(kv, tokens, 2, logits.data(), 2); })
+                .find("token 320 (at 1) is outside the vocabulary of 320"),
+            std::string::npos);
+  EXPECT_EQ(kv.tokens(), 0u);
+  EXPECT_NE(testutil::error_of([&] { model.forward(kv, tokens, 1, logits.data(), 2); }).find("2 logit rows"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvsketch::model

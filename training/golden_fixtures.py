@@ -1,0 +1,101 @@
+"""Golden fixtures for kvsketch's model runtime, computed by transformers' own implementations.
+
+    .venv-train/bin/python training/golden_fixtures.py tests/data/models     tiny random models
+    .venv-train/bin/python training/golden_fixtures.py --model models/NAME    a trained model
+
+Tiny models (random weights, seeded) cover what the trained reference models do not: llama3 and
+linear RoPE scaling, an explicit head_dim unlike hidden/heads, attention and MLP biases, tied and
+untied embeddings, Qwen2's q/k/v bias, Mistral, f32/f16/bf16 weights and sharded checkpoints. Each
+folder gets golden.safetensors: for every prompt `promptN.ids` (token ids as F32) and `promptN.logits`
+([tokens][vocab], float32, every position), from the model run in float32.
+"""
+import argparse
+import json
+import os
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+TINY = {
+    "llama_f32": ("llama", dict(vocab_size=320, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, rope_theta=10000.0,
+                                tie_word_embeddings=False, rms_norm_eps=1e-6), torch.float32, None),
+    "llama3_scaled_bf16_sharded": ("llama", dict(
+        vocab_size=288, hidden_size=96, intermediate_size=192, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=32, attention_bias=True, mlp_bias=True, tie_word_embeddings=True,
+        rope_theta=500000.0, max_position_embeddings=1024, rms_norm_eps=1e-5,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 64}), torch.bfloat16, "200KB"),
+    "llama_linear_rope_f16": ("llama", dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, rope_scaling={"type": "linear", "factor": 4.0}, tie_word_embeddings=False),
+        torch.float16, None),
+    "qwen2_f16": ("qwen2", dict(vocab_size=300, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, rope_theta=1000000.0,
+                                tie_word_embeddings=True, use_sliding_window=False, rms_norm_eps=1e-6),
+                  torch.float16, None),
+    "mistral_f32": ("mistral", dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                    num_attention_heads=8, num_key_value_heads=2, sliding_window=None,
+                                    tie_word_embeddings=False), torch.float32, None),
+}
+CONFIGS = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
+           "mistral": transformers.MistralConfig}
+
+
+def write_golden(model, folder, prompts):
+    """Logits of every prompt from `model` in float32."""
+    model = model.float().eval()
+    tensors = {}
+    with torch.no_grad():
+        for i, ids in enumerate(prompts):
+            logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+            tensors[f"prompt{i}.ids"] = torch.tensor(ids, dtype=torch.float32)
+            tensors[f"prompt{i}.logits"] = logits.contiguous()
+    save_file(tensors, os.path.join(folder, "golden.safetensors"),
+              metadata={"transformers": transformers.__version__, "torch": torch.__version__})
+
+
+def tiny(out):
+    for name, (kind, fields, dtype, shard) in TINY.items():
+        torch.manual_seed(sum(map(ord, name)))
+        config = CONFIGS[kind](attn_implementation="eager", **fields)
+        model = transformers.AutoModelForCausalLM.from_config(config)
+        with torch.no_grad():  # weights large enough that every layer matters to the logits
+            for p in model.parameters():
+                p.normal_(0.0, 0.08 if p.dim() > 1 else 0.3)
+                if p.dim() == 1 and p.shape[0] in (config.hidden_size, getattr(config, "head_dim", 0) or -1):
+                    p.add_(1.0)
+        folder = os.path.join(out, name)
+        os.makedirs(folder, exist_ok=True)
+        model.to(dtype).save_pretrained(folder, safe_serialization=True, max_shard_size=shard or "1GB")
+        generator = torch.Generator().manual_seed(7)
+        lengths = [9, 41] + ([150] if "scaled" in name else [])
+        prompts = [torch.randint(0, config.vocab_size, (n,), generator=generator).tolist() for n in lengths]
+        # Reload what was saved, so the logits come from the committed (rounded) weights.
+        write_golden(transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32), folder,
+                     prompts)
+        print(name, sum(p.numel() for p in model.parameters()), "parameters")
+
+
+def trained(folder):
+    from tokenizers import Tokenizer
+    tokenizer = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    texts = ["The quick brown fox jumps over the lazy dog. A dictionary defines words;",
+             "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)\n",
+             "Remember these pairs: river 412, candle 88, orbit 731.\nRecall: orbit 731, river"]
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
+    write_golden(model, folder, [tokenizer.encode(t).ids for t in texts])
+    with open(os.path.join(folder, "golden_prompts.json"), "w") as f:
+        json.dump(texts, f, indent=1, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", nargs="?", help="folder for the tiny models")
+    parser.add_argument("--model", help="a trained model folder to add golden logits to")
+    args = parser.parse_args()
+    if args.model:
+        trained(args.model)
+    else:
+        tiny(args.out)

@@ -1,0 +1,105 @@
+"""Documents the reference models are trained on: natural text, and synthetic long-context retrieval
+in natural-text haystacks. Each generator returns (text, answer spans): the character ranges whose
+tokens are the answers a model must retrieve (weighted more in the loss, scored in evaluation).
+
+The prompts are the ones `kvsketch retrieval` builds (src/model/retrieval_tasks.cpp); change both
+together.
+"""
+import random
+
+PASSKEY_INTRO = ("There is important information hidden inside a lot of irrelevant text. "
+                 "Find it and memorize it. I will quiz you about it.\n")
+PASSKEY_NEEDLE = "\nThe pass key is {key}. Remember it. {key} is the pass key.\n"
+PASSKEY_QUESTION = "\nWhat is the pass key? The pass key is {key}."
+NEEDLE = "\nThe special magic number for {word} is {value}.\n"
+NEEDLE_QUESTION = "\nWhat is the special magic number for {word}? The special magic number for {word} is {value}."
+
+
+def haystack(rng, corpus_text, chars):
+    """`chars` characters of corpus text starting at a random line."""
+    if chars <= 0:
+        return ""
+    start = rng.randrange(0, max(1, len(corpus_text) - chars))
+    line = corpus_text.find("\n", start)
+    start = line + 1 if 0 <= line < start + 200 else start
+    return corpus_text[start:start + chars]
+
+
+def _answer(text, prefix, answer):
+    """Appends prefix and answer to text; returns the new text and the answer's character span."""
+    text += prefix
+    return text + answer, (len(text), len(text) + len(answer))
+
+
+def passkey(rng, corpus_text, chars, depth=None):
+    key = str(rng.randrange(10000, 100000))
+    depth = rng.random() if depth is None else depth
+    body = chars - len(PASSKEY_INTRO) - 2 * len(PASSKEY_NEEDLE) - len(PASSKEY_QUESTION)
+    before = int(max(0, body) * depth)
+    text = PASSKEY_INTRO + haystack(rng, corpus_text, before)
+    text += PASSKEY_NEEDLE.format(key=key)
+    text += haystack(rng, corpus_text, max(0, body) - before)
+    question, _, _ = PASSKEY_QUESTION.partition("{key}")
+    text, span = _answer(text, question, key)
+    return text + ".", [span]
+
+
+def needles(rng, corpus_text, chars, vocabulary, count=None):
+    """Several magic numbers keyed by words, one asked for: the others are distractors."""
+    count = count or rng.randint(2, 6)
+    keys = rng.sample(vocabulary, count)
+    values = [str(rng.randrange(1000000, 10000000)) for _ in keys]
+    body = chars - count * 60 - 120
+    cuts = sorted(rng.randrange(0, max(1, body)) for _ in keys)
+    text, last = "", 0
+    for word, value, cut in zip(keys, values, cuts):
+        text += haystack(rng, corpus_text, cut - last) + NEEDLE.format(word=word, value=value)
+        last = cut
+    text += haystack(rng, corpus_text, max(0, body) - last)
+    asked = rng.randrange(count)
+    question, _, _ = NEEDLE_QUESTION.format(word=keys[asked], value="\0").partition("\0")
+    text, span = _answer(text, question, values[asked])
+    return text + ".", [span]
+
+
+def mqar(rng, vocabulary, pairs=None, queries=None):
+    """Multi-query associative recall (Zoology): key-value pairs, then keys asked again in random
+    order, each followed by its value."""
+    pairs = pairs or rng.randint(8, 64)
+    queries = min(queries or pairs, pairs)
+    keys = rng.sample(vocabulary, pairs)
+    values = [str(rng.randrange(100, 1000)) for _ in keys]
+    text = "Remember these pairs: " + ", ".join(f"{k} {v}" for k, v in zip(keys, values)) + ".\nRecall:"
+    spans = []
+    for i in rng.sample(range(pairs), queries):
+        text, span = _answer(text, f" {keys[i]} ", values[i])
+        spans.append(span)
+        text += ","
+    return text[:-1] + ".", spans
+
+
+def repeated_span(rng, corpus_text, chars):
+    """A passage, other text, then the passage again: its second copy is the answer."""
+    length = rng.randint(100, 400)
+    passage = haystack(rng, corpus_text, length)
+    text = passage + "\n" + haystack(rng, corpus_text, max(0, chars - 2 * length)) + "\n"
+    start = len(text)
+    return text + passage, [(start, start + len(passage))]
+
+
+def document(rng, corpus_text, vocabulary, chars, mix):
+    """One training document of about `chars` characters, its kind drawn from `mix` (kind → weight)."""
+    kinds, weights = zip(*mix.items())
+    kind = rng.choices(kinds, weights)[0]
+    if kind == "text":
+        return haystack(rng, corpus_text, chars), []
+    if kind == "passkey":
+        return passkey(rng, corpus_text, chars)
+    if kind == "needles":
+        return needles(rng, corpus_text, chars, vocabulary)
+    if kind == "mqar":
+        pairs = max(4, min(64, chars // 40))
+        return mqar(rng, vocabulary, pairs=rng.randint(4, pairs))
+    if kind == "repeat":
+        return repeated_span(rng, corpus_text, chars)
+    raise ValueError(kind)

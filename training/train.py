@@ -1,0 +1,212 @@
+"""Trains a kvsketch reference model and writes it as a Hugging Face model folder:
+config.json, model.safetensors, tokenizer.json, tokenizer_config.json, generation_config.json and
+training.json (the data, schedule, time and the validation figures below).
+
+    .venv-train/bin/python training/train.py --model llama --out models/llama-retrieval
+
+The model is transformers' own LlamaForCausalLM / Qwen2ForCausalLM, so the folder loads in
+transformers unchanged. Training is step-based and seeded (same steps, same data order); the default
+step count fits in about an hour on two cores.
+
+Validation after training: perplexity on held-out documents, passkey accuracy at each curriculum
+context (greedy, exact match of the five digits), MQAR accuracy (every asked value exact).
+"""
+import argparse
+import json
+import math
+import os
+import random
+import time
+
+import torch
+import transformers
+
+import corpus
+import tasks
+import tokenizer_build
+
+PRESETS = {
+    # GQA with head_dim 64, SentencePiece-style tokenizer, bf16 weights
+    "llama": dict(architecture="llama", tokenizer="sentencepiece", vocab_size=4096, hidden_size=256,
+                  intermediate_size=704, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=64, dtype=torch.bfloat16),
+    # q/k/v bias, one KV head for three query heads, byte-level tokenizer, f16 weights
+    "qwen2": dict(architecture="qwen2", tokenizer="byte_level", vocab_size=4096, hidden_size=192,
+                  intermediate_size=512, num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=1,
+                  head_dim=64, dtype=torch.float16),
+}
+CURRICULUM = [(0.40, 256), (0.25, 512), (0.20, 1024), (0.15, 2048)]  # (fraction of steps, context)
+MIX = {"text": 0.35, "passkey": 0.2, "needles": 0.15, "mqar": 0.15, "repeat": 0.15}
+ANSWER_WEIGHT = 4.0
+
+
+def make_config(preset, context):
+    common = dict(vocab_size=preset["vocab_size"], hidden_size=preset["hidden_size"],
+                  intermediate_size=preset["intermediate_size"], num_hidden_layers=preset["num_hidden_layers"],
+                  num_attention_heads=preset["num_attention_heads"],
+                  num_key_value_heads=preset["num_key_value_heads"], max_position_embeddings=context,
+                  rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True,
+                  torch_dtype=str(preset["dtype"]).replace("torch.", ""))
+    if preset["architecture"] == "llama":
+        return transformers.LlamaConfig(head_dim=preset["head_dim"], bos_token_id=1, eos_token_id=2,
+                                        attn_implementation="eager", **common)
+    return transformers.Qwen2Config(bos_token_id=None, eos_token_id=0, use_sliding_window=False,
+                                    attn_implementation="eager", **common)
+
+
+def encode(tokenizer, text, spans, limit):
+    """Token ids of text (BOS as the tokenizer adds it) and per-token loss weights, cut to `limit`
+    tokens from the left (the answers sit at the end)."""
+    encoding = tokenizer.encode(text)
+    ids, offsets = encoding.ids, encoding.offsets
+    weights = [1.0] * len(ids)
+    for i, (start, end) in enumerate(offsets):
+        if any(start < b and end > a for a, b in spans) and end > start:
+            weights[i] = ANSWER_WEIGHT
+    if len(ids) > limit:
+        ids, weights = ids[-limit:], weights[-limit:]
+    return ids, weights
+
+
+def batch(rng, tokenizer, text, vocabulary, context, size, chars_per_token):
+    rows, weights = [], []
+    for _ in range(size):
+        doc, spans = tasks.document(rng, text, vocabulary, int(context * chars_per_token * 0.97), MIX)
+        ids, w = encode(tokenizer, doc, spans, context)
+        rows.append(ids)
+        weights.append(w)
+    length = max(len(r) for r in rows)
+    ids = torch.zeros(size, length, dtype=torch.long)
+    mask = torch.zeros(size, length, dtype=torch.long)
+    weight = torch.zeros(size, length)
+    for i, (r, w) in enumerate(zip(rows, weights)):
+        ids[i, :len(r)] = torch.tensor(r)
+        mask[i, :len(r)] = 1
+        weight[i, :len(r)] = torch.tensor(w)
+    return ids, mask, weight
+
+
+def weighted_loss(model, ids, mask, weight):
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    targets, w = ids[:, 1:], weight[:, 1:] * mask[:, 1:]
+    losses = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                               reduction="none").view_as(w)
+    return (losses * w).sum() / w.sum()
+
+
+@torch.no_grad()
+def answers_correct(model, tokenizer, text, spans):
+    """Per answer span: whether greedy decoding reproduces it (every answer token the argmax)."""
+    encoding = tokenizer.encode(text)
+    ids = torch.tensor([encoding.ids])
+    predicted = model(input_ids=ids).logits[0].argmax(-1)
+    results = []
+    for a, b in spans:
+        positions = [i for i, (s, e) in enumerate(encoding.offsets) if s < b and e > a and e > s]
+        results.append(all(int(predicted[p - 1]) == encoding.ids[p] for p in positions))
+    return results
+
+
+@torch.no_grad()
+def validate(model, tokenizer, text, vocabulary, contexts, chars_per_token, samples):
+    model.eval()
+    rng = random.Random(1234)
+    nll, count = 0.0, 0
+    for _ in range(samples):
+        ids = torch.tensor([tokenizer.encode(tasks.haystack(rng, text, 512 * 4)).ids[:512]])
+        loss = model(input_ids=ids, labels=ids).loss
+        nll += float(loss) * (ids.shape[1] - 1)
+        count += ids.shape[1] - 1
+    report = {"validation_perplexity": math.exp(nll / count), "passkey": {}, "mqar": None}
+    for context in contexts:
+        hits = [answers_correct(model, tokenizer, *tasks.passkey(rng, text, int(context * chars_per_token * 0.97)))[0]
+                for _ in range(samples)]
+        report["passkey"][str(context)] = sum(hits) / len(hits)
+    hits = []
+    for _ in range(samples):
+        hits += answers_correct(model, tokenizer, *tasks.mqar(rng, vocabulary, pairs=32))
+    report["mqar"] = sum(hits) / len(hits)
+    model.train()
+    return report
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=sorted(PRESETS), required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--tokens-per-step", type=int, default=4096)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--validation-samples", type=int, default=40)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    preset = PRESETS[args.model]
+    context = CURRICULUM[-1][1]
+    os.makedirs(args.out, exist_ok=True)
+    started = time.time()
+
+    train_docs = [t for _, t in corpus.documents("train")]
+    validation_text = "\n\n".join(t for _, t in corpus.documents("validation"))
+    train_text = "\n\n".join(train_docs)
+    tokenizer, facts = tokenizer_build.train(preset["tokenizer"], [t[:300000] for t in train_docs],
+                                             preset["vocab_size"])
+    tokenizer.save(os.path.join(args.out, "tokenizer.json"))
+    with open(os.path.join(args.out, "tokenizer_config.json"), "w") as f:
+        json.dump(tokenizer_build.tokenizer_config(facts, context), f, indent=2)
+    sample = train_text[:2000000]
+    chars_per_token = len(sample) / len(tokenizer.encode(sample).ids)
+    vocabulary = [w for w in corpus.words(train_docs[::7]) if len(tokenizer.encode(" " + w).ids) <= 3]
+    print(f"tokenizer: {chars_per_token:.2f} chars/token, {len(vocabulary)} key words", flush=True)
+
+    config = make_config(preset, context)
+    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    parameters = sum(p.numel() for p in model.parameters())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    warmup = max(1, args.steps // 30)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) * (
+        0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, s / args.steps)))))
+    rng = random.Random(args.seed)
+    boundaries, total = [], 0.0
+    for fraction, length in CURRICULUM:
+        total += fraction
+        boundaries.append((int(round(total * args.steps)), length))
+    log = []
+    model.train()
+    for step in range(args.steps):
+        length = next(l for b, l in boundaries if step < b)
+        ids, mask, weight = batch(rng, tokenizer, train_text, vocabulary, length,
+                                  max(1, args.tokens_per_step // length), chars_per_token)
+        loss = weighted_loss(model, ids, mask, weight)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+        schedule.step()
+        if step % 25 == 0 or step == args.steps - 1:
+            elapsed = time.time() - started
+            log.append({"step": step, "context": length, "loss": float(loss), "seconds": round(elapsed, 1)})
+            print(json.dumps(log[-1]), flush=True)
+        if (step + 1) % 250 == 0 or step == args.steps - 1:
+            model.to(preset["dtype"]).save_pretrained(args.out, safe_serialization=True)
+            model.float()
+    training_seconds = time.time() - started
+    model.float()
+    report = validate(model, tokenizer, validation_text, vocabulary, [c for _, c in CURRICULUM],
+                      chars_per_token, args.validation_samples)
+    report.update({"preset": {k: (str(v) if k == "dtype" else v) for k, v in preset.items()},
+                   "parameters": parameters, "steps": args.steps, "tokens_per_step": args.tokens_per_step,
+                   "curriculum": CURRICULUM, "mix": MIX, "answer_weight": ANSWER_WEIGHT, "lr": args.lr,
+                   "seed": args.seed, "threads": args.threads, "training_seconds": round(training_seconds, 1),
+                   "torch": torch.__version__, "transformers": transformers.__version__, "log": log})
+    model.generation_config.do_sample = False
+    model.to(preset["dtype"]).save_pretrained(args.out, safe_serialization=True)
+    with open(os.path.join(args.out, "training.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps({k: report[k] for k in ("validation_perplexity", "passkey", "mqar", "training_seconds")}))
+
+
+if __name__ == "__main__":
+    main()
