@@ -8,7 +8,8 @@
 # Groups combine: bash scripts/setup.sh extras clang
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libeigen3-dev libhwy-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libhdf5-dev)
+          libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libhdf5-dev
+          libonig-dev libutf8proc-dev)
 for group in "$@"; do
   case "$group" in
     extras) packages+=(libfaiss-dev dataset-fashion-mnist) ;;
