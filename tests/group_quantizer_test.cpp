@@ -80,6 +80,26 @@ TEST(GroupQuantizer, Q4_0MatchesTheFormula) {
     }
 }
 
+TEST(GroupQuantizer, Q8_0MatchesTheFormula) {
+  const size_t dim = 96;
+  auto x = testutil::gaussian_matrix(5, dim, 4);
+  auto codec = make_codec("q8_0", dim);
+  auto codes = codec->make_buffer();
+  codec->encode(x.data(), 5, codes);
+  std::vector<float> decoded(5 * dim);
+  codec->decode(codes, 0, 5, decoded.data());
+  for (size_t i = 0; i < 5; ++i)
+    for (size_t g = 0; g < dim / 32; ++g) {
+      float magnitude = 0.0f;
+      for (size_t c = g * 32; c < g * 32 + 32; ++c) magnitude = std::max(magnitude, std::abs(x[i * dim + c]));
+      const float scale = half_to_float(float_to_half(magnitude / 127.0f));
+      for (size_t c = g * 32; c < g * 32 + 32; ++c) {
+        const float q = std::clamp(std::nearbyint(x[i * dim + c] / scale), -127.0f, 127.0f);
+        ASSERT_EQ(decoded[i * dim + c], scale * q) << "row " << i << " channel " << c;
+      }
+    }
+}
+
 TEST(GroupQuantizer, BytesAreExact) {
   // KIVI keys at d=128, G=32: 2-bit values (32 bytes) + a 1/32 share of 128 fp16 minima and steps (16 bytes).
   EXPECT_EQ(make_codec("kivi_k:b=2,group=32", 128)->code_bytes(), 32u + 16);
@@ -87,6 +107,7 @@ TEST(GroupQuantizer, BytesAreExact) {
   EXPECT_EQ(make_codec("kivi_v:b=4,group=32", 128)->code_bytes(), 64u + 4 * 4);
   EXPECT_EQ(make_codec("q4_0", 128)->code_bytes(), 64u + 4 * 2);  // 4.5 bits per value, as ggml's
   EXPECT_EQ(make_codec("q4_0", 100)->code_bytes(), 50u + 4 * 2);
+  EXPECT_EQ(make_codec("q8_0", 128)->code_bytes(), 128u + 4 * 2);  // 8.5 bits per value, as ggml's
 }
 
 TEST(GroupQuantizer, KeyGroupsAreEnforced) {

@@ -223,7 +223,9 @@ std::function<void()> add_bench_command(CLI::App& app) {
   sparse->add_option("--tokens", args->tokens, "Context length")->default_val("65536");
   sparse->add_option("--repetitions", args->repetitions, "Timed passes (the median is reported)")
       ->check(CLI::Range(1, 1000));
-  return [attention, append, sparse, args] {
+  auto decode = add_decode_bench_command(*bench);
+  return [attention, append, sparse, decode, args] {
+    decode();
     if (attention->parsed()) run_attention(*args);
     if (append->parsed()) run_append(*args);
     if (sparse->parsed()) run_sparse(*args);

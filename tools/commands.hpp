@@ -12,5 +12,10 @@ std::function<void()> add_attention_command(CLI::App& app);
 std::function<void()> add_bench_command(CLI::App& app);
 std::function<void()> add_ann_command(CLI::App& app);
 std::function<void()> add_sparse_command(CLI::App& app);
+std::function<void()> add_perplexity_command(CLI::App& app);
+std::function<void()> add_retrieval_command(CLI::App& app);
+std::function<void()> add_generate_command(CLI::App& app);
+// `bench decode`, registered under the bench command.
+std::function<void()> add_decode_bench_command(CLI::App& bench);
 
 }  // namespace kvsketch::tools

@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
       kvsketch::tools::add_bench_command(app),
       kvsketch::tools::add_ann_command(app),
       kvsketch::tools::add_sparse_command(app),
+      kvsketch::tools::add_perplexity_command(app),
+      kvsketch::tools::add_retrieval_command(app),
+      kvsketch::tools::add_generate_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -67,3 +67,18 @@ def words(texts, minimum=3, maximum=9):
     for text in texts:
         found.update(w for w in re.findall(r"\b[a-z]+\b", text[:200000]) if minimum <= len(w) <= maximum)
     return sorted(found)
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(description="Writes held-out text for `kvsketch perplexity` and `retrieval`.")
+    parser.add_argument("--validation-text", required=True, help="output file")
+    parser.add_argument("--chars", type=int, default=300000, help="characters from each source")
+    args = parser.parse_args()
+    docs = list(documents("validation"))
+    parts = []
+    for source in ("pydoc/", "gcide/"):
+        text = "\n\n".join(t for name, t in docs if name.startswith(source))
+        parts.append(text[:args.chars])
+    with open(args.validation_text, "w", encoding="utf-8") as f:
+        f.write("\n\n".join(parts) + "\n")

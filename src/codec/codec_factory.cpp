@@ -93,6 +93,7 @@ std::string codec_spec_help() {
          "  kivi_k:b=B,group=G        KIVI keys: per channel over groups of G tokens (default 32), min/step fp16\n"
          "  kivi_v:b=B,group=G        KIVI values: per token in groups of G channels (default 32)\n"
          "  q4_0                      llama.cpp q4_0: 32-channel groups, fp16 scale, 4-bit values\n"
+         "  q8_0                      llama.cpp q8_0: 32-channel groups, fp16 scale, 8-bit values\n"
          "  (in a KV policy, kivi:b=B,group=G means kivi_k for keys and kivi_v for values)\n"
          "options: tq_*: rotation=hadamard|haar, rounds=1..16 (default 2), codebook=beta|gaussian,\n"
          "         norm=fp16|fp32, seed=N; tq_mse: rescale=1 (store ||x|| / <u, u~>: unbiased, same bytes);\n"
@@ -128,8 +129,9 @@ std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uin
                                             static_cast<int>(p.integer("b", 2, 1, 8)),
                                             static_cast<size_t>(p.integer("group", 32, 1, 1024)));
   }
-  if (parsed.name == "q4_0") {
+  if (parsed.name == "q4_0" || parsed.name == "q8_0") {
     const SpecParameters p(parsed.name, parsed.values, {});
+    if (parsed.name == "q8_0") return std::make_unique<GroupQuantizer>(dim, GroupScheme::kQ8_0, 8, 32);
     return std::make_unique<GroupQuantizer>(dim, GroupScheme::kQ4_0, 4, 32);
   }
   if (parsed.name == "fp16" || parsed.name == "int8") {

@@ -45,12 +45,13 @@ GroupQuantizer::GroupQuantizer(size_t dim, GroupScheme scheme, int bits, size_t 
   if (scheme == GroupScheme::kKiviKeys) {
     code_bytes_ = value_bytes_ + (4 * dim + group - 1) / group;  // this row's share of the group's minima and steps
   } else {
-    code_bytes_ = value_bytes_ + (scheme == GroupScheme::kQ4_0 ? 2 : 4) * channel_groups();
+    code_bytes_ = value_bytes_ + (scaled() ? 2 : 4) * channel_groups();
   }
 }
 
 std::string GroupQuantizer::spec() const {
   if (scheme_ == GroupScheme::kQ4_0) return "q4_0";
+  if (scheme_ == GroupScheme::kQ8_0) return "q8_0";
   return fmt::format("{}:b={},group={}", scheme_ == GroupScheme::kKiviKeys ? "kivi_k" : "kivi_v", bits_, group_);
 }
 
@@ -98,6 +99,15 @@ void GroupQuantizer::encode_rows(const float* x, size_t n, uint8_t* codes, size_
           levels[c] = static_cast<uint8_t>(std::clamp(std::nearbyint(row[c] * inverse) + 8.0f, 0.0f, 15.0f));
         continue;
       }
+      if (scheme_ == GroupScheme::kQ8_0) {
+        float magnitude = 0.0f;
+        for (size_t c = begin; c < end; ++c) magnitude = std::max(magnitude, std::abs(row[c]));
+        const float scale = store_half(magnitude / 127.0f, code + meta_offset_ + 2 * j, first_row + i);
+        const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+        for (size_t c = begin; c < end; ++c)
+          levels[c] = static_cast<uint8_t>(std::clamp(std::nearbyint(row[c] * inverse), -127.0f, 127.0f) + 128.0f);
+        continue;
+      }
       float low = row[begin], high = row[begin];
       for (size_t c = begin; c < end; ++c) {
         low = std::min(low, row[c]);
@@ -129,10 +139,10 @@ void GroupQuantizer::decode_rows(const uint8_t* codes, size_t n, float* out) con
       simd::affine_decode(levels.data(), d, meta.data(), meta.data() + d, 1, 0, row);
       continue;
     }
-    if (scheme_ == GroupScheme::kQ4_0) {  // x = scale (q - 8)
+    if (scaled()) {  // x = scale (q - center)
       std::memcpy(halves.data(), code + meta_offset_, 2 * groups);
       simd::half_to_float_row(halves.data(), groups, step.data());
-      simd::affine_decode(levels.data(), d, low.data(), step.data(), group_, 8, row);
+      simd::affine_decode(levels.data(), d, low.data(), step.data(), group_, center(), row);
       continue;
     }
     std::memcpy(halves.data(), code + meta_offset_, 4 * groups);
@@ -169,7 +179,7 @@ simd::RowSource GroupQuantizer::level_rows(const uint8_t* codes, size_t first, s
 // values and q4_0, per channel group g: sum_t w_t (min_tg + step_tg level_t) =
 // sum_t w_t min_tg + sum_t (w_t step_tg) level_t.
 void GroupQuantizer::token_group_meta(const uint8_t* rows, size_t count, size_t g, TokenMeta& meta) const {
-  const size_t groups = channel_groups(), per_row = (scheme_ == GroupScheme::kQ4_0 ? 1 : 2) * groups;
+  const size_t groups = channel_groups(), per_row = (scaled() ? 1 : 2) * groups;
   if (g == 0) {  // the block's fp16 metadata as floats, once
     meta.halves.resize(count * per_row);
     meta.floats.resize(count * per_row);
@@ -191,10 +201,10 @@ void GroupQuantizer::token_group_meta(const uint8_t* rows, size_t count, size_t 
   }
   meta.low.resize(count);
   meta.step.resize(count);
-  if (scheme_ == GroupScheme::kQ4_0) {  // x = scale (level - 8) = -8 scale + scale level
+  if (scaled()) {  // x = scale (level - center) = -center scale + scale level
     for (size_t i = 0; i < count; ++i) {
       meta.step[i] = meta.floats[i * per_row + g];
-      meta.low[i] = -8.0f * meta.step[i];
+      meta.low[i] = -static_cast<float>(center()) * meta.step[i];
     }
     return;
   }

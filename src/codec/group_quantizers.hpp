@@ -5,10 +5,12 @@
 //   kivi_v  KIVI values: each token quantized in groups of G channels (asymmetric min/max).
 //   q4_0    llama.cpp's q4_0: each token in groups of 32 channels, one fp16 scale per group
 //           (signed absmax / -8), 4-bit values q with x = scale (q - 8).
+//   q8_0    llama.cpp's q8_0: groups of 32 channels, fp16 scale absmax / 127, 8-bit values q with
+//           x = scale (q - 128), q in 1..255.
 // In a KV policy, "kivi:b=B,group=G" names the pair: kivi_k for keys, kivi_v for values.
 // Row layouts: kivi_k [values: ceil(d b / 8)][share of the group's minima and steps]
 //              kivi_v [values: ceil(d b / 8)][per channel group: fp16 min, fp16 step]
-//              q4_0   [values: ceil(d / 2)][per channel group: fp16 scale]
+//              q4_0, q8_0   [values: ceil(d b / 8)][per channel group: fp16 scale]
 #pragma once
 #include <vector>
 
@@ -17,7 +19,7 @@
 
 namespace kvsketch {
 
-enum class GroupScheme { kKiviKeys, kKiviValues, kQ4_0 };
+enum class GroupScheme { kKiviKeys, kKiviValues, kQ4_0, kQ8_0 };
 
 class GroupQuantizer final : public VectorCodec {
  public:
@@ -41,6 +43,9 @@ class GroupQuantizer final : public VectorCodec {
 
  private:
   size_t channel_groups() const { return (dim() + group_ - 1) / group_; }
+  // q4_0 and q8_0: one scale per channel group, x = scale (level - center).
+  bool scaled() const { return scheme_ == GroupScheme::kQ4_0 || scheme_ == GroupScheme::kQ8_0; }
+  int center() const { return scheme_ == GroupScheme::kQ8_0 ? 128 : 8; }
   // Keys: the fp16 minima and steps of the group of rows starting at `rows` as floats,
   // meta[c] = minimum, meta[d + c] = step (halves: scratch).
   void key_group_meta(const uint8_t* rows, std::vector<uint16_t>& halves, float* meta) const;

@@ -1,0 +1,38 @@
+// A model's KV store for a policy named as on the command line: "exact" (float32 attention) or a
+// KVPolicy spec (a PagedKVCache holding one sequence), with the bytes it holds.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kvsketch/model/kv_store.hpp"
+#include "kvsketch/model/language_model.hpp"
+
+namespace kvsketch::model {
+
+class PolicyStore {
+ public:
+  // Throws Error naming the policy when it does not parse.
+  PolicyStore(const LanguageModel& model, const std::string& policy, uint64_t seed);
+  KVStore& kv() { return *kv_; }
+  // Bytes held per value stored (keys and values of every layer and KV head), everything counted:
+  // codes, norms, sinks, window and calibration.
+  double bits_per_value() const;
+
+ private:
+  const ModelConfig* config_;
+  std::optional<PagedKVCache> cache_;
+  std::unique_ptr<KVStore> kv_;
+};
+
+// Whether a policy's codecs depend on the seed (TurboQuant, QJL: random rotations and sketches),
+// so that its quality is worth measuring over several seeds. "exact" and fp16, int8, q4_0, KIVI are
+// deterministic.
+bool policy_is_randomized(const std::string& policy, size_t head_dim);
+
+// Runs `count` tokens through the model in chunks of `chunk`, writing every position's logits
+// ([count][vocab]) when logits is not null.
+void run_chunks(const LanguageModel& model, KVStore& kv, const int32_t* tokens, size_t count, size_t chunk,
+                float* logits);
+
+}  // namespace kvsketch::model
