@@ -3,6 +3,9 @@
     .venv-train/bin/python training/golden_fixtures.py tests/data/models     tiny random models
     .venv-train/bin/python training/golden_fixtures.py --model models/NAME    a trained model
 
+A trained model also gets golden_perplexity.json: transformers' perplexity over the first windows
+of data/validation-text.txt, windowed and scored as `kvsketch perplexity` does.
+
 Tiny models (random weights, seeded) cover what the trained reference models do not: llama3 and
 linear RoPE scaling, an explicit head_dim unlike hidden/heads, attention and MLP biases, tied and
 untied embeddings, Qwen2's q/k/v bias, Mistral, f32/f16/bf16 weights and sharded checkpoints. Each
@@ -11,6 +14,7 @@ folder gets golden.safetensors: for every prompt `promptN.ids` (token ids as F32
 """
 import argparse
 import json
+import math
 import os
 
 import torch
@@ -78,7 +82,28 @@ def tiny(out):
         print(name, sum(p.numel() for p in model.parameters()), "parameters")
 
 
-def trained(folder):
+def golden_perplexity(model, tokenizer, folder, text_path, context=512, windows=4):
+    """Perplexity as `kvsketch perplexity` computes it: windows of `context` tokens (BOS and
+    context - 1 text tokens), the second half of each scored."""
+    with open(text_path, encoding="utf-8") as f:
+        tokens = tokenizer.encode(f.read(), add_special_tokens=False).ids
+    bos = model.config.bos_token_id
+    body = context - 1 if bos is not None else context
+    nll, count = 0.0, 0
+    with torch.no_grad():
+        for w in range(windows):
+            ids = ([bos] if bos is not None else []) + tokens[w * body:(w + 1) * body]
+            logits = model(input_ids=torch.tensor([ids])).logits[0].double()
+            logp = torch.log_softmax(logits, dim=-1)
+            for i in range(context // 2, context - 1):
+                nll -= float(logp[i, ids[i + 1]])
+                count += 1
+    with open(os.path.join(folder, "golden_perplexity.json"), "w") as f:
+        json.dump({"text": os.path.basename(text_path), "context": context, "windows": windows, "tokens": count,
+                   "ppl": math.exp(nll / count)}, f, indent=1)
+
+
+def trained(folder, text_path):
     from tokenizers import Tokenizer
     tokenizer = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
     texts = ["The quick brown fox jumps over the lazy dog. A dictionary defines words;",
@@ -86,6 +111,7 @@ def trained(folder):
              "Remember these pairs: river 412, candle 88, orbit 731.\nRecall: orbit 731, river"]
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
     write_golden(model, folder, [tokenizer.encode(t).ids for t in texts])
+    golden_perplexity(model, tokenizer, folder, text_path)
     with open(os.path.join(folder, "golden_prompts.json"), "w") as f:
         json.dump(texts, f, indent=1, ensure_ascii=False)
 
@@ -94,8 +120,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", nargs="?", help="folder for the tiny models")
     parser.add_argument("--model", help="a trained model folder to add golden logits to")
+    parser.add_argument("--text", default="data/validation-text.txt", help="text of the golden perplexity")
     args = parser.parse_args()
     if args.model:
-        trained(args.model)
+        trained(args.model, args.text)
     else:
         tiny(args.out)

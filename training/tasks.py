@@ -87,6 +87,15 @@ def repeated_span(rng, corpus_text, chars):
     return text + passage, [(start, start + len(passage))]
 
 
+def copy_words(rng, vocabulary, chars):
+    """A random sequence of words, then the same sequence again: the second copy can only be
+    predicted by looking back (the induction pattern retrieval rests on)."""
+    words = rng.choices(vocabulary, k=max(4, min(200, chars // 16)))
+    first = "Words: " + " ".join(words) + ".\nAgain:"
+    answer = " " + " ".join(words)
+    return first + answer + ".", [(len(first), len(first) + len(answer))]
+
+
 def document(rng, corpus_text, vocabulary, chars, mix):
     """One training document of about `chars` characters, its kind drawn from `mix` (kind → weight)."""
     kinds, weights = zip(*mix.items())
@@ -102,4 +111,6 @@ def document(rng, corpus_text, vocabulary, chars, mix):
         return mqar(rng, vocabulary, pairs=rng.randint(4, pairs))
     if kind == "repeat":
         return repeated_span(rng, corpus_text, chars)
+    if kind == "copy":
+        return copy_words(rng, vocabulary, chars)
     raise ValueError(kind)

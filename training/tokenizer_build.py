@@ -47,8 +47,7 @@ def train_sentencepiece(texts, vocab_size):
     tokenizer.add_special_tokens(SPECIAL_SENTENCEPIECE)
     tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                              special_tokens=[("<s>", 1)])
-    return tokenizer, {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "bos_token_id": 1,
-                       "eos_token_id": 2, "add_bos_token": True}
+    return tokenizer, facts("sentencepiece")
 
 
 def train_byte_level(texts, vocab_size):
@@ -62,8 +61,16 @@ def train_byte_level(texts, vocab_size):
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_BYTE_LEVEL,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tokenizer.train_from_iterator(texts, trainer)
-    return tokenizer, {"bos_token": None, "eos_token": "<|endoftext|>", "unk_token": None, "bos_token_id": None,
-                       "eos_token_id": 0, "add_bos_token": False}
+    return tokenizer, facts("byte_level")
+
+
+def facts(kind):
+    """The special tokens of a tokenizer of `kind`, for tokenizer_config.json."""
+    if kind == "sentencepiece":
+        return {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "bos_token_id": 1, "eos_token_id": 2,
+                "add_bos_token": True}
+    return {"bos_token": None, "eos_token": "<|endoftext|>", "unk_token": None, "bos_token_id": None,
+            "eos_token_id": 0, "add_bos_token": False}
 
 
 def train(kind, texts, vocab_size):

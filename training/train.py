@@ -131,6 +131,7 @@ def validate(model, tokenizer, text, vocabulary, contexts, chars_per_token, samp
 
 
 def main():
+    global MIX, CURRICULUM, ANSWER_WEIGHT
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(PRESETS), required=True)
     parser.add_argument("--out", required=True)
@@ -140,10 +141,17 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--validation-samples", type=int, default=40)
+    parser.add_argument("--init", help="a model folder to continue training from (its tokenizer is kept)")
+    parser.add_argument("--mix", help="document kinds and weights as JSON, e.g. '{\"text\": 0.2, \"mqar\": 0.3}'")
+    parser.add_argument("--curriculum", help="(fraction of steps, context) pairs as JSON, e.g. '[[0.5, 512], [0.5, 2048]]'")
+    parser.add_argument("--answer-weight", type=float, default=ANSWER_WEIGHT)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     preset = PRESETS[args.model]
+    MIX = json.loads(args.mix) if args.mix else MIX
+    CURRICULUM = [tuple(c) for c in json.loads(args.curriculum)] if args.curriculum else CURRICULUM
+    ANSWER_WEIGHT = args.answer_weight
     context = CURRICULUM[-1][1]
     os.makedirs(args.out, exist_ok=True)
     started = time.time()
@@ -151,8 +159,13 @@ def main():
     train_docs = [t for _, t in corpus.documents("train")]
     validation_text = "\n\n".join(t for _, t in corpus.documents("validation"))
     train_text = "\n\n".join(train_docs)
-    tokenizer, facts = tokenizer_build.train(preset["tokenizer"], [t[:300000] for t in train_docs],
-                                             preset["vocab_size"])
+    if args.init:
+        from tokenizers import Tokenizer
+        tokenizer = Tokenizer.from_file(os.path.join(args.init, "tokenizer.json"))
+        facts = tokenizer_build.facts(preset["tokenizer"])
+    else:
+        tokenizer, facts = tokenizer_build.train(preset["tokenizer"], [t[:300000] for t in train_docs],
+                                                 preset["vocab_size"])
     tokenizer.save(os.path.join(args.out, "tokenizer.json"))
     with open(os.path.join(args.out, "tokenizer_config.json"), "w") as f:
         json.dump(tokenizer_build.tokenizer_config(facts, context), f, indent=2)
@@ -161,8 +174,12 @@ def main():
     vocabulary = [w for w in corpus.words(train_docs[::7]) if len(tokenizer.encode(" " + w).ids) <= 3]
     print(f"tokenizer: {chars_per_token:.2f} chars/token, {len(vocabulary)} key words", flush=True)
 
-    config = make_config(preset, context)
-    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    if args.init:
+        model = transformers.AutoModelForCausalLM.from_pretrained(args.init, torch_dtype=torch.float32,
+                                                                  attn_implementation="eager")
+        model.config.max_position_embeddings = max(model.config.max_position_embeddings, context)
+    else:
+        model = transformers.AutoModelForCausalLM.from_config(make_config(preset, context), torch_dtype=torch.float32)
     parameters = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     warmup = max(1, args.steps // 30)
@@ -199,7 +216,7 @@ def main():
     report.update({"preset": {k: (str(v) if k == "dtype" else v) for k, v in preset.items()},
                    "parameters": parameters, "steps": args.steps, "tokens_per_step": args.tokens_per_step,
                    "curriculum": CURRICULUM, "mix": MIX, "answer_weight": ANSWER_WEIGHT, "lr": args.lr,
-                   "seed": args.seed, "threads": args.threads, "training_seconds": round(training_seconds, 1),
+                   "seed": args.seed, "threads": args.threads, "init": args.init, "training_seconds": round(training_seconds, 1),
                    "torch": torch.__version__, "transformers": transformers.__version__, "log": log})
     model.generation_config.do_sample = False
     model.to(preset["dtype"]).save_pretrained(args.out, safe_serialization=True)

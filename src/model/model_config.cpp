@@ -68,9 +68,8 @@ Architecture architecture_of(const json& config, const std::string& source, std:
   if (name == "LlamaForCausalLM" || name == "llama") return Architecture::kLlama;
   if (name == "MistralForCausalLM" || name == "mistral") return Architecture::kMistral;
   if (name == "Qwen2ForCausalLM" || name == "qwen2") return Architecture::kQwen2;
-  if (name == "Qwen3ForCausalLM" || name == "qwen3") return Architecture::kQwen3;
-  throw Error(fmt::format("{}: architecture '{}' is not supported; expected LlamaForCausalLM, MistralForCausalLM, "
-                          "Qwen2ForCausalLM or Qwen3ForCausalLM",
+  throw Error(fmt::format("{}: architecture '{}' is not supported; expected LlamaForCausalLM, MistralForCausalLM "
+                          "or Qwen2ForCausalLM",
                           source, name));
 }
 
@@ -160,10 +159,8 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
   c.qkv_bias = c.architecture == Architecture::kQwen2 || attention_bias;
   c.output_bias = c.architecture != Architecture::kQwen2 && attention_bias;
   c.mlp_bias = r.flag_or("mlp_bias", false);
-  c.qk_norm = c.architecture == Architecture::kQwen3;
   const bool sliding = c.architecture == Architecture::kMistral ||
-                       ((c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen3) &&
-                        r.flag_or("use_sliding_window", false));
+                       (c.architecture == Architecture::kQwen2 && r.flag_or("use_sliding_window", false));
   if (sliding && r.has("sliding_window")) c.sliding_window = r.positive("sliding_window");
   c.bos_token_id = r.token_id("bos_token_id");
   c.eos_token_id = r.token_id("eos_token_id");
@@ -185,14 +182,6 @@ ModelConfig ModelConfig::load(const std::string& model_dir) {
   std::stringstream text;
   text << in.rdbuf();
   return parse(text.str(), path);
-}
-
-size_t ModelConfig::parameters() const {
-  const size_t attention = hidden_size * head_dim * (2 * q_heads + 2 * kv_heads);
-  const size_t mlp = 3 * hidden_size * intermediate_size;
-  const size_t per_layer = attention + mlp + 2 * hidden_size + (qk_norm ? 2 * head_dim : 0) +
-                           (qkv_bias ? head_dim * (q_heads + 2 * kv_heads) : 0);
-  return layers * per_layer + hidden_size + vocab_size * hidden_size * (tie_word_embeddings ? 1 : 2);
 }
 
 }  // namespace kvsketch::model

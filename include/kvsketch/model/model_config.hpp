@@ -1,7 +1,7 @@
 // ModelConfig: the shape and arithmetic of a Llama-family decoder, read from a Hugging Face
 // `config.json`. Families: LlamaForCausalLM (Llama 2 and 3.x, TinyLlama, SmolLM), MistralForCausalLM
-// (no sliding window within the context used), Qwen2ForCausalLM (q/k/v bias) and Qwen3ForCausalLM
-// (per-head RMSNorm of queries and keys). Both spellings of RoPE are read: the classic
+// (no sliding window within the context used) and Qwen2ForCausalLM (q/k/v bias). Both spellings of
+// RoPE are read: the classic
 // `rope_theta` + `rope_scaling`, and the newer `rope_parameters`.
 #pragma once
 #include <cstddef>
@@ -12,7 +12,7 @@
 #pragma GCC visibility push(default)
 namespace kvsketch::model {
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
+enum class Architecture { kLlama, kMistral, kQwen2 };
 
 // How RoPE frequencies are scaled: none ("default"), linear (divided by factor), or Llama 3's
 // frequency-dependent rule (low frequencies divided by factor, high ones kept, a smooth blend).
@@ -44,7 +44,6 @@ struct ModelConfig {
   bool qkv_bias = false;    // Qwen2, or Llama's attention_bias
   bool output_bias = false; // Llama's attention_bias also biases o_proj
   bool mlp_bias = false;
-  bool qk_norm = false;     // Qwen3
   std::optional<size_t> sliding_window;  // positions beyond it are refused
   std::optional<int64_t> bos_token_id, eos_token_id;
 
@@ -53,9 +52,6 @@ struct ModelConfig {
   // naming the field.
   static ModelConfig parse(const std::string& json_text, const std::string& source);
   static ModelConfig load(const std::string& model_dir);
-
-  // Parameter count implied by the shape (embedding counted once when tied).
-  size_t parameters() const;
 };
 
 }  // namespace kvsketch::model
