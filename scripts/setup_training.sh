@@ -2,12 +2,14 @@
 # What training the reference models and computing golden fixtures needs (not the build or the
 # tests, which use the committed results): Debian's PyTorch with OpenBLAS (the reference BLAS that
 # python3-torch otherwise links is ~15x slower), the English text it trains on (dict-gcide, the
-# Python documentation), and a venv `.venv-train` over Debian's Python with pinned PyPI packages.
+# Python documentation), matplotlib for scripts/plot_quality.py, and a venv `.venv-train` over
+# Debian's Python with pinned PyPI packages.
 #   bash scripts/setup_training.sh
 #   .venv-train/bin/python training/train.py --model llama --out models/llama-retrieval
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(python3-torch python3-numpy python3-venv python3-pip libopenblas0-pthread dict-gcide python3.11-doc)
+packages=(python3-torch python3-numpy python3-venv python3-pip libopenblas0-pthread dict-gcide python3.11-doc
+          python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -30,6 +30,7 @@ void print(const model::RetrievalReport& r, bool json) {
       for (const auto& c : p.cells)
         cells.push_back({{"context", c.context},
                          {"depth", c.depth},
+                         {"tokens", c.tokens},
                          {"correct", c.correct},
                          {"total", c.total},
                          {"accuracy", c.total ? double(c.correct) / c.total : 0.0}});

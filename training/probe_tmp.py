@@ -22,3 +22,7 @@ for name, gen in [('passkey256', lambda: tasks.passkey(rng, text, 700)), ('passk
     for _ in range(8):
         a, b = digit_acc(*gen()); ok += a; n += b
     print(name, round(ok / n, 3), flush=True)
+ok = n = 0
+for _ in range(8):
+    a, b = digit_acc(*tasks.copy_words(rng, words, 600)); ok += a; n += b
+print('copy', round(ok / n, 3))

@@ -87,11 +87,14 @@ def repeated_span(rng, corpus_text, chars):
     return text + passage, [(start, start + len(passage))]
 
 
-def copy_words(rng, vocabulary, chars):
+def copy_words(rng, vocabulary, chars, corpus_text=None):
     """A random sequence of words, then the same sequence again: the second copy can only be
-    predicted by looking back (the induction pattern retrieval rests on)."""
-    words = rng.choices(vocabulary, k=max(4, min(200, chars // 16)))
-    first = "Words: " + " ".join(words) + ".\nAgain:"
+    predicted by looking back (the induction pattern retrieval rests on). Its length and the text
+    before it vary, so that no fixed offset predicts the copy."""
+    count = rng.randint(4, max(4, min(200, chars // 20)))
+    words = rng.choices(vocabulary, k=count)
+    lead = haystack(rng, corpus_text, rng.randrange(max(1, chars - count * 16))) + "\n" if corpus_text else ""
+    first = lead + "Words: " + " ".join(words) + ".\nAgain:"
     answer = " " + " ".join(words)
     return first + answer + ".", [(len(first), len(first) + len(answer))]
 
@@ -112,5 +115,5 @@ def document(rng, corpus_text, vocabulary, chars, mix):
     if kind == "repeat":
         return repeated_span(rng, corpus_text, chars)
     if kind == "copy":
-        return copy_words(rng, vocabulary, chars)
+        return copy_words(rng, vocabulary, chars, corpus_text)
     raise ValueError(kind)

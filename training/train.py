@@ -145,6 +145,7 @@ def main():
     parser.add_argument("--mix", help="document kinds and weights as JSON, e.g. '{\"text\": 0.2, \"mqar\": 0.3}'")
     parser.add_argument("--curriculum", help="(fraction of steps, context) pairs as JSON, e.g. '[[0.5, 512], [0.5, 2048]]'")
     parser.add_argument("--answer-weight", type=float, default=ANSWER_WEIGHT)
+    parser.add_argument("--stop-after", type=int, help="stop after this many steps of the --steps schedule")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -192,7 +193,8 @@ def main():
         boundaries.append((int(round(total * args.steps)), length))
     log = []
     model.train()
-    for step in range(args.steps):
+    last = min(args.steps, args.stop_after or args.steps) - 1
+    for step in range(last + 1):
         length = next(l for b, l in boundaries if step < b)
         ids, mask, weight = batch(rng, tokenizer, train_text, vocabulary, length,
                                   max(1, args.tokens_per_step // length), chars_per_token)
@@ -202,11 +204,11 @@ def main():
         optimizer.step()
         optimizer.zero_grad()
         schedule.step()
-        if step % 25 == 0 or step == args.steps - 1:
+        if step % 25 == 0 or step == last:
             elapsed = time.time() - started
             log.append({"step": step, "context": length, "loss": float(loss), "seconds": round(elapsed, 1)})
             print(json.dumps(log[-1]), flush=True)
-        if (step + 1) % 250 == 0 or step == args.steps - 1:
+        if (step + 1) % 250 == 0 or step == last:
             model.to(preset["dtype"]).save_pretrained(args.out, safe_serialization=True)
             model.float()
     training_seconds = time.time() - started
@@ -214,7 +216,7 @@ def main():
     report = validate(model, tokenizer, validation_text, vocabulary, [c for _, c in CURRICULUM],
                       chars_per_token, args.validation_samples)
     report.update({"preset": {k: (str(v) if k == "dtype" else v) for k, v in preset.items()},
-                   "parameters": parameters, "steps": args.steps, "tokens_per_step": args.tokens_per_step,
+                   "parameters": parameters, "steps": args.steps, "stopped_after": last + 1, "tokens_per_step": args.tokens_per_step,
                    "curriculum": CURRICULUM, "mix": MIX, "answer_weight": ANSWER_WEIGHT, "lr": args.lr,
                    "seed": args.seed, "threads": args.threads, "init": args.init, "training_seconds": round(training_seconds, 1),
                    "torch": torch.__version__, "transformers": transformers.__version__, "log": log})

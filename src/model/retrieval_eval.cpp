@@ -4,6 +4,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "core/require.hpp"
@@ -90,23 +91,31 @@ RetrievalReport run_retrieval(const RetrievalConfig& config) {
     std::vector<TokenPrompt> prompts;
   };
   std::vector<Cell> cells;
+  // A prompt of at most `tokens` tokens and close to it: the length in characters is corrected
+  // from each attempt's token count, and the longest prompt that fits is kept.
   auto fit = [&](size_t tokens, const std::function<RetrievalPrompt(TaskRandom&, size_t)>& make, TaskRandom& random) {
     double chars = tokens * chars_per_token;
-    for (int attempt = 0;; ++attempt) {
+    std::optional<TokenPrompt> best;
+    TaskRandom after = random;
+    for (int attempt = 0; attempt < 12; ++attempt) {
       TaskRandom copy = random;
       TokenPrompt p = tokenize(tokenizer, make(copy, static_cast<size_t>(chars)));
-      if (p.tokens.size() <= tokens || attempt == 8) {
-        require(p.tokens.size() <= tokens, "retrieval: cannot fit a prompt into {} tokens", tokens);
-        random = copy;
-        return p;
+      const size_t n = p.tokens.size();
+      if (n <= tokens && (!best || n > best->tokens.size())) {
+        best = std::move(p);
+        after = copy;
       }
-      chars *= 0.985 * tokens / p.tokens.size();
+      if (best && best->tokens.size() >= tokens - tokens / 64) break;
+      chars *= (n <= tokens ? 0.995 : 0.985) * tokens / std::max<size_t>(n, 1);
     }
+    require(best.has_value(), "retrieval: cannot fit a prompt into {} tokens", tokens);
+    random = after;
+    return std::move(*best);
   };
   TaskRandom random(config.seed * 0x2545F4914F6CDD1Dull + 17);
   if (config.task == RetrievalTask::kMqar) {
     for (size_t pairs : config.pairs) {
-      Cell cell{{pairs, 0.0, 0, 0}, {}};
+      Cell cell{{pairs, 0.0, 0.0, 0, 0}, {}};
       for (size_t s = 0; s < config.samples; ++s) cell.prompts.push_back(tokenize(tokenizer, tasks.mqar(random, pairs)));
       cells.push_back(std::move(cell));
     }
@@ -115,7 +124,7 @@ RetrievalReport run_retrieval(const RetrievalConfig& config) {
     const std::vector<double> depths = config.task == RetrievalTask::kPasskey ? config.depths : std::vector<double>{0};
     for (size_t context : config.contexts)
       for (double depth : depths) {
-        Cell cell{{context, depth, 0, 0}, {}};
+        Cell cell{{context, depth, 0.0, 0, 0}, {}};
         for (size_t s = 0; s < config.samples; ++s)
           cell.prompts.push_back(fit(context,
                                      [&](TaskRandom& r, size_t chars) {
@@ -137,6 +146,7 @@ RetrievalReport run_retrieval(const RetrievalConfig& config) {
     size_t correct = 0, total = 0, longest = 0;
     for (const Cell& cell : cells) {
       RetrievalCell c = cell.shape;
+      for (const TokenPrompt& p : cell.prompts) c.tokens += static_cast<double>(p.tokens.size()) / cell.prompts.size();
       for (size_t s = 0; s < cell.prompts.size(); ++s) {
         PolicyStore store(model, policy, s);
         for (bool hit : score(model, store.kv(), cell.prompts[s], config.chunk)) {

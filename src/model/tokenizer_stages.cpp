@@ -217,7 +217,7 @@ Normalizer make_normalizer(const json& spec, const std::string& where) {
   for (const auto& [name, options] : {std::pair{"NFC", stable | UTF8PROC_COMPOSE}, std::pair{"NFD", stable | UTF8PROC_DECOMPOSE},
                                       std::pair{"NFKC", stable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
                                       std::pair{"NFKD", stable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT}})
-    if (type == name) return [options, where](std::string text) { return unicode_map(text, options, where); };
+    if (type == name) return [mode = options, where](std::string text) { return unicode_map(text, mode, where); };
   if (type == "Lowercase") {
     return [](std::string text) {
       std::string out;

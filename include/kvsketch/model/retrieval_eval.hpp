@@ -29,8 +29,9 @@ struct RetrievalConfig {
 };
 
 struct RetrievalCell {
-  size_t context = 0;      // tokens (mean over the cell's prompts), or pairs for mqar
+  size_t context = 0;      // tokens asked for, or pairs for mqar
   double depth = 0;
+  double tokens = 0;       // the prompts' mean length in tokens (at most context)
   size_t correct = 0, total = 0;
 };
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Plots of the model measurements, from the commands' JSON:
+
+    build/kvsketch retrieval ... --json > passkey.json
+    python3 scripts/plot_quality.py retrieval passkey.json docs/img/passkey.png
+    build/kvsketch perplexity ... --json > ppl.json
+    python3 scripts/plot_quality.py perplexity ppl.json docs/img/kld.png
+
+retrieval: one heatmap per policy, accuracy by context (rows) and depth (columns).
+perplexity: mean KLD against bits per value, one point per policy, with the seeds' spread.
+Needs matplotlib (Debian python3-matplotlib: scripts/setup_training.sh installs it).
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def retrieval(report, out):
+    policies = report["policies"]
+    contexts = sorted({c["context"] for c in policies[0]["cells"]})
+    depths = sorted({c["depth"] for c in policies[0]["cells"]})
+    columns = min(4, len(policies))
+    rows = (len(policies) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 0.6 * len(contexts) * rows + 1.2), squeeze=False)
+    for ax, p in zip(axes.flat, policies):
+        grid = [[0.0] * len(depths) for _ in contexts]
+        for c in p["cells"]:
+            grid[contexts.index(c["context"])][depths.index(c["depth"])] = c["accuracy"]
+        ax.imshow(grid, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+        ax.set_title(f'{p["policy"]}\n{100 * p["accuracy"]:.0f}%, {p["bits_per_value"]:.2f} bits', fontsize=8)
+        ax.set_xticks(range(len(depths)), [f"{d:g}" for d in depths], fontsize=7)
+        ax.set_yticks(range(len(contexts)), [str(c) for c in contexts], fontsize=7)
+        ax.set_xlabel("depth", fontsize=7)
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=7)
+    for ax in list(axes.flat)[len(policies):]:
+        ax.axis("off")
+    fig.suptitle(f'{report["task"]} accuracy (rows: prompt tokens)', fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def perplexity(report, out):
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for p in report["policies"]:
+        seeds = p["kld_mean_per_seed"]
+        low, high = min(seeds), max(seeds)
+        ax.errorbar(p["bits_per_value"], p["kld_mean"], yerr=[[p["kld_mean"] - low], [high - p["kld_mean"]]], fmt="o",
+                    capsize=3)
+        ax.annotate(p["policy"], (p["bits_per_value"], p["kld_mean"]), fontsize=6, xytext=(4, 2),
+                    textcoords="offset points")
+    ax.set_xlabel("bits per value (everything the cache holds)")
+    ax.set_ylabel("mean KLD against the fp16 cache")
+    ax.set_yscale("log")
+    ax.set_title(f'{report["model"]}: {report["windows"]} windows of {report["context"]} tokens', fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[1] not in ("retrieval", "perplexity"):
+        sys.exit(__doc__)
+    with open(sys.argv[2]) as f:
+        data = json.load(f)
+    (retrieval if sys.argv[1] == "retrieval" else perplexity)(data, sys.argv[3])
