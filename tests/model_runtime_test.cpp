@@ -195,6 +195,23 @@ TEST(ModelRuntimeBadInput, NonFiniteWeightsAreRefused) {
   EXPECT_NE(m.load_error().find("holds nan"), std::string::npos) << m.load_error();
 }
 
+TEST(ModelRuntimeBadInput, OverflowingActivationsAreRefused) {
+  ScratchModel m("llama_f32");
+  std::string bytes = m.text("model.safetensors");
+  uint64_t header;
+  std::memcpy(&header, bytes.data(), 8);
+  const TensorInfo down = SafetensorsFile((m.dir / "model.safetensors").string()).info("model.layers.0.mlp.down_proj.weight");
+  const float huge = 3e38f;
+  for (size_t at = down.begin; at < down.end; at += 4) std::memcpy(bytes.data() + 8 + header + at, &huge, 4);
+  m.write("model.safetensors", bytes);
+  const LanguageModel model = LanguageModel::load(m.dir.string());  // finite weights load
+  ExactKV kv(model.config().layers, model.config().kv_heads, model.config().head_dim);
+  const int32_t tokens[] = {3, 4};
+  std::vector<float> logits(2 * model.config().vocab_size);
+  EXPECT_NE(testutil::error_of([&] { model.forward(kv, tokens, 2, logits.data(), 2); }).find("forward: layer 0 gives"),
+            std::string::npos);
+}
+
 TEST(ModelRuntimeBadInput, TokensOutsideTheVocabularyAreRefusedBeforeAppending) {
   const LanguageModel model = LanguageModel::load(kModels + "llama_f32");
   ExactKV kv(model.config().layers, model.config().kv_heads, model.config().head_dim);

@@ -25,6 +25,14 @@ void rms_norm(const float* x, size_t rows, size_t dim, const float* weight, doub
 
 const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
 
+// Weights that are finite can still overflow float32 on the way (a crafted or corrupted file):
+// such a forward pass is refused rather than giving NaN logits.
+void require_finite(const std::vector<float>& values, size_t width, const char* where, size_t layer) {
+  for (size_t i = 0; i < values.size(); ++i)
+    require(std::isfinite(values[i]), "forward: {} {} gives {} at token {} of the chunk (weights too large for "
+            "float32?)", where, layer, values[i], i / width);
+}
+
 }  // namespace
 
 struct LanguageModel::State {
@@ -95,11 +103,15 @@ void LanguageModel::forward(KVStore& kv, const int32_t* tokens, size_t count, fl
     for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
     linear(gate.data(), count, f, l.down.data(), h, or_null(l.down_bias), projected.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += projected[i];
+    require_finite(x, h, "layer", layer);
   }
   if (logit_rows == 0) return;
   const size_t from = count - logit_rows;
   rms_norm(x.data() + from * h, logit_rows, h, w.final_norm.data(), c.rms_norm_eps, normed.data());
   linear(normed.data(), logit_rows, h, w.output_matrix().data(), c.vocab_size, nullptr, logits);
+  for (size_t i = 0; i < logit_rows * c.vocab_size; ++i)
+    require(std::isfinite(logits[i]), "forward: the output layer gives {} at token {} (weights too large for float32?)",
+            logits[i], from + i / c.vocab_size);
 }
 
 }  // namespace kvsketch::model

@@ -41,7 +41,9 @@ class LanguageModel {
   // Runs `count` tokens after the `kv.tokens()` already stored: appends their keys and values to kv
   // and writes the logits of the last `logit_rows` of them (0 to count) to `logits`
   // ([logit_rows][vocab_size]). Token ids outside the vocabulary, and positions beyond a sliding
-  // window the runtime does not implement, are refused before anything is appended.
+  // window the runtime does not implement, are refused before anything is appended. Activations
+  // that overflow float32 (finite weights too large) are refused naming the layer; the store then
+  // holds the chunk in its first layers and is to be discarded.
   void forward(KVStore& kv, const int32_t* tokens, size_t count, float* logits, size_t logit_rows) const;
 
  private:
