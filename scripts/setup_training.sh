@@ -5,7 +5,7 @@
 # Python documentation), matplotlib for scripts/plot_quality.py, and a venv `.venv-train` over
 # Debian's Python with pinned PyPI packages.
 #   bash scripts/setup_training.sh
-#   .venv-train/bin/python training/train.py --model llama --out models/llama-retrieval
+#   .venv-train/bin/python training/train.py --model llama --out models/llama-reference
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(python3-torch python3-numpy python3-venv python3-pip libopenblas0-pthread dict-gcide python3.11-doc

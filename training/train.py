@@ -2,7 +2,7 @@
 config.json, model.safetensors, tokenizer.json, tokenizer_config.json, generation_config.json and
 training.json (the data, schedule, time and the validation figures below).
 
-    .venv-train/bin/python training/train.py --model llama --out models/llama-retrieval
+    .venv-train/bin/python training/train.py --model llama --out models/llama-reference
 
 The model is transformers' own LlamaForCausalLM / Qwen2ForCausalLM, so the folder loads in
 transformers unchanged. Training is step-based and seeded (same steps, same data order); the default

@@ -4,7 +4,7 @@
 // appended, then its queries attend causally through the compressed past); decoding is a chunk of
 // one token.
 //
-//   auto model = kvsketch::model::LanguageModel::load("models/llama-retrieval");
+//   auto model = kvsketch::model::LanguageModel::load("models/llama-reference");
 //   kvsketch::PagedKVCache cache = model.make_cache(kvsketch::KVPolicy::parse("tq_mse:b=3"));
 //   kvsketch::model::CompressedKV kv(cache);
 //   std::vector<float> logits(model.config().vocab_size);

@@ -5,7 +5,7 @@
 // special tokens, the normalizers, pre-tokenizers, post-processors and decoders these families use.
 // A file using anything else is refused naming the part.
 //
-//   auto tokenizer = kvsketch::model::Tokenizer::load("models/llama-retrieval");
+//   auto tokenizer = kvsketch::model::Tokenizer::load("models/llama-reference");
 //   std::vector<int32_t> ids = tokenizer.encode("The pass key is 71432.");   // with BOS, as HF
 //   std::string text = tokenizer.decode(ids);                                 // special tokens skipped
 #pragma once
