@@ -31,6 +31,8 @@ std::vector<std::string> all_specs() {
                                     "kivi_v:b=4,group=16",
                                     "q4_0",
                                     "q8_0",
+                                    "rotate:q4_0",
+                                    "rotate:kivi_v:b=2,group=32",
                                     "tq_mse:b=2.5",
                                     "tq_prod:b=3.5",
                                     "tq_mse:b=3,rescale=1",

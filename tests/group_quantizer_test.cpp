@@ -100,6 +100,27 @@ TEST(GroupQuantizer, Q8_0MatchesTheFormula) {
     }
 }
 
+// rotate:q4_0 (llama.cpp's rotated caches): a loud channel no longer sets its group's scale, so the
+// other channels keep their resolution (2.4 times less squared error here); it costs no bytes.
+TEST(GroupQuantizer, RotationHelpsQ4_0WithAnOutlierChannel) {
+  const size_t dim = 128, rows = 200;
+  auto x = testutil::gaussian_matrix(rows, dim, 11);
+  for (size_t i = 0; i < rows; ++i) x[i * dim + 7] *= 30.0f;
+  double error[2] = {0, 0};
+  for (int rotated = 0; rotated < 2; ++rotated) {
+    auto codec = make_codec(rotated ? "rotate:q4_0" : "q4_0", dim, 3);
+    auto codes = codec->make_buffer();
+    codec->encode(x.data(), rows, codes);
+    std::vector<float> decoded(rows * dim);
+    codec->decode(codes, 0, rows, decoded.data());
+    for (size_t i = 0; i < x.size(); ++i) error[rotated] += (decoded[i] - x[i]) * (decoded[i] - x[i]);
+  }
+  EXPECT_LT(error[1], error[0] / 2) << "q4_0 " << error[0] << ", rotate:q4_0 " << error[1];
+  EXPECT_EQ(make_codec("rotate:q4_0", dim)->code_bytes(), make_codec("q4_0", dim)->code_bytes());
+  EXPECT_NE(testutil::error_of([] { make_codec("rotate:rotate:q4_0", 64); }).find("'rotate:' is given twice"),
+            std::string::npos);
+}
+
 TEST(GroupQuantizer, BytesAreExact) {
   // KIVI keys at d=128, G=32: 2-bit values (32 bytes) + a 1/32 share of 128 fp16 minima and steps (16 bytes).
   EXPECT_EQ(make_codec("kivi_k:b=2,group=32", 128)->code_bytes(), 32u + 16);

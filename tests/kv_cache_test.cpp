@@ -128,7 +128,8 @@ TEST(KVCache, EveryTargetHoldsTheSameBytes) {
                            "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1|window=100|block=16",
                            "tq_prod:b=3|tq_mse:b=3|window=100|block=16",
                            "qjl:m=128,outliers=8|tq_prod:b=3.5|window=100|block=16",
-                           "kivi:b=2,group=16|window=100|block=16", "q4_0|int8|window=100|block=16"}) {
+                           "kivi:b=2,group=16|window=100|block=16", "q4_0|int8|window=100|block=16",
+                           "rotate:q4_0|rotate:int8|window=100|block=16"}) {
     SCOPED_TRACE(spec);
     const size_t dim = 80, total = 400;
     auto keys = testutil::gaussian_matrix(total, dim, 1, 3.0);

@@ -101,6 +101,7 @@ const char* const kPolicies[] = {
     "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1|window=40|block=8|page=48|sinks=2",
     "qjl:m=128,outliers=8|tq_mse:b=3,rescale=1|window=32|block=16|page=32|layer1=int8",
     "kivi:b=2|window=16|block=32|page=64",
+    "rotate:q4_0|rotate:kivi_v:b=4|window=24|block=8|page=32",
 };
 
 TEST(PagedKVCache, OneSequenceHoldsWhatAKVCacheHolds) {

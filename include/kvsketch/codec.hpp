@@ -25,6 +25,7 @@ namespace kvsketch {
 // so that the shared library does not export them.
 class CenteredCodec;
 class QuadRowsCodec;
+class RotatedCodec;
 }  // namespace kvsketch
 
 // The library is built with hidden visibility: what this header declares is its exported API.
@@ -239,6 +240,7 @@ class VectorCodec {
 
   friend class CenteredCodec;   // wrap any codec and call its row functions
   friend class QuadRowsCodec;
+  friend class RotatedCodec;
 };
 
 // Builds a codec from a spec string for vectors of `dim` floats (1..kMaxDim). Unknown names or

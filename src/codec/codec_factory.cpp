@@ -2,6 +2,7 @@
 
 #include "codec/baseline_codecs.hpp"
 #include "codec/centered_codec.hpp"
+#include "codec/rotated_codec.hpp"
 #include "codec/channel_split.hpp"
 #include "codec/group_quantizers.hpp"
 #include "codec/pca_turboquant.hpp"
@@ -86,6 +87,8 @@ std::string codec_spec_help() {
          "  tq_mse:b=2.5, tq_prod:b=3.5 ...  outlier split: the loudest quarter of the channels at B+0.5 bits,\n"
          "                            the rest at B-0.5, each part rotated on its own (channels from calibration)\n"
          "  center:SPEC               SPEC applied to x - mean (per-channel mean from calibration, fp16)\n"
+         "  rotate:SPEC               SPEC applied to a randomized Hadamard rotation of x (as llama.cpp\n"
+         "                            rotates q4_0 caches): same bytes, outliers spread over the channels\n"
          "  quads:SPEC                SPEC's rows stored four interleaved (same bytes and results; the fused\n"
          "                            attention kernel reads TurboQuant's codes four rows per load)\n"
          "  split:SPEC@N+SPEC@N       explicit split into tq_mse/tq_prod parts of N channels (or P%; last: the rest)\n"
@@ -109,6 +112,11 @@ std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uin
     require(spec.size() > 6, "codec 'quads': expected quads:SPEC, e.g. quads:tq_mse:b=3");
     unwrapped_spec(spec);  // each wrapper once, checked before any recursion
     return std::make_unique<QuadRowsCodec>(make_codec(spec.substr(6), dim, seed));
+  }
+  if (spec.rfind("rotate:", 0) == 0) {
+    require(spec.size() > 7, "codec 'rotate': expected rotate:SPEC, e.g. rotate:q4_0");
+    unwrapped_spec(spec);
+    return std::make_unique<RotatedCodec>(make_codec(spec.substr(7), dim, seed), seed);
   }
   if (spec.rfind("center:", 0) == 0) {
     require(spec.size() > 7, "codec 'center': expected center:SPEC, e.g. center:tq_mse:b=3");

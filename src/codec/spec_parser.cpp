@@ -14,14 +14,18 @@ namespace kvsketch {
 
 std::string unwrapped_spec(const std::string& spec) {
   size_t start = 0;
-  bool centered = false, quads = false;
+  bool centered = false, quads = false, rotated = false;
   while (true) {
     const std::string_view rest = std::string_view(spec).substr(start);
-    bool* seen = rest.starts_with("center:") ? &centered : rest.starts_with("quads:") ? &quads : nullptr;
+    bool* seen = rest.starts_with("center:")   ? &centered
+                 : rest.starts_with("quads:")  ? &quads
+                 : rest.starts_with("rotate:") ? &rotated
+                                               : nullptr;
     if (!seen) return spec.substr(start);
-    // Centring twice changes nothing and quads of quads are quads: each wrapper once, one rule.
-    require(!*seen, "codec '{}': '{}' is given twice; each of center: and quads: wraps a spec at most once", spec,
-            rest.substr(0, rest.find(':') + 1));
+    // Centring twice changes nothing, quads of quads are quads, and a rotation of a rotation is one:
+    // each wrapper once, one rule.
+    require(!*seen, "codec '{}': '{}' is given twice; each of center:, quads: and rotate: wraps a spec at most once",
+            spec, rest.substr(0, rest.find(':') + 1));
     *seen = true;
     start += rest.find(':') + 1;
   }

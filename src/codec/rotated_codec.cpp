@@ -1,0 +1,90 @@
+#include "codec/rotated_codec.hpp"
+
+#include "kvsketch/random.hpp"
+
+namespace kvsketch {
+namespace {
+
+struct RotatedQuery : PreparedQuery {
+  std::unique_ptr<PreparedQuery> inner;
+};
+
+}  // namespace
+
+RotatedCodec::RotatedCodec(std::unique_ptr<VectorCodec> inner, uint64_t seed)
+    : VectorCodec(inner->dim()),
+      inner_(std::move(inner)),
+      // A seed of its own: the inner codec's rotation (TurboQuant's) must not be this one.
+      rotation_(make_rotation(RotationKind::kHadamard, dim(), derive_seed(seed, {0x726f74617465ull}), 2)) {}
+
+std::vector<float> RotatedCodec::rotated(const float* x, size_t n) const {
+  std::vector<float> rows(n * dim());
+  for (size_t i = 0; i < n; ++i) rotation_->apply(x + i * dim(), rows.data() + i * dim());
+  return rows;
+}
+
+std::vector<const PreparedQuery*> RotatedCodec::inner_queries(const PreparedQuery* const* queries, size_t heads) const {
+  std::vector<const PreparedQuery*> inner(heads);
+  for (size_t h = 0; h < heads; ++h) inner[h] = static_cast<const RotatedQuery&>(*queries[h]).inner.get();
+  return inner;
+}
+
+void RotatedCodec::calibrate(const float* x, size_t n) {
+  if (n == 0 || !inner_->calibrated_by_data()) return;
+  require_finite(x, n, dim(), "calibrate");
+  inner_->calibrate(rotated(x, n).data(), n);
+}
+
+void RotatedCodec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const {
+  require_finite(x, n, dim(), "encode", first_row);
+  inner_->encode_rows(rotated(x, n).data(), n, codes, first_row);
+}
+
+std::unique_ptr<PreparedQuery> RotatedCodec::prepare_query(const float* q) const {
+  auto prepared = std::make_unique<RotatedQuery>();
+  prepared->inner = inner_->prepare_query(rotated(q, 1).data());
+  prepared->inner->owner = inner_.get();
+  return prepared;
+}
+
+void RotatedCodec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
+  inner_->score_rows(*static_cast<const RotatedQuery&>(q).inner, codes, n, out);
+}
+
+void RotatedCodec::accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const {
+  inner_->accumulate_rows(weights, codes, n, accumulator);
+}
+
+void RotatedCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const {
+  inner_->decode_rows(codes, n, out);
+  for (size_t i = 0; i < n; ++i) rotation_->apply_transpose(out + i * dim(), out + i * dim());
+}
+
+void RotatedCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+                                    float* out, size_t stride, Arithmetic arithmetic) const {
+  inner_->score_rows_multi(inner_queries(queries, heads).data(), heads, codes, n, out, stride, arithmetic);
+}
+
+void RotatedCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
+                                         size_t n, float* accumulators, Arithmetic arithmetic) const {
+  inner_->accumulate_rows_multi(weights, heads, stride, codes, n, accumulators, arithmetic);
+}
+
+bool RotatedCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                             AttentionParts& parts) const {
+  return inner_->key_parts(codes, inner_queries(queries, heads).data(), heads, parts);
+}
+
+bool RotatedCodec::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
+                               AttentionParts& parts) const {
+  return inner_->value_parts(codes, accumulators, stride, parts);
+}
+
+void RotatedCodec::finish_accumulator(const float* accumulator, float* out) const {
+  std::vector<float> sum(dim(), 0.0f);
+  inner_->finish_accumulator(accumulator, sum.data());
+  rotation_->apply_transpose(sum.data(), sum.data());
+  for (size_t j = 0; j < dim(); ++j) out[j] += sum[j];
+}
+
+}  // namespace kvsketch

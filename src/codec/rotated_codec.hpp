@@ -1,0 +1,55 @@
+// RotatedCodec ("rotate:SPEC"): any codec applied to a randomized Hadamard rotation of x, as
+// llama.cpp now rotates keys and values before q4_0: the rotation spreads an outlier channel over
+// all channels, so that a group's shared scale fits them. Rotations are orthogonal, so
+//   scores:       <q, x~> = <Pi q, (Pi x)~>                    (the query is rotated once)
+//   weighted sum: sum w_i x~_i = Pi^T sum w_i (Pi x_i)~        (summed rotated, rotated back once)
+// The inner codec sees only rotated rows and queries: its bytes, calibration and fast paths are
+// unchanged. The rotation is seeded by the codec seed (two rounds, any dimension).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "kvsketch/codec.hpp"
+#include "kvsketch/transform.hpp"
+
+namespace kvsketch {
+
+class RotatedCodec final : public VectorCodec {
+ public:
+  RotatedCodec(std::unique_ptr<VectorCodec> inner, uint64_t seed);
+  std::string spec() const override { return "rotate:" + inner_->spec(); }
+  size_t code_bytes() const override { return inner_->code_bytes(); }
+  size_t state_bytes() const override { return inner_->state_bytes() + rotation_->bytes(); }
+  size_t row_group() const override { return inner_->row_group(); }
+  bool unbiased_inner_products() const override { return inner_->unbiased_inner_products(); }
+  size_t accumulator_size() const override { return inner_->accumulator_size(); }
+  void finish_accumulator(const float* accumulator, float* out) const override;
+
+  void calibrate(const float* x, size_t n) override;
+  bool calibrated_by_data() const override { return inner_->calibrated_by_data(); }
+  std::vector<uint8_t> calibration() const override { return inner_->calibration(); }
+  void set_calibration(const std::vector<uint8_t>& state) override { inner_->set_calibration(state); }
+
+ protected:
+  void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
+  std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
+  void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
+  void decode_rows(const uint8_t* codes, size_t n, float* out) const override;
+  void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
+                        size_t stride, Arithmetic arithmetic) const override;
+  void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
+                             float* accumulators, Arithmetic arithmetic) const override;
+  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
+                 AttentionParts& parts) const override;
+  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
+
+ private:
+  std::vector<float> rotated(const float* x, size_t n) const;
+  std::vector<const PreparedQuery*> inner_queries(const PreparedQuery* const* queries, size_t heads) const;
+
+  std::unique_ptr<VectorCodec> inner_;
+  std::unique_ptr<Rotation> rotation_;
+};
+
+}  // namespace kvsketch
