@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include "core/require.hpp"
+#include "io/file_bytes.hpp"
 #include "kvsketch/model/language_model.hpp"
 #include "kvsketch/model/tokenizer.hpp"
 #include "model/policy_store.hpp"
@@ -21,11 +20,9 @@ DecodeBenchReport run_decode_bench(const DecodeBenchConfig& config) {
   require(!config.policies.empty() && !config.contexts.empty(), "bench decode: no policies or contexts given");
   require(config.decode_tokens >= 1 && config.chunk >= 1, "bench decode: decode tokens and chunk must be positive");
   for (const std::string& p : config.policies) policy_is_randomized(p, model.config().head_dim);
-  std::ifstream in(config.text_path, std::ios::binary);
-  require(static_cast<bool>(in), "cannot open text '{}'", config.text_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::vector<int32_t> source = tokenizer.encode(text.str(), false);
+  std::string text;
+  read_whole_file(config.text_path, "text", text);
+  const std::vector<int32_t> source = tokenizer.encode(text, false);
   require(source.size() >= 16, "text '{}' holds only {} tokens", config.text_path, source.size());
 
   DecodeBenchReport report;

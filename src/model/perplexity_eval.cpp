@@ -1,8 +1,7 @@
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include "core/require.hpp"
+#include "io/file_bytes.hpp"
 #include "kvsketch/model/language_model.hpp"
 #include "kvsketch/model/quality_eval.hpp"
 #include "kvsketch/model/tokenizer.hpp"
@@ -11,14 +10,6 @@
 
 namespace kvsketch::model {
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(static_cast<bool>(in), "cannot open text '{}'", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The token windows of the text: BOS (where the model has one) and context - 1 tokens each.
 std::vector<std::vector<int32_t>> windows_of(const std::vector<int32_t>& tokens, size_t context,
@@ -53,7 +44,9 @@ PerplexityReport run_perplexity(const PerplexityConfig& config) {
   for (const std::string& p : config.policies) randomized.push_back(policy_is_randomized(p, mc.head_dim));
   policy_is_randomized(config.reference, mc.head_dim);
 
-  const std::vector<int32_t> tokens = tokenizer.encode(read_text(config.text_path), false);
+  std::string text;
+  read_whole_file(config.text_path, "text", text);
+  const std::vector<int32_t> tokens = tokenizer.encode(text, false);
   const auto windows = windows_of(tokens, context, mc.bos_token_id, config.windows);
   require(!windows.empty(), "text '{}' holds {} tokens, fewer than one window of {}", config.text_path, tokens.size(),
           context);

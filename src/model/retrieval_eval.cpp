@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <optional>
-#include <sstream>
 
 #include "core/require.hpp"
+#include "io/file_bytes.hpp"
 #include "kvsketch/model/language_model.hpp"
 #include "kvsketch/model/tokenizer.hpp"
 #include "model/policy_store.hpp"
@@ -15,14 +14,6 @@
 
 namespace kvsketch::model {
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(static_cast<bool>(in), "cannot open text '{}'", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A prompt as tokens, with the token positions of each answer.
 struct TokenPrompt {
@@ -77,7 +68,8 @@ RetrievalReport run_retrieval(const RetrievalConfig& config) {
   require(config.samples >= 1, "--samples must be at least 1");
   require(config.chunk >= 1, "--chunk must be positive");
   for (const std::string& p : config.policies) policy_is_randomized(p, model.config().head_dim);
-  const std::string haystack = read_text(config.text_path);
+  std::string haystack;
+  read_whole_file(config.text_path, "text", haystack);
   std::vector<std::string> words;
   for (const std::string& w : words_of(haystack.substr(0, 400000)))
     if (tokenizer.encode(" " + w, false).size() <= 3) words.push_back(w);
