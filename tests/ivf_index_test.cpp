@@ -1,8 +1,10 @@
 // IvfIndex: recall against exact search on clustered data for each metric, more lists probed
-// finding more, the same bits for any thread count and after save/load, and the refusals.
+// finding more, fast-scan lists as the row layout, refine stores, merged shards as one index, the
+// same bits for any thread count and after save/load, and the refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -148,12 +150,159 @@ TEST(IvfIndex, IdsRemovalAndBytes) {
   EXPECT_EQ(index.size(), 497u);
   const Neighbors after = index.search(x.data(), 100, 20);
   for (int64_t id : after.ids) EXPECT_TRUE(id != 1000 && id != 1002 && id != 1449);
-  // Bytes: codes, ids and fp16 norms per vector, the centroids and their squared norms once.
+  // Bytes: codes, ids and fp16 norms per vector, the centroids and their squared norms once, and
+  // the zero rows that pad each list's last fast-scan block to 32 (16 index bytes here).
   EXPECT_EQ(index.bytes_per_vector(), index.codec().code_bytes() + 8 + 2);
-  EXPECT_EQ(index.bytes(), 497 * index.bytes_per_vector() + (10 * kDim + 10) * 4);
-  size_t listed = 0;
-  for (size_t n : index.list_sizes()) listed += n;
+  size_t listed = 0, padding = 0;
+  for (size_t n : index.list_sizes()) {
+    listed += n;
+    padding += (32 - n % 32) % 32 * 16;
+  }
   EXPECT_EQ(listed, 497u);
+  EXPECT_EQ(index.bytes(), 497 * index.bytes_per_vector() + padding + (10 * kDim + 10) * 4);
+  // In the row layout, and with a refine store: exactly what is held.
+  IvfIndex rows(kDim, IvfIndexOptions::parse("ivf:nlist=10,nprobe=10,metric=l2,fast_scan=0,refine=int8|tq_mse:b=4"));
+  rows.train(x.data(), 500);
+  rows.add(x.data(), 500);
+  EXPECT_EQ(rows.bytes_per_vector(), rows.codec().code_bytes() + 8 + 2 + kDim + 4);
+  EXPECT_EQ(rows.bytes(), 500 * rows.bytes_per_vector() + (10 * kDim + 10) * 4);
+  EXPECT_EQ(rows.remove(doomed, 4), 1u);  // only 77 is present here
+  EXPECT_EQ(rows.bytes(), 499 * rows.bytes_per_vector() + (10 * kDim + 10) * 4);
+}
+
+// The fast-scan lists rank as the row layout does: the integer scan only picks the shortlist that
+// the codec's float estimate re-scores.
+TEST(IvfIndex, FastScanListsFindWhatTheRowLayoutFinds) {
+  const std::vector<float> x = clustered(4000, 11), queries = clustered(60, 12);
+  for (const char* codec : {"tq_mse:b=4,rescale=1", "tq_mse:b=2,rescale=1", "tq_mse:b=1"}) {
+    const std::string head = "ivf:nlist=40,nprobe=8,metric=l2";
+    const IvfIndex fast = trained_index(head + "|" + codec, x);
+    const IvfIndex rows = trained_index(head + ",fast_scan=0|" + codec, x);
+    const Neighbors a = fast.search(queries.data(), 60, 10), b = rows.search(queries.data(), 60, 10);
+    size_t same = 0;
+    for (size_t q = 0; q < 60; ++q) {
+      const std::set<int64_t> expected(b.ids.begin() + q * 10, b.ids.begin() + q * 10 + 10);
+      for (size_t r = 0; r < 10; ++r) same += expected.count(a.id(q, r));
+    }
+    const double ra = recall(a, x, queries, 10, Metric::kL2), rb = recall(b, x, queries, 10, Metric::kL2);
+    std::printf("[ ivf      ] %s: recall@10 fast scan %.3f, row layout %.3f, same ids %.3f\n", codec, ra, rb,
+                same / 600.0);
+    EXPECT_GE(same, 594u) << codec;  // 99%: only float rounding of the estimates differs
+    EXPECT_NEAR(ra, rb, 0.01) << codec;
+  }
+}
+
+// A refine store re-ranks k_factor * k candidates by the vectors' copies: at 2 bits the recall of
+// the probed lists rises to near that of exact scores over the same lists.
+TEST(IvfIndex, RefineStoreRecoversRecallOfCoarseCodes) {
+  const std::vector<float> x = clustered(4000, 13), queries = clustered(60, 14);
+  const std::string head = "ivf:nlist=40,nprobe=10";
+  const double coarse = recall(trained_index(head + "|tq_mse:b=2,rescale=1", x).search(queries.data(), 60, 10), x,
+                               queries, 10, Metric::kInnerProduct);
+  const double fp16 = recall(trained_index(head + ",refine=fp16,k_factor=8|tq_mse:b=2,rescale=1", x)
+                                 .search(queries.data(), 60, 10),
+                             x, queries, 10, Metric::kInnerProduct);
+  const double int8 = recall(trained_index(head + ",refine=int8,k_factor=8|tq_mse:b=2,rescale=1", x)
+                                 .search(queries.data(), 60, 10),
+                             x, queries, 10, Metric::kInnerProduct);
+  // The ceiling: exact scores (fp32 copies, fp16 here) over the whole probed lists.
+  const double ceiling = recall(trained_index(head + ",refine=fp16,k_factor=1000|tq_mse:b=2,rescale=1", x)
+                                    .search(queries.data(), 60, 10),
+                                x, queries, 10, Metric::kInnerProduct);
+  std::printf("[ ivf      ] 2-bit recall@10: codes %.3f, refine fp16 %.3f, int8 %.3f, exact over the lists %.3f\n",
+              coarse, fp16, int8, ceiling);
+  EXPECT_GT(fp16, coarse + 0.1);
+  EXPECT_GT(int8, coarse + 0.1);
+  EXPECT_GT(fp16, ceiling - 0.03);
+  EXPECT_GT(int8, ceiling - 0.04);
+}
+
+// Shards: copies of one trained index, each adding a slice of the vectors under their global ids;
+// their merged candidates are bit for bit what one index over all the vectors answers.
+TEST(IvfIndex, MergedShardsAnswerExactlyAsOneIndex) {
+  const std::vector<float> x = clustered(3000, 15), queries = clustered(40, 16);
+  for (const char* factory : {"ivf:nlist=30,nprobe=6|tq_mse:b=4,rescale=1",
+                              "ivf:nlist=30,nprobe=6,metric=l2,refine=fp16,k_factor=3|tq_mse:b=2,rescale=1",
+                              "ivf:nlist=30,nprobe=30,metric=cosine,refine=int8|tq_mse:b=1",
+                              "ivf:nlist=30,nprobe=6,metric=l2|tq_mse:b=3,rescale=1",
+                              "ivf:nlist=30,nprobe=6,residual=0|tq_prod:b=3"}) {
+    IvfIndex whole(kDim, IvfIndexOptions::parse(factory));
+    whole.train(x.data(), 3000);
+    const std::vector<uint8_t> trained = whole.to_bytes();
+    whole.add(x.data(), 3000);
+    for (const size_t shards : {size_t{2}, size_t{3}}) {
+      std::vector<IvfIndex> parts;
+      for (size_t r = 0; r < shards; ++r) {
+        parts.push_back(IvfIndex::from_bytes(trained));
+        const size_t first = r * 3000 / shards, end = (r + 1) * 3000 / shards;
+        std::vector<int64_t> ids(end - first);
+        std::iota(ids.begin(), ids.end(), static_cast<int64_t>(first));
+        parts.back().add(x.data() + first * kDim, end - first, ids.data());
+      }
+      for (const size_t k : {size_t{1}, size_t{10}, size_t{50}}) {
+        std::vector<IvfCandidates> found;
+        for (const IvfIndex& part : parts) found.push_back(part.candidates(queries.data(), 40, k));
+        const Neighbors merged = parts.front().merge(found), expected = whole.search(queries.data(), 40, k);
+        EXPECT_EQ(merged.ids, expected.ids) << factory << " shards " << shards << " k " << k;
+        EXPECT_EQ(merged.scores, expected.scores) << factory << " shards " << shards << " k " << k;
+      }
+    }
+  }
+}
+
+// Each cut (the scan's shortlist, the codes' k_factor * k, the refined k) is made over the union of
+// the parts, so a candidate that one index would have cut early stays cut.
+TEST(IvfIndex, MergeMakesEachCutOverTheUnionOfParts) {
+  // A fast-scan index (b = 4) with a refine store: k = 1 keeps 34 by scan, 1 by code, 1 refined.
+  IvfIndex index(kDim, IvfIndexOptions::parse("ivf:nlist=4,nprobe=4,refine=fp16,k_factor=1|tq_mse:b=4"));
+  const auto part = [](std::vector<std::array<float, 3>> scores, int64_t first_id) {
+    IvfCandidates c;
+    c.queries = 1;
+    c.k = 1;
+    c.per_query = 34;
+    c.scan.assign(34, 0.0f);
+    c.code.assign(34, 0.0f);
+    c.refined.assign(34, 0.0f);
+    c.ids.assign(34, -1);
+    for (size_t i = 0; i < scores.size(); ++i) {
+      c.scan[i] = scores[i][0];
+      c.code[i] = scores[i][1];
+      c.refined[i] = scores[i][2];
+      c.ids[i] = first_id + static_cast<int64_t>(i);
+    }
+    return c;
+  };
+  std::vector<std::array<float, 3>> many;
+  for (int i = 0; i < 34; ++i) many.push_back({100.0f - i, 50.0f - i, 10.0f - 0.01f * i});
+  // Below every scan score of the first part: cut by the scan, however good its code and copy.
+  const IvfCandidates late = part({{1.0f, 1000.0f, 1000.0f}}, 100);
+  // In the scan's shortlist but below the best code: cut by the codes, however good its copy.
+  const IvfCandidates coarse = part({{99.5f, -5.0f, 5000.0f}}, 200);
+  EXPECT_EQ(index.merge({part(many, 0), late}).id(0, 0), 0);
+  EXPECT_EQ(index.merge({part(many, 0), coarse}).id(0, 0), 0);
+  EXPECT_EQ(index.merge({late, part(many, 0), coarse}).id(0, 0), 0);
+  // Without the first part, each wins.
+  EXPECT_EQ(index.merge({late}).id(0, 0), 100);
+  EXPECT_EQ(index.merge({coarse, late}).id(0, 0), 100);
+  EXPECT_FLOAT_EQ(index.merge({coarse, late}).score(0, 0), 1000.0f);
+  // Parts of another shape are refused.
+  IvfCandidates other = part(many, 0);
+  other.per_query = 33;
+  EXPECT_THROW(index.merge({other}), Error);
+  EXPECT_THROW(index.merge({}), Error);
+}
+
+TEST(IvfIndex, BytesFormRoundTripsAndRefusesDamage) {
+  const std::vector<float> x = clustered(600, 17), queries = clustered(10, 18);
+  const IvfIndex index = trained_index("ivf:nlist=12,nprobe=4,metric=l2,refine=int8|tq_mse:b=2", x);
+  std::vector<uint8_t> bytes = index.to_bytes();
+  const IvfIndex copy = IvfIndex::from_bytes(bytes);
+  EXPECT_EQ(copy.search(queries.data(), 10, 5).ids, index.search(queries.data(), 10, 5).ids);
+  EXPECT_EQ(copy.bytes(), index.bytes());
+  bytes[bytes.size() / 2] ^= 1;
+  EXPECT_THROW(IvfIndex::from_bytes(bytes, "rank 0's index"), Error);
+  bytes.resize(10);
+  EXPECT_THROW(IvfIndex::from_bytes(bytes), Error);
 }
 
 TEST(IvfIndex, RefusalsNameTheProblemAndChangeNothing) {
@@ -177,9 +326,11 @@ TEST(IvfIndex, RefusalsNameTheProblemAndChangeNothing) {
   EXPECT_EQ(index.size(), 100u);
   EXPECT_THROW(index.search(x.data(), 1, 0), Error);
   EXPECT_THROW(index.search(x.data(), 1, 101), Error);
+  EXPECT_THROW(index.search(x.data(), 1, 5, 11), Error);  // nprobe > nlist
   EXPECT_THROW(index.search(bad.data() + 3 * kDim, 1, 5), Error);
   for (const char* factory : {"flat:nlist=3", "ivf:nlist=0", "ivf:nlist=x", "ivf:nprobe=2,nprobe=3", "ivf:color=red",
-                              "ivf:metric=manhattan", "ivf:residual=2", "ivf|"}) {
+                              "ivf:metric=manhattan", "ivf:residual=2", "ivf|", "ivf:nlist=4,nprobe=5",
+                              "ivf:refine=fp8", "ivf:fast_scan=2", "ivf:k_factor=z"}) {
     try {
       IvfIndexOptions::parse(factory);
       ADD_FAILURE() << factory << " was taken";
@@ -189,8 +340,15 @@ TEST(IvfIndex, RefusalsNameTheProblemAndChangeNothing) {
   }
   EXPECT_THROW(IvfIndex(kDim, IvfIndexOptions::parse("ivf|tq_pca:b=4")), Error);  // fits itself to data
   EXPECT_THROW(IvfIndex(kDim, IvfIndexOptions::parse("ivf|kivi_k:b=2,group=32")), Error);
+  EXPECT_THROW(IvfIndex(kDim, IvfIndexOptions::parse("ivf:k_factor=0|tq_mse:b=4")), Error);
+  IvfIndex empty(kDim, IvfIndexOptions::parse("ivf:nlist=10|tq_mse:b=4"));
+  empty.train(x.data(), 300);
+  EXPECT_THROW(empty.search(x.data(), 1, 1), Error);  // an empty index
+  // Not given, nprobe is at most nlist.
   EXPECT_EQ(IvfIndexOptions::parse("ivf:nlist=7,metric=cosine,residual=0|int8").factory(),
-            "ivf:nlist=7,nprobe=16,metric=cosine,residual=0,iterations=10,seed=0|int8");
+            "ivf:nlist=7,nprobe=7,metric=cosine,residual=0,iterations=10,seed=0,fast_scan=1,refine=none,k_factor=4|int8");
+  const std::string full = "ivf:nlist=9,nprobe=3,metric=l2,residual=1,iterations=4,seed=2,fast_scan=0,refine=fp16,k_factor=6|tq_mse:b=2";
+  EXPECT_EQ(IvfIndexOptions::parse(full).factory(), full);
 }
 
 }  // namespace

@@ -3,6 +3,11 @@
 // vectors (of their residuals to the list's centroid, by default) with their ids. A query scores
 // the centroids, scans the `nprobe` best lists with one prepared query, and keeps the k best.
 //
+// Lists of TurboQuant_mse codes at 1, 2 or 4 bits lie in the fast-scan layout: one set of byte
+// tables per query serves every probed list, and the best candidates of that integer scan are
+// re-scored with the codec's float tables. With a refine store (fp16 or int8 copies of the
+// vectors), the best k_factor * k by code are re-scored exactly, as FAISS's IndexRefine does.
+//
 //   auto index = kvsketch::IvfIndex(128, kvsketch::IvfIndexOptions::parse(
 //       "ivf:nlist=1024,nprobe=32|tq_mse:b=4,rescale=1"));
 //   index.train(sample, n_sample);        // k-means on (a seeded subsample of) the sample
@@ -26,9 +31,12 @@
 #pragma GCC visibility push(default)
 namespace kvsketch {
 
+// Copies of the vectors kept to re-rank a shortlist: none, fp16, or int8 with a float scale each.
+enum class Refine { kNone, kFp16, kInt8 };
+
 struct IvfIndexOptions {
   size_t nlist = 256;
-  size_t nprobe = 16;                       // lists scanned per query (at most nlist)
+  size_t nprobe = 16;                       // lists scanned per query (1..nlist)
   std::string codec = "tq_mse:b=4,rescale=1";  // a data-oblivious codec spec
   Metric metric = Metric::kInnerProduct;
   bool residual = true;     // encode x - centroid (false: x itself)
@@ -36,12 +44,27 @@ struct IvfIndexOptions {
   size_t iterations = 10;   // of k-means
   size_t max_train = 0;     // k-means on at most this many vectors (a seeded subsample); 0: 64 * nlist
   int threads = 0;          // 0: all (OpenMP default)
+  bool fast_scan = true;    // the fast-scan layout where the codec has one
+  Refine refine = Refine::kNone;
+  size_t k_factor = 4;      // with a refine store: the codes keep k_factor * k for it to re-rank
 
-  // "ivf:nlist=N,nprobe=P,metric=ip|cosine|l2,residual=0|1,iterations=I,seed=S|CODEC": fields
-  // optional, the codec after the first '|'. Errors name the field.
+  // "ivf:nlist=N,nprobe=P,metric=ip|cosine|l2,residual=0|1,iterations=I,seed=S,fast_scan=0|1,
+  // refine=none|fp16|int8,k_factor=F|CODEC": fields optional, the codec after the first '|'.
+  // Errors name the field.
   static IvfIndexOptions parse(const std::string& factory);
   // The canonical factory string (parse(factory()) gives the same options).
   std::string factory() const;
+};
+
+// One shard's part of a search (IvfIndex::candidates), to be merged with the other shards' parts
+// (IvfIndex::merge) into exactly what one index over all their vectors answers. Per query, up to
+// `per_query` candidates in slots, each with the three scores that search ranks by in turn.
+struct IvfCandidates {
+  size_t queries = 0, k = 0, per_query = 0;
+  std::vector<float> scan;     // the scan's score (the fast scan's integer tables, or the codec's)
+  std::vector<float> code;     // the codec's own estimate
+  std::vector<float> refined;  // from the refine store (the codec's estimate without one)
+  std::vector<int64_t> ids;    // queries x per_query; -1 in unused slots
 };
 
 class IvfIndex {
@@ -66,22 +89,35 @@ class IvfIndex {
   // checked against every stored one), l2 norms beyond fp16.
   void add(const float* x, size_t n, const int64_t* ids = nullptr);
   // The k best per query (nq x dim) over the nprobe lists nearest each query (nprobe 0: the
-  // options'; more than nlist: nlist). Refuses k = 0, k > size(), NaN/Inf queries. The same bits
-  // on any thread count.
+  // options'). Refuses an empty index, k = 0, k > size(), nprobe > nlist, NaN/Inf queries. The
+  // same bits on any thread count. A query whose probed lists hold fewer than k vectors gets id -1
+  // (score -inf) in the places left.
   Neighbors search(const float* queries, size_t nq, size_t k, size_t nprobe = 0) const;
   // Removes the rows with these ids (a pass over the lists); returns how many were present.
   size_t remove(const int64_t* ids, size_t n);
 
-  // Everything held: codes (norms and scales inside), ids (8 bytes each), l2 norms (2 bytes each,
-  // metric l2), the centroids (nlist x dim floats) and their squared norms (nlist floats).
-  size_t bytes() const;
-  size_t bytes_per_vector() const;  // codes + id (+ norm)
+  // The parts of search, for an index sharded over processes (kvsketch/mpi_ivf_index.hpp): every
+  // shard is a copy of one trained index that added its own vectors; each gives its candidates,
+  // and merge, on any copy, ranks them as search over all the vectors would. search(q, nq, k, p)
+  // is merge({candidates(q, nq, k, p)}). candidates refuses k = 0 but not k > size().
+  IvfCandidates candidates(const float* queries, size_t nq, size_t k, size_t nprobe = 0) const;
+  Neighbors merge(const std::vector<IvfCandidates>& parts) const;
 
-  // Versioned file with a CRC-32; load refuses truncated, corrupted or inconsistent files.
+  // Everything held: codes (norms and scales inside, and the fast-scan blocks' padding), ids (8
+  // bytes each), l2 norms (2 bytes each, metric l2), the refine store, the centroids (nlist x dim
+  // floats) and their squared norms (nlist floats).
+  size_t bytes() const;
+  size_t bytes_per_vector() const;  // codes + id (+ norm) (+ refine copy)
+
+  // Versioned file with a CRC-32; load refuses truncated, corrupted or inconsistent files. The
+  // bytes form is the same file image, for sending an index to other processes.
   void save(const std::string& path) const;
   static IvfIndex load(const std::string& path);
+  std::vector<uint8_t> to_bytes() const;
+  static IvfIndex from_bytes(const std::vector<uint8_t>& bytes, const std::string& what = "IVF index bytes");
 
  private:
+  friend class IvfIndexFile;
   struct State;
   std::unique_ptr<State> state_;
 };

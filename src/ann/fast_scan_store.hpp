@@ -31,6 +31,8 @@ class FastScanStore {
   void append(const CodeBuffer& encoded);
   void reserve(size_t rows);
   void move_row(size_t from, size_t to);  // row `to` becomes a copy of row `from`
+  // Row `row` in the codec's row layout (code_bytes), as its encoder wrote it.
+  void copy_row(size_t row, uint8_t* out) const;
   void truncate(size_t rows);
 
   struct Tables {

@@ -8,6 +8,7 @@
 #include "ann/top_k.hpp"
 #include "core/huge_pages.hpp"
 #include "core/team_size.hpp"
+#include "core/thread_scope.hpp"
 #include "kvsketch/ann.hpp"
 #include "core/require.hpp"
 #include "kvsketch/half.hpp"
@@ -114,12 +115,7 @@ void FlatIndex::add(const float* x, size_t n, const int64_t* ids) {
             "add: row {} has id {}, which is already taken", i, new_ids[i]);
   }
   // Encoding runs on options.threads threads (the codec parallelizes over blocks of rows).
-  const int threads_before = omp_get_max_threads();
-  if (options_.threads > 0) omp_set_num_threads(options_.threads);
-  struct RestoreThreads {
-    int threads;
-    ~RestoreThreads() { omp_set_num_threads(threads); }
-  } restore{threads_before};
+  const ThreadScope threads(options_.threads);
 
   const size_t old = size();
   const bool first_centre = options_.center && center_.empty();

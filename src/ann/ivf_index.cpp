@@ -1,40 +1,24 @@
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
 #include "ann/ivf_state.hpp"
 #include "ann/kmeans.hpp"
-#include "ann/top_k.hpp"
 #include "core/require.hpp"
+#include "core/thread_scope.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/limits.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
 
 namespace kvsketch {
-namespace {
-
-// options.threads for the scope of a call, as FlatIndex does.
-class ThreadScope {
- public:
-  explicit ThreadScope(int threads) : before_(omp_get_max_threads()) {
-    if (threads > 0) omp_set_num_threads(threads);
-  }
-  ~ThreadScope() { omp_set_num_threads(before_); }
-
- private:
-  int before_;
-};
-
-}  // namespace
 
 IvfIndex::State::State(size_t dim_, IvfIndexOptions options_) : dim(dim_), options(std::move(options_)) {
   require(dim >= 1 && dim <= kMaxDim, "IvfIndex: dim must be in 1..{}, got {}", kMaxDim, dim);
   require(options.nlist >= 1 && options.nlist <= (size_t{1} << 20), "IvfIndex: nlist must be in 1..2^20, got {}",
           options.nlist);
-  require(options.nprobe >= 1, "IvfIndex: nprobe must be >= 1");
+  require(options.nprobe >= 1 && options.nprobe <= options.nlist, "IvfIndex: nprobe must be in 1..nlist = {}, got {}",
+          options.nlist, options.nprobe);
   require(options.iterations <= 1000, "IvfIndex: iterations must be at most 1000, got {}", options.iterations);
   require(options.threads >= 0, "IvfIndex: threads must be >= 0, got {}", options.threads);
   codec = make_codec(options.codec, dim, options.seed);
@@ -44,8 +28,65 @@ IvfIndex::State::State(size_t dim_, IvfIndexOptions options_) : dim(dim_), optio
           options.codec);
   require(codec->row_group() == 1, "IvfIndex: codec {} encodes groups of rows; the lists need rows that stand alone",
           options.codec);
-  lists.resize(options.nlist);
-  for (IvfList& list : lists) list.codes = CodeBuffer(codec->code_bytes());
+  require(options.k_factor >= 1 && options.k_factor <= 1024, "IvfIndex: k_factor must be in 1..1024, got {}",
+          options.k_factor);
+  fast_scan = options.fast_scan && FastScanStore::supports(*codec);
+  lists.reserve(options.nlist);
+  for (size_t c = 0; c < options.nlist; ++c) lists.emplace_back(*codec, fast_scan, options.refine);
+}
+
+size_t IvfIndex::State::kept_by_codes(size_t k) const {
+  return options.refine == Refine::kNone ? k : k * options.k_factor;
+}
+
+size_t IvfIndex::State::kept_by_scan(size_t k) const {
+  // The integer scan keeps a wider shortlist for the codec's float tables to re-score.
+  const size_t keep = kept_by_codes(k);
+  return fast_scan ? 2 * keep + 32 : keep;
+}
+
+IvfList::IvfList(const VectorCodec& codec, bool fast_scan, Refine refine_kind)
+    : codes(codec.code_bytes()), refine(refine_kind, codec.dim()) {
+  if (fast_scan) fast = std::make_unique<FastScanStore>(codec);
+}
+
+void IvfList::append_codes(const CodeBuffer& encoded) {
+  if (fast)
+    fast->append(encoded);
+  else
+    codes.data().insert(codes.data().end(), encoded.data().begin(), encoded.data().end());
+}
+
+void IvfList::copy_code(size_t row, uint8_t* out) const {
+  if (fast)
+    fast->copy_row(row, out);
+  else
+    std::copy_n(codes.row(row), codes.code_bytes(), out);
+}
+
+size_t IvfList::code_bytes_held() const { return fast ? fast->bytes() : codes.bytes(); }
+
+void IvfList::keep(const std::vector<bool>& kept) {
+  size_t out = 0;
+  for (size_t row = 0; row < rows(); ++row) {
+    if (!kept[row]) continue;
+    if (out != row) {
+      if (fast)
+        fast->move_row(row, out);
+      else
+        std::copy_n(codes.row(row), codes.code_bytes(), codes.row(out));
+      ids[out] = ids[row];
+      if (!norms.empty()) norms[out] = norms[row];
+    }
+    ++out;
+  }
+  refine.keep(kept);
+  if (fast)
+    fast->truncate(out);
+  else
+    codes.resize(out);
+  ids.resize(out);
+  if (!norms.empty()) norms.resize(out);
 }
 
 std::vector<float> IvfIndex::State::prepared_rows(const float* x, size_t n) const {
@@ -154,75 +195,15 @@ void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
   for (size_t c = 0; c < s.options.nlist; ++c) {
     if (members[c].empty()) continue;
     IvfList& list = s.lists[c];
-    list.codes.data().insert(list.codes.data().end(), encoded[c].data().begin(), encoded[c].data().end());
+    list.append_codes(encoded[c]);
     for (size_t i : members[c]) {
       list.ids.push_back(new_ids[i]);
       if (!norms.empty()) list.norms.push_back(norms[i]);
+      list.refine.append(rows.data() + i * s.dim, 1);
     }
   }
   s.rows += n;
   for (int64_t id : new_ids) s.next_id = std::max(s.next_id, id == INT64_MAX ? id : id + 1);
-}
-
-Neighbors IvfIndex::search(const float* queries, size_t nq, size_t k, size_t nprobe) const {
-  const State& s = *state_;
-  require(s.trained(), "IvfIndex: search before train");
-  require(k >= 1 && k <= s.rows, "IvfIndex: search: k must be in 1..size() = {}, got {}", s.rows, k);
-  require(nq == 0 || queries != nullptr, "IvfIndex: search: queries is null");
-  require_finite(queries, nq, s.dim, "IvfIndex search queries");
-  const size_t probes = std::min(nprobe ? nprobe : s.options.nprobe, s.options.nlist);
-  const std::vector<float> prepared_queries = s.prepared_rows(queries, nq);
-  Neighbors out;
-  out.queries = nq;
-  out.k = k;
-  out.ids.assign(nq * k, -1);
-  out.scores.assign(nq * k, -std::numeric_limits<float>::infinity());
-  const ThreadScope threads(s.options.threads);
-  const bool l2 = s.options.metric == Metric::kL2;
-#pragma omp parallel
-  {
-    std::vector<float> scores;
-    std::vector<int64_t> candidate_ids;
-#pragma omp for schedule(dynamic, 1)
-    for (size_t qi = 0; qi < nq; ++qi) {
-      const float* q = prepared_queries.data() + qi * s.dim;
-      // The lists to scan: the best centroids by the metric's similarity.
-      TopK lists(probes);
-      std::vector<float> centroid_dot(s.options.nlist);
-      for (size_t c = 0; c < s.options.nlist; ++c) {
-        centroid_dot[c] = simd::fixed_order_dot(q, s.centroids.data() + c * s.dim, s.dim);
-        const float similarity = l2 ? 2.0f * centroid_dot[c] - s.centroid_squares[c] : centroid_dot[c];
-        lists.push({similarity, static_cast<uint32_t>(c)});
-      }
-      const auto prepared = s.codec->prepare(q);
-      TopK best(k);
-      candidate_ids.clear();
-      for (const ScoredRow& probe : lists.take_sorted()) {
-        const IvfList& list = s.lists[probe.row];
-        const size_t rows = list.ids.size();
-        if (rows == 0) continue;
-        scores.resize(rows);
-        s.codec->scores(*prepared, list.codes, 0, rows, scores.data());
-        const float offset = s.options.residual ? centroid_dot[probe.row] : 0.0f;
-        for (size_t i = 0; i < rows; ++i) {
-          const float dot = offset + scores[i];
-          float similarity = dot;
-          if (l2) {
-            const float norm = half_to_float(list.norms[i]);
-            similarity = 2.0f * dot - norm * norm;
-          }
-          best.push({similarity, static_cast<uint32_t>(candidate_ids.size())});
-          candidate_ids.push_back(list.ids[i]);
-        }
-      }
-      const std::vector<ScoredRow> kept = best.take_sorted();
-      for (size_t r = 0; r < kept.size(); ++r) {
-        out.ids[qi * k + r] = candidate_ids[kept[r].row];
-        out.scores[qi * k + r] = kept[r].score;
-      }
-    }
-  }
-  return out;
 }
 
 size_t IvfIndex::remove(const int64_t* ids, size_t n) {
@@ -231,33 +212,36 @@ size_t IvfIndex::remove(const int64_t* ids, size_t n) {
   require(ids != nullptr, "IvfIndex: remove: ids is null");
   const std::unordered_set<int64_t> doomed(ids, ids + n);
   size_t removed = 0;
-  const size_t bytes = s.codec->code_bytes();
+  std::vector<bool> kept;
   for (IvfList& list : s.lists) {
-    size_t kept = 0;
-    for (size_t i = 0; i < list.ids.size(); ++i) {
-      if (doomed.count(list.ids[i])) continue;
-      if (kept != i) {
-        list.ids[kept] = list.ids[i];
-        if (!list.norms.empty()) list.norms[kept] = list.norms[i];
-        std::copy_n(list.codes.row(i), bytes, list.codes.row(kept));
+    kept.assign(list.rows(), true);
+    size_t doomed_here = 0;
+    for (size_t i = 0; i < list.rows(); ++i)
+      if (doomed.count(list.ids[i])) {
+        kept[i] = false;
+        ++doomed_here;
       }
-      ++kept;
-    }
-    removed += list.ids.size() - kept;
-    list.ids.resize(kept);
-    if (!list.norms.empty()) list.norms.resize(kept);
-    list.codes.resize(kept);
+    if (doomed_here == 0) continue;
+    list.keep(kept);
+    removed += doomed_here;
   }
   s.rows -= removed;
   return removed;
 }
 
 size_t IvfIndex::bytes_per_vector() const {
-  return state_->codec->code_bytes() + sizeof(int64_t) + (state_->options.metric == Metric::kL2 ? 2 : 0);
+  const State& s = *state_;
+  return s.codec->code_bytes() + sizeof(int64_t) + (s.options.metric == Metric::kL2 ? 2 : 0) +
+         s.lists.front().refine.bytes_per_vector();
 }
 
 size_t IvfIndex::bytes() const {
-  return size() * bytes_per_vector() + (state_->centroids.size() + state_->centroid_squares.size()) * sizeof(float);
+  const State& s = *state_;
+  size_t total = (s.centroids.size() + s.centroid_squares.size()) * sizeof(float);
+  for (const IvfList& list : s.lists)
+    total += list.code_bytes_held() + list.ids.size() * sizeof(int64_t) + list.norms.size() * 2 +
+             list.rows() * list.refine.bytes_per_vector();
+  return total;
 }
 
 }  // namespace kvsketch

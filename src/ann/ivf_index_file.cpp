@@ -1,10 +1,13 @@
 // IvfIndex::save and IvfIndex::load. File layout (little-endian), checked_file.hpp framing:
 //   "KVSKETCH" "IVFINDEX"   magic, 16 bytes
-//   u32 version (1), u32 reserved
-//   u64 dim, nlist, nprobe, metric, residual, iterations, max_train, seed, next id, rows, trained
+//   u32 version (2), u32 reserved
+//   u64 dim, nlist, nprobe, metric, residual, iterations, max_train, seed, fast_scan, refine,
+//       k_factor, next id, rows, trained
 //   codec spec (u64 length, bytes)
 //   centroids (nlist x dim floats, when trained)
-//   per list: u64 rows, codes (rows x code_bytes), ids (rows x i64), norms (rows x fp16, metric l2)
+//   per list: u64 rows, codes (rows x code_bytes, the codec's row layout whatever the lists'),
+//     ids (rows x i64), norms (rows x fp16, metric l2), refine copies (rows x dim fp16, or
+//     rows x dim i8 then rows x f32 scales)
 //   trailer: u64 payload bytes, u32 CRC-32, u32 reserved
 #include <cmath>
 #include <unordered_set>
@@ -20,35 +23,68 @@ namespace kvsketch {
 namespace {
 
 constexpr char kMagic[16] = {'K', 'V', 'S', 'K', 'E', 'T', 'C', 'H', 'I', 'V', 'F', 'I', 'N', 'D', 'E', 'X'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 }  // namespace
 
+// The file's reader and writer, with access to the index's state.
+class IvfIndexFile {
+ public:
+  static void write(const IvfIndex::State& s, BinaryWriter& out);
+  static IvfIndex read(const std::vector<uint8_t>& bytes, size_t end, const std::string& path);
+};
+
 void IvfIndex::save(const std::string& path) const {
-  const State& s = *state_;
   BinaryWriter out;
+  IvfIndexFile::write(*state_, out);
+  save_checked_file(path, out);
+}
+
+std::vector<uint8_t> IvfIndex::to_bytes() const {
+  BinaryWriter out;
+  IvfIndexFile::write(*state_, out);
+  append_checked_trailer(out);
+  return std::move(out.bytes());
+}
+
+IvfIndex IvfIndex::load(const std::string& path) {
+  size_t end = 0;
+  const std::vector<uint8_t> bytes = load_checked_file(path, kMagic, "kvsketch IVF index", end);
+  return IvfIndexFile::read(bytes, end, path);
+}
+
+IvfIndex IvfIndex::from_bytes(const std::vector<uint8_t>& bytes, const std::string& what) {
+  return IvfIndexFile::read(bytes, checked_payload_end(bytes, kMagic, "kvsketch IVF index", what), what);
+}
+
+void IvfIndexFile::write(const IvfIndex::State& s, BinaryWriter& out) {
   out.raw(kMagic, sizeof(kMagic));
   out.u32(kVersion);
   out.u32(0);
   for (const uint64_t field :
        {uint64_t{s.dim}, uint64_t{s.options.nlist}, uint64_t{s.options.nprobe}, uint64_t(s.options.metric),
         uint64_t{s.options.residual}, uint64_t{s.options.iterations}, uint64_t{s.options.max_train}, s.options.seed,
+        uint64_t{s.options.fast_scan}, uint64_t(s.options.refine), uint64_t{s.options.k_factor},
         static_cast<uint64_t>(s.next_id), uint64_t{s.rows}, uint64_t{s.trained()}})
     out.u64(field);
   out.text(s.options.codec);
   out.raw(s.centroids.data(), s.centroids.size() * sizeof(float));
+  std::vector<uint8_t> code(s.codec->code_bytes());
   for (const IvfList& list : s.lists) {
-    out.u64(list.ids.size());
-    out.raw(list.codes.data().data(), list.codes.bytes());
+    out.u64(list.rows());
+    for (size_t row = 0; row < list.rows(); ++row) {
+      list.copy_code(row, code.data());
+      out.raw(code.data(), code.size());
+    }
     out.raw(list.ids.data(), list.ids.size() * sizeof(int64_t));
     out.raw(list.norms.data(), list.norms.size() * 2);
+    out.raw(list.refine.halves().data(), list.refine.halves().size() * 2);
+    out.raw(list.refine.bytes().data(), list.refine.bytes().size());
+    out.raw(list.refine.scales().data(), list.refine.scales().size() * sizeof(float));
   }
-  save_checked_file(path, out);
 }
 
-IvfIndex IvfIndex::load(const std::string& path) {
-  size_t end = 0;
-  const std::vector<uint8_t> bytes = load_checked_file(path, kMagic, "kvsketch IVF index", end);
+IvfIndex IvfIndexFile::read(const std::vector<uint8_t>& bytes, size_t end, const std::string& path) {
   BinaryReader in(bytes, end, path);
   in.take(sizeof(kMagic), "magic");
   const uint32_t version = in.u32("version");
@@ -68,6 +104,13 @@ IvfIndex IvfIndex::load(const std::string& path) {
   options.iterations = in.u64("iterations");
   options.max_train = in.u64("max_train");
   options.seed = in.u64("seed");
+  const uint64_t fast_scan = in.u64("fast_scan");
+  require(fast_scan <= 1, "load: {} has fast_scan flag {}", path, fast_scan);
+  options.fast_scan = fast_scan == 1;
+  const uint64_t refine = in.u64("refine");
+  require(refine <= uint64_t(Refine::kInt8), "load: {} has refine store kind {}, which is none", path, refine);
+  options.refine = static_cast<Refine>(refine);
+  options.k_factor = in.u64("k_factor");
   const uint64_t next_id = in.u64("next id");
   const uint64_t rows = in.u64("rows");
   const uint64_t trained = in.u64("trained");
@@ -77,7 +120,7 @@ IvfIndex IvfIndex::load(const std::string& path) {
           "load: {} has dim {} and nlist {}, out of range", path, dim, options.nlist);
   require(next_id <= static_cast<uint64_t>(INT64_MAX), "load: {} has next id {}", path, next_id);
   IvfIndex index(dim, options);  // checks the options and rebuilds the codec from its spec and seed
-  State& s = *index.state_;
+  IvfIndex::State& s = *index.state_;
   s.next_id = static_cast<int64_t>(next_id);
   if (trained) {
     in.into(s.centroids, options.nlist * dim, "centroids");
@@ -93,7 +136,11 @@ IvfIndex IvfIndex::load(const std::string& path) {
     require(count <= in.remaining() / code_bytes, "load: {} is truncated or corrupted: a list claims {} rows", path,
             count);
     const uint8_t* codes = in.take(count * code_bytes, "codes");
-    list.codes.data().assign(codes, codes + count * code_bytes);
+    CodeBuffer rows_read(code_bytes);
+    rows_read.data().assign(codes, codes + count * code_bytes);
+    const size_t bad = s.codec->first_non_finite_row(rows_read);
+    require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
+    list.append_codes(rows_read);
     in.into(list.ids, count, "ids");
     for (int64_t id : list.ids)
       require(id >= 0 && (id < s.next_id || id == INT64_MAX) && id <= s.next_id && ids.insert(id).second,
@@ -102,8 +149,14 @@ IvfIndex IvfIndex::load(const std::string& path) {
       in.into(list.norms, count, "norms");
       for (uint16_t norm : list.norms) require(half_is_finite(norm), "load: {} has a norm that is not finite", path);
     }
-    const size_t bad = s.codec->first_non_finite_row(list.codes);
-    require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
+    RefineStore& refine = list.refine;
+    if (options.refine == Refine::kFp16) in.into(refine.halves(), count * dim, "refine copies");
+    if (options.refine == Refine::kInt8) {
+      in.into(refine.bytes(), count * dim, "refine copies");
+      in.into(refine.scales(), count, "refine scales");
+    }
+    refine.set_rows(count);
+    require(refine.first_non_finite_row() == count, "load: {} has a refine copy that is not finite", path);
     s.rows += count;
   }
   require(s.rows == rows, "load: {} claims {} rows but its lists hold {}", path, rows, s.rows);

@@ -1,9 +1,12 @@
-// IvfIndexOptions::parse and factory(): "ivf:nlist=N,nprobe=P,metric=M,residual=R,iterations=I,seed=S|CODEC".
+// IvfIndexOptions::parse and factory():
+// "ivf:nlist=N,nprobe=P,metric=M,residual=R,iterations=I,seed=S,fast_scan=F,refine=R,k_factor=K|CODEC".
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/require.hpp"
+#include "ann/refine_store.hpp"
 #include "kvsketch/ivf_index.hpp"
 
 namespace kvsketch {
@@ -50,6 +53,17 @@ IvfIndexOptions IvfIndexOptions::parse(const std::string& factory) {
     } else if (name == "residual") {
       require(value == "0" || value == "1", "ivf factory: residual={} is not 0 or 1", value);
       options.residual = value == "1";
+    } else if (name == "fast_scan") {
+      require(value == "0" || value == "1", "ivf factory: fast_scan={} is not 0 or 1", value);
+      options.fast_scan = value == "1";
+    } else if (name == "k_factor") {
+      options.k_factor = parse_number(value, name);
+    } else if (name == "refine") {
+      try {
+        options.refine = parse_refine(value);
+      } catch (const Error& error) {
+        throw Error(fmt::format("ivf factory: {}", error.what()));
+      }
     } else if (name == "metric") {
       try {
         options.metric = parse_metric(value);
@@ -57,17 +71,22 @@ IvfIndexOptions IvfIndexOptions::parse(const std::string& factory) {
         throw Error(fmt::format("ivf factory: {}", error.what()));
       }
     } else {
-      require(false, "ivf factory: unknown field '{}' (nlist, nprobe, metric, residual, iterations, seed)", name);
+      require(false, "ivf factory: unknown field '{}' (nlist, nprobe, metric, residual, iterations, seed, fast_scan, "
+              "refine, k_factor)", name);
     }
   }
   require(options.nlist >= 1, "ivf factory: nlist must be >= 1");
-  require(options.nprobe >= 1, "ivf factory: nprobe must be >= 1");
+  // Not given, nprobe is the default or every list, whichever is fewer; given, at most nlist.
+  if (std::find(seen.begin(), seen.end(), "nprobe") == seen.end()) options.nprobe = std::min(options.nprobe, options.nlist);
+  require(options.nprobe >= 1 && options.nprobe <= options.nlist, "ivf factory: nprobe must be in 1..nlist = {}, got {}",
+          options.nlist, options.nprobe);
   return options;
 }
 
 std::string IvfIndexOptions::factory() const {
-  return fmt::format("ivf:nlist={},nprobe={},metric={},residual={},iterations={},seed={}|{}", nlist, nprobe,
-                     metric_name(metric), residual ? 1 : 0, iterations, seed, codec);
+  return fmt::format("ivf:nlist={},nprobe={},metric={},residual={},iterations={},seed={},fast_scan={},refine={},k_factor={}|{}",
+                     nlist, nprobe, metric_name(metric), residual ? 1 : 0, iterations, seed, fast_scan ? 1 : 0,
+                     refine_name(refine), k_factor, codec);
 }
 
 }  // namespace kvsketch

@@ -3,21 +3,35 @@
 #include <memory>
 #include <vector>
 
+#include "ann/fast_scan_store.hpp"
+#include "ann/refine_store.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/ivf_index.hpp"
 
 namespace kvsketch {
 
 struct IvfList {
-  CodeBuffer codes;
+  CodeBuffer codes;                     // the codec's row layout, unless fast holds the codes
+  std::unique_ptr<FastScanStore> fast;  // the fast-scan layout
   std::vector<int64_t> ids;
   std::vector<uint16_t> norms;  // metric l2: fp16 ||x|| per row
+  RefineStore refine;
+
+  IvfList(const VectorCodec& codec, bool fast_scan, Refine refine_kind);
+  size_t rows() const { return ids.size(); }
+  void append_codes(const CodeBuffer& encoded);
+  // Row `row` in the codec's row layout (files hold that layout).
+  void copy_code(size_t row, uint8_t* out) const;
+  size_t code_bytes_held() const;
+  // Keeps the rows whose flag is set, in order.
+  void keep(const std::vector<bool>& kept);
 };
 
 struct IvfIndex::State {
   size_t dim;
   IvfIndexOptions options;
   std::unique_ptr<VectorCodec> codec;
+  bool fast_scan = false;  // the lists use the fast-scan layout
   std::vector<float> centroids;  // nlist x dim once trained
   std::vector<float> centroid_squares;
   std::vector<IvfList> lists;
@@ -28,6 +42,9 @@ struct IvfIndex::State {
   bool trained() const { return !centroids.empty(); }
   // Rows as stored: normalized for cosine.
   std::vector<float> prepared_rows(const float* x, size_t n) const;
+  // Candidates kept per query by the code scan, and by the codec's estimate before refinement.
+  size_t kept_by_codes(size_t k) const;
+  size_t kept_by_scan(size_t k) const;
 };
 
 }  // namespace kvsketch

@@ -24,12 +24,16 @@ uint32_t crc32_of(const uint8_t* data, size_t n) {
   return static_cast<uint32_t>(crc);
 }
 
-void save_checked_file(const std::string& path, BinaryWriter& out) {
+void append_checked_trailer(BinaryWriter& out) {
   const uint64_t payload = out.bytes().size();
   const uint32_t crc = crc32_of(out.bytes().data(), payload);
   out.u64(payload);
   out.u32(crc);
   out.u32(0);
+}
+
+void save_checked_file(const std::string& path, BinaryWriter& out) {
+  append_checked_trailer(out);
   const std::string temporary = path + ".tmp";
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
@@ -47,6 +51,12 @@ std::vector<uint8_t> load_checked_file(const std::string& path, const char (&mag
                                        size_t& payload_end) {
   std::vector<uint8_t> bytes;
   read_whole_file(path, "load", bytes);
+  payload_end = checked_payload_end(bytes, magic, what_kind, path);
+  return bytes;
+}
+
+size_t checked_payload_end(const std::vector<uint8_t>& bytes, const char (&magic)[16], const char* what_kind,
+                           const std::string& path) {
   require(bytes.size() >= sizeof(magic) + kTrailerBytes, "load: {} is too short ({} bytes) to be a {} file", path,
           bytes.size(), what_kind);
   require(std::memcmp(bytes.data(), magic, sizeof(magic)) == 0, "load: {} is not a {} file (bad magic)", path,
@@ -65,8 +75,7 @@ std::vector<uint8_t> load_checked_file(const std::string& path, const char (&mag
   require(payload == end, "load: {} has {} trailing bytes after a {}-byte payload (or is damaged)", path,
           end - payload, payload);
   require(crc32_of(bytes.data(), end) == crc, "load: {} is corrupted (CRC-32 mismatch)", path);
-  payload_end = end;
-  return bytes;
+  return end;
 }
 
 }  // namespace kvsketch

@@ -77,12 +77,17 @@ class BinaryReader {
 
 uint32_t crc32_of(const uint8_t* data, size_t n);
 
-// Appends the trailer to payload (which starts with the magic) and writes it to path atomically.
+// Appends the trailer (length, CRC-32) to payload, which starts with the magic.
+void append_checked_trailer(BinaryWriter& payload);
+// Appends the trailer and writes the whole to path atomically.
 void save_checked_file(const std::string& path, BinaryWriter& payload);
 
 // Reads path, checks magic (16 bytes), length and CRC; returns the bytes and sets payload_end.
 // what_kind names the file type in errors ("kvsketch cache").
 std::vector<uint8_t> load_checked_file(const std::string& path, const char (&magic)[16], const char* what_kind,
                                        size_t& payload_end);
+// The same checks on bytes in memory (a file image from append_checked_trailer); path names them.
+size_t checked_payload_end(const std::vector<uint8_t>& bytes, const char (&magic)[16], const char* what_kind,
+                           const std::string& path);
 
 }  // namespace kvsketch

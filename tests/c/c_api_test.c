@@ -425,7 +425,7 @@ static void test_ivf_index(const char* directory) {
   size_t size = 0, bytes = 0, removed = 0, i, self = 0;
   char path[512];
   fill(x, kRows * kIvfDim);
-  OK(kvs_ivf_index_create(kIvfDim, "ivf:nlist=12,nprobe=12,metric=l2|tq_mse:b=4", 0, &index));
+  OK(kvs_ivf_index_create(kIvfDim, "ivf:nlist=12,nprobe=12,metric=l2,fast_scan=0|tq_mse:b=4", 0, &index));
   BAD(kvs_ivf_index_search(index, x, 1, 1, 0, ids, scores), KVS_ERROR_REFUSED, "before train");
   OK(kvs_ivf_index_train(index, x, kRows));
   OK(kvs_ivf_index_add(index, x, kRows, NULL));
