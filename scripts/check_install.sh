@@ -13,6 +13,11 @@ cmake --build "$scratch/cmake" >/dev/null
 export PKG_CONFIG_PATH="$scratch/prefix/lib/pkgconfig"
 (cd "$scratch" && LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/cmake/engine_decode")
 (cd "$scratch" && LD_LIBRARY_PATH="$scratch/prefix/lib" "$scratch/cmake/engine_decode_c")
+if [ -x "$scratch/cmake/sharded_search" ]; then
+  # Two ranks on this machine; root and more ranks than cores allowed, as in CI containers.
+  OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 mpirun -np 2 "$scratch/cmake/sharded_search" >/dev/null
+fi
 for example in examples/*.cpp; do
   name=$(basename "$example" .cpp)
   g++ -O2 -Wall -Wextra -Werror "$example" $(pkg-config --cflags --libs kvsketch) -o "$scratch/$name-shared"

@@ -95,6 +95,8 @@ class IvfIndex {
   Neighbors search(const float* queries, size_t nq, size_t k, size_t nprobe = 0) const;
   // Removes the rows with these ids (a pass over the lists); returns how many were present.
   size_t remove(const int64_t* ids, size_t n);
+  // The first of these ids that is stored (a pass over the lists), or -1 when none is.
+  int64_t first_present(const int64_t* ids, size_t n) const;
 
   // The parts of search, for an index sharded over processes (kvsketch/mpi_ivf_index.hpp): every
   // shard is a copy of one trained index that added its own vectors; each gives its candidates,

@@ -229,6 +229,19 @@ size_t IvfIndex::remove(const int64_t* ids, size_t n) {
   return removed;
 }
 
+int64_t IvfIndex::first_present(const int64_t* ids, size_t n) const {
+  if (n == 0) return -1;
+  require(ids != nullptr, "IvfIndex: first_present: ids is null");
+  const std::unordered_set<int64_t> wanted(ids, ids + n);
+  std::unordered_set<int64_t> stored;
+  for (const IvfList& list : state_->lists)
+    for (int64_t id : list.ids)
+      if (wanted.count(id)) stored.insert(id);
+  for (size_t i = 0; i < n; ++i)
+    if (stored.count(ids[i])) return ids[i];
+  return -1;
+}
+
 size_t IvfIndex::bytes_per_vector() const {
   const State& s = *state_;
   return s.codec->code_bytes() + sizeof(int64_t) + (s.options.metric == Metric::kL2 ? 2 : 0) +
