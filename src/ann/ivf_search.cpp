@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "ann/ivf_state.hpp"
+#include "ann/kmeans.hpp"
 #include "ann/top_k.hpp"
 #include "core/require.hpp"
 #include "core/thread_scope.hpp"
@@ -41,11 +42,12 @@ void keep_best(std::vector<Candidate>& candidates, size_t count) {
   candidates.resize(count);
 }
 
-// A row met by the scan: where it lies, to be scored further if it stays among the best.
+// A row met by the scan: where it lies (the query's probe-th list), to be scored further if it
+// stays among the best.
 struct ScanHit {
   float scan;
   int64_t id;
-  uint32_t list, row;
+  uint32_t probe, row;
 };
 
 bool hit_before(const ScanHit& a, const ScanHit& b) { return a.scan > b.scan || (a.scan == b.scan && a.id < b.id); }
@@ -96,20 +98,20 @@ IvfCandidates IvfIndex::candidates(const float* queries, size_t nq, size_t k, si
   const ThreadScope threads(s.options.threads);
   const bool l2 = s.options.metric == Metric::kL2;
   const FastScanStore* tables_of = s.fast_scan ? s.lists.front().fast.get() : nullptr;
+  // The lists to scan: the best centroids by the metric's similarity, with <q, c> of each.
+  std::vector<uint32_t> probe_lists(nq * probes);
+  std::vector<float> probe_dots(nq * probes);
+  nearest_centroids(prepared_queries.data(), nq, s.dim, s.centroids, l2 ? &s.centroid_squares : nullptr, probes,
+                    probe_lists.data(), probe_dots.data());
 #pragma omp parallel
   {
-    std::vector<float> scores, centroid_dot(s.options.nlist), scratch(s.dim);
+    std::vector<float> scores, scratch(s.dim);
     std::vector<uint32_t> sums(kScanBlocks * simd::kFastScanBlockRows);
 #pragma omp for schedule(dynamic, 1)
     for (size_t qi = 0; qi < nq; ++qi) {
       const float* q = prepared_queries.data() + qi * s.dim;
-      // The lists to scan: the best centroids by the metric's similarity.
-      TopK lists(probes);
-      for (size_t c = 0; c < s.options.nlist; ++c) {
-        centroid_dot[c] = simd::fixed_order_dot(q, s.centroids.data() + c * s.dim, s.dim);
-        const float similarity = l2 ? 2.0f * centroid_dot[c] - s.centroid_squares[c] : centroid_dot[c];
-        lists.push({similarity, static_cast<uint32_t>(c)});
-      }
+      const uint32_t* query_lists = probe_lists.data() + qi * probes;
+      const float* centroid_dot = probe_dots.data() + qi * probes;
       // ip: <q, x~>; l2: 2 <q, x~> - ||x||^2, which ranks as -||q - x~||^2.
       const auto similarity = [&](const IvfList& list, size_t row, float dot) {
         if (!l2) return dot;
@@ -123,10 +125,10 @@ IvfCandidates IvfIndex::candidates(const float* queries, size_t nq, size_t k, si
       else
         prepared = s.codec->prepare(q);
       HitHeap heap(out.per_query);
-      for (const ScoredRow& probe : lists.take_sorted()) {
-        const IvfList& list = s.lists[probe.row];
+      for (uint32_t probe = 0; probe < probes; ++probe) {
+        const IvfList& list = s.lists[query_lists[probe]];
         const size_t rows = list.rows();
-        const float offset = s.options.residual ? centroid_dot[probe.row] : 0.0f;
+        const float offset = s.options.residual ? centroid_dot[probe] : 0.0f;
         const size_t step = tables_of ? kScanBlocks * simd::kFastScanBlockRows : rows;
         for (size_t first = 0; first < rows; first += step) {
           const size_t count = std::min(step, rows - first);
@@ -141,7 +143,7 @@ IvfCandidates IvfIndex::candidates(const float* queries, size_t nq, size_t k, si
           for (size_t i = 0; i < count; ++i) {
             const float score = rankable(similarity(list, first + i, offset + scores[i]));
             if (score < threshold) continue;
-            heap.push({score, list.ids[first + i], probe.row, static_cast<uint32_t>(first + i)});
+            heap.push({score, list.ids[first + i], probe, static_cast<uint32_t>(first + i)});
             threshold = heap.threshold();
           }
         }
@@ -151,8 +153,8 @@ IvfCandidates IvfIndex::candidates(const float* queries, size_t nq, size_t k, si
       std::sort(hits.begin(), hits.end(), hit_before);
       for (size_t slot = 0; slot < hits.size(); ++slot) {
         const ScanHit& hit = hits[slot];
-        const IvfList& list = s.lists[hit.list];
-        const float offset = s.options.residual ? centroid_dot[hit.list] : 0.0f;
+        const IvfList& list = s.lists[query_lists[hit.probe]];
+        const float offset = s.options.residual ? centroid_dot[hit.probe] : 0.0f;
         float code = hit.scan;
         if (tables_of) code = rankable(similarity(list, hit.row, offset + list.fast->exact(tables, hit.row)));
         float refined = code;

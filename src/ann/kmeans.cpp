@@ -3,9 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
+#include "ann/top_k.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/kernels.hpp"
 
@@ -18,25 +21,66 @@ std::vector<float> squared_norms(const std::vector<float>& centroids, size_t dim
   return out;
 }
 
-void assign_nearest(const float* x, size_t n, size_t dim, const std::vector<float>& centroids,
-                    const std::vector<float>& squared, uint32_t* assignment, float* distance) {
-  const size_t nlist = squared.size();
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i) {
-    const float* row = x + i * dim;
-    // ||x - c||^2 - ||x||^2 = ||c||^2 - 2 <x, c>: the row's own norm ranks nothing.
-    float best = std::numeric_limits<float>::infinity();
-    uint32_t best_list = 0;
-    for (size_t c = 0; c < nlist; ++c) {
-      const float d = squared[c] - 2.0f * simd::fixed_order_dot(row, centroids.data() + c * dim, dim);
-      if (d < best) {
-        best = d;
-        best_list = static_cast<uint32_t>(c);
+void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<float>& centroids,
+                       const std::vector<float>* squared, size_t top, uint32_t* lists, float* dots) {
+  const size_t nlist = centroids.size() / dim;
+  constexpr size_t kRowBlock = 16, kCentroidBlock = 128;  // a block of centroids stays in L2
+  float largest_norm = 0.0f, largest_square = 0.0f;
+  for (size_t c = 0; c < nlist; ++c) {
+    const float square = squared ? (*squared)[c] : simd::sum_of_squares(centroids.data() + c * dim, dim);
+    largest_square = std::max(largest_square, square);
+  }
+  largest_norm = std::sqrt(largest_square);
+  // Two float dot products of length dim (any order, fused or not) differ by at most
+  // 2 gamma_dim ||x|| ||c||; l2 doubles it and rounds once more. Twice that again, for safety.
+  constexpr double kUnit = 1.0 / (1 << 24);
+  const double gamma = static_cast<double>(dim) * kUnit / (1.0 - static_cast<double>(dim) * kUnit);
+  const size_t blocks = (n + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel
+  {
+    std::vector<float> similarity(kRowBlock * nlist), cut(nlist);
+#pragma omp for schedule(dynamic, 1)
+    for (size_t block = 0; block < blocks; ++block) {
+      const size_t first = block * kRowBlock, rows = std::min(kRowBlock, n - first);
+      for (size_t c0 = 0; c0 < nlist; c0 += kCentroidBlock)
+        simd::dot_tile(x + first * dim, rows, centroids.data() + c0 * dim, std::min(kCentroidBlock, nlist - c0), dim,
+                       similarity.data() + c0, nlist);
+      for (size_t i = 0; i < rows; ++i) {
+        const float* row = x + (first + i) * dim;
+        float* s = similarity.data() + i * nlist;
+        if (squared)
+          for (size_t c = 0; c < nlist; ++c) s[c] = 2.0f * s[c] - (*squared)[c];
+        std::copy(s, s + nlist, cut.begin());
+        std::nth_element(cut.begin(), cut.begin() + static_cast<std::ptrdiff_t>(top - 1), cut.end(), std::greater<>());
+        const double norm = std::sqrt(static_cast<double>(simd::sum_of_squares(row, dim)));
+        const double product = norm * largest_norm, scale = squared ? 2.0 : 1.0;
+        const double bound =
+            2.0 * (scale * 2.0 * gamma * product + 4.0 * kUnit * (scale * product + largest_square));
+        const float threshold = static_cast<float>(static_cast<double>(cut[top - 1]) - 2.0 * bound);
+        TopK best(top);
+        for (size_t c = 0; c < nlist; ++c) {
+          if (!(s[c] >= threshold)) continue;
+          const float dot = simd::fixed_order_dot(row, centroids.data() + c * dim, dim);
+          best.push({squared ? 2.0f * dot - (*squared)[c] : dot, static_cast<uint32_t>(c)});
+        }
+        const std::vector<ScoredRow> kept = best.take_sorted();
+        for (size_t r = 0; r < top; ++r) {
+          lists[(first + i) * top + r] = kept[r].row;
+          if (dots) dots[(first + i) * top + r] = simd::fixed_order_dot(row, centroids.data() + kept[r].row * dim, dim);
+        }
       }
     }
-    assignment[i] = best_list;
-    if (distance) distance[i] = best + simd::sum_of_squares(row, dim);
   }
+}
+
+void assign_nearest(const float* x, size_t n, size_t dim, const std::vector<float>& centroids,
+                    const std::vector<float>& squared, uint32_t* assignment, float* distance) {
+  std::vector<float> dots(n);
+  nearest_centroids(x, n, dim, centroids, &squared, 1, assignment, dots.data());
+  // ||x - c||^2 = (||c||^2 - 2 <x, c>) + ||x||^2.
+  if (distance)
+    for (size_t i = 0; i < n; ++i)
+      distance[i] = (squared[assignment[i]] - 2.0f * dots[i]) + simd::sum_of_squares(x + i * dim, dim);
 }
 
 std::vector<float> train_kmeans(const float* x, size_t n, size_t dim, size_t nlist, size_t iterations, uint64_t seed) {
