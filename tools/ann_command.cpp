@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "kvsketch/eval/ann_bench.hpp"
 #include "kvsketch/eval/ann_eval.hpp"
 #include "core/require.hpp"
 #include "kvsketch/limits.hpp"
@@ -29,6 +30,12 @@ struct BuildArguments {
   size_t queries = 0, rerank = 0;
   int threads = 0;
   uint64_t seed = 0;
+};
+
+struct BenchArguments {
+  std::string data, indexes, metric, nprobes = "1,2,4,8,16,32,64,128", ef = "16,32,64,128,256,512", threads = "1,2";
+  size_t queries = 0, k = 10, single = 200, repetitions = 3;
+  bool json = false;
 };
 
 struct SearchArguments {
@@ -89,6 +96,44 @@ void run_eval(const EvalArguments& args) {
                percent(r.recall_1_at_10), percent(r.recall_1_at_100), percent(r.recall_10_at_10),
                fmt::format("{:.3f}", r.build_s), fmt::format("{:.3f}", r.ms_per_query),
                fmt::format("{:.3f}", r.ms_per_query_batch)});
+  table.print(std::cout);
+}
+
+void run_bench(const BenchArguments& args) {
+  std::optional<Metric> metric;
+  if (!args.metric.empty()) metric = parse_metric(args.metric);
+  const AnnDataset data = load_ann_dataset(args.data, args.queries, metric);
+  AnnBenchConfig config;
+  config.indexes = split_list(args.indexes, ';');
+  config.nprobes = parse_sizes(args.nprobes, "--nprobe");
+  config.ef_search = parse_sizes(args.ef, "--ef-search");
+  config.threads.clear();
+  for (const size_t t : parse_sizes(args.threads, "--threads")) {
+    require(t >= 1 && t <= static_cast<size_t>(kMaxThreads), "--threads: {} is outside 1..{}", t, kMaxThreads);
+    config.threads.push_back(static_cast<int>(t));
+  }
+  config.k = args.k;
+  config.single_queries = args.single;
+  config.repetitions = args.repetitions;
+  const auto rows = run_ann_bench(data, config);
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows)
+      out.push_back({{"index", r.index}, {"dataset", data.name}, {"metric", metric_name(data.metric)},
+                     {"dim", data.base.cols}, {"base", data.base.rows}, {"queries", data.queries.rows}, {"k", args.k},
+                     {"parameter", r.parameter}, {"value", r.value}, {"threads", r.threads}, {"recall", r.recall},
+                     {"qps_single", r.qps_single}, {"qps_batch", r.qps_batch}, {"train_s", r.train_s},
+                     {"add_s", r.add_s}, {"bytes_per_vector", r.bytes_per_vector}});
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{}: {} base x {} dims, {} queries, metric {}, recall@{}\n", data.name, data.base.rows,
+                           data.base.cols, data.queries.rows, metric_name(data.metric), args.k);
+  TextTable table({"<index", "<param", "value", "threads", "recall", "qps 1", "qps batch", "train s", "add s", "B/vec"});
+  for (const auto& r : rows)
+    table.add({r.index, r.parameter, std::to_string(r.value), std::to_string(r.threads), fmt::format("{:.3f}", r.recall),
+               fmt::format("{:.0f}", r.qps_single), fmt::format("{:.0f}", r.qps_batch), fmt::format("{:.2f}", r.train_s),
+               fmt::format("{:.2f}", r.add_s), fmt::format("{:.1f}", r.bytes_per_vector)});
   table.print(std::cout);
 }
 
@@ -174,6 +219,24 @@ std::function<void()> add_ann_command(CLI::App& app) {
   eval->add_flag("--json", eval_args->json, "JSON rows instead of a table");
 
   auto build_args = std::make_shared<BuildArguments>();
+  auto bench_args = std::make_shared<BenchArguments>();
+  auto* bench = ann->add_subcommand(
+      "bench", "Sub-linear indexes (IVF, FAISS IVF/HNSW): recall@k against queries per second, build time, bytes");
+  bench->add_option("--data", bench_args->data, "Dataset or matrix file, as in ann eval")->required();
+  bench->add_option("--indexes", bench_args->indexes,
+                    "Indexes separated by ';': ivf:...|CODEC factories, faiss:FACTORY (FAISS index_factory)")
+      ->required();
+  bench->add_option("--nprobe", bench_args->nprobes, "IVF curve: nprobe values (default 1,2,...,128; capped at nlist)");
+  bench->add_option("--ef-search", bench_args->ef, "HNSW curve: efSearch values");
+  bench->add_option("--threads", bench_args->threads, "Thread counts to time each point with (default 1,2)");
+  bench->add_option("--k", bench_args->k, "Neighbours per query (recall@k)");
+  bench->add_option("--queries", bench_args->queries, "Queries (one-file data: the last N rows; default 500)");
+  bench->add_option("--metric", bench_args->metric, "ip | cosine | l2 (default: the dataset's)");
+  bench->add_option("--single", bench_args->single, "Queries timed one per call (default 200)");
+  bench->add_option("--repetitions", bench_args->repetitions, "Timed passes per point; the median is reported");
+  bench->add_flag("--json", bench_args->json, "Print rows as JSON");
+  bench->callback([bench_args] { run_bench(*bench_args); });
+
   auto* build = ann->add_subcommand("build", "Encode the base vectors of a dataset into an index file");
   build->add_option("--data", build_args->data, "Dataset or matrix file, as in ann eval")->required();
   build->add_option("--codec", build_args->codec, "Codec spec (default tq_pca:b=4)");

@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <limits>
 
 #include "ann/top_k.hpp"
 #include "core/team_size.hpp"
@@ -88,7 +89,12 @@ std::vector<float> exact_scores(const Matrix& base, const Matrix& queries, const
     if (metric == Metric::kCosine) q = unit_rows(Matrix{1, d, q}).values;
     for (size_t r = 0; r < found.k; ++r) {
       const int64_t id = found.id(i, r);
-      require(id >= 0 && static_cast<size_t>(id) < base.rows, "recall: result id {} is not a base row", id);
+      require(id >= -1 && id < static_cast<int64_t>(base.rows), "recall: result id {} is not a base row", id);
+      if (id == -1) {  // no result in this place (too few vectors in the lists probed): never a hit
+        scores[i * found.k + r] = metric == Metric::kL2 ? std::numeric_limits<float>::infinity()
+                                                        : -std::numeric_limits<float>::infinity();
+        continue;
+      }
       std::copy_n(base.row(static_cast<size_t>(id)), d, x.data());
       float score;
       if (metric == Metric::kL2) {
