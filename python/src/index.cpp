@@ -130,7 +130,85 @@ void bind_index(py::module_& module) {
           "remove_ids", [](IvfIndex& index, const py::array& ids) { return remove_rows(index, ids); }, py::arg("ids"))
       .def("bytes", &IvfIndex::bytes)
       .def("save", &IvfIndex::save, py::arg("path"))
-      .def_static("load", &IvfIndex::load, py::arg("path"));
+      .def_static("load", &IvfIndex::load, py::arg("path"))
+      .def(
+          "to_bytes",
+          [](const IvfIndex& index) {
+            const std::vector<uint8_t> image = index.to_bytes();
+            return py::bytes(reinterpret_cast<const char*>(image.data()), image.size());
+          },
+          "The index's checksummed file image (for sending a trained index to shards).")
+      .def_static(
+          "from_bytes",
+          [](const py::bytes& image) {
+            const std::string text = image;
+            return IvfIndex::from_bytes(std::vector<uint8_t>(text.begin(), text.end()));
+          },
+          py::arg("image"))
+      .def(
+          "candidates",
+          [](const IvfIndex& index, const py::array& queries, size_t k, size_t nprobe) {
+            std::vector<size_t> shape;
+            const float* q = float32_input(queries, "queries", {-1, static_cast<py::ssize_t>(index.dim())}, &shape);
+            IvfCandidates found;
+            {
+              py::gil_scoped_release release;
+              found = index.candidates(q, shape[0], k, nprobe);
+            }
+            const std::vector<py::ssize_t> dims = {static_cast<py::ssize_t>(found.queries),
+                                                   static_cast<py::ssize_t>(found.per_query)};
+            const auto array = [&](const auto& values) {
+              auto out = new_array<typename std::decay_t<decltype(values)>::value_type>(dims);
+              std::copy(values.begin(), values.end(), out.mutable_data());
+              return out;
+            };
+            py::dict part;
+            part["k"] = found.k;
+            part["scan"] = array(found.scan);
+            part["code"] = array(found.code);
+            part["refined"] = array(found.refined);
+            part["ids"] = array(found.ids);
+            return part;
+          },
+          py::arg("queries"), py::arg("k"), py::arg("nprobe") = 0,
+          "This shard's part of a search: a dict of arrays (nq, per_query) for merge().")
+      .def(
+          "merge",
+          [](const IvfIndex& index, const py::list& parts) {
+            std::vector<IvfCandidates> all;
+            for (const py::handle& item : parts) {
+              const py::dict part = py::reinterpret_borrow<py::dict>(item);
+              IvfCandidates c;
+              c.k = part["k"].cast<size_t>();
+              const py::array ids = part["ids"].cast<py::array>();
+              const std::vector<size_t> shape = check_shape(ids, "ids", {-1, -1});
+              c.queries = shape[0];
+              c.per_query = shape[1];
+              const int64_t* id = typed_data<int64_t>(ids, "ids", "int64");
+              c.ids.assign(id, id + c.queries * c.per_query);
+              for (const auto& [name, out] : {std::pair<const char*, std::vector<float>*>{"scan", &c.scan},
+                                              {"code", &c.code}, {"refined", &c.refined}}) {
+                const py::array values = part[name].cast<py::array>();
+                check_shape(values, name, {static_cast<py::ssize_t>(c.queries), static_cast<py::ssize_t>(c.per_query)});
+                const float* v = typed_data<float>(values, name, "float32");
+                out->assign(v, v + c.queries * c.per_query);
+              }
+              all.push_back(std::move(c));
+            }
+            Neighbors found;
+            {
+              py::gil_scoped_release release;
+              found = index.merge(all);
+            }
+            const std::vector<py::ssize_t> dims = {static_cast<py::ssize_t>(found.queries),
+                                                   static_cast<py::ssize_t>(found.k)};
+            auto scores = new_array<float>(dims);
+            auto ids = new_array<int64_t>(dims);
+            std::copy(found.scores.begin(), found.scores.end(), scores.mutable_data());
+            std::copy(found.ids.begin(), found.ids.end(), ids.mutable_data());
+            return py::make_tuple(scores, ids);
+          },
+          py::arg("parts"), "(D, I) from the shards' candidates: what one index over all their vectors answers.");
 }
 
 }  // namespace kvsketch::python

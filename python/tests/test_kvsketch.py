@@ -329,6 +329,34 @@ def test_ivf_index_finds_what_exact_search_finds():
         kvsketch.IvfIndex(32, "ivf:nlist=4").add(x)
 
 
+def test_ivf_shards_merge_to_the_answer_of_one_index():
+    rng = np.random.default_rng(5)
+    centres = rng.standard_normal((20, 16)).astype(np.float32) * 3
+    x = (centres[np.arange(2000) % 20] + rng.standard_normal((2000, 16))).astype(np.float32)
+    queries = x[:25] + 0.1
+    factory = "ivf:nlist=20,nprobe=4,metric=l2,refine=int8,k_factor=2|tq_mse:b=2,rescale=1"
+    whole = kvsketch.IvfIndex(16, factory)
+    whole.train(x)
+    trained = whole.to_bytes()
+    whole.add(x)
+    # Three shards from the trained bytes (as a Dask task or an MPI rank would make them).
+    shards = [kvsketch.IvfIndex.from_bytes(trained) for _ in range(3)]
+    for shard, rows in zip(shards, np.array_split(np.arange(2000), 3)):
+        shard.add_with_ids(x[rows], rows.astype(np.int64))
+    parts = [shard.candidates(queries, 10) for shard in shards]
+    assert parts[0]["scan"].shape[0] == 25 and parts[0]["ids"].dtype == np.int64
+    scores, ids = shards[0].merge(parts)
+    expected_scores, expected_ids = whole.search(queries, 10)
+    assert np.array_equal(ids, expected_ids) and np.array_equal(scores, expected_scores)
+    with pytest.raises(ValueError, match="scan"):  # ids of another shape than the scores
+        shards[0].merge([dict(parts[0], ids=np.ascontiguousarray(parts[0]["ids"][:, :5]))])
+    with pytest.raises(kvsketch.Error, match="merge"):  # a part of another search's shape
+        part = {name: np.ascontiguousarray(value[:, :5]) if name != "k" else value for name, value in parts[0].items()}
+        shards[0].merge([part])
+    with pytest.raises(kvsketch.Error):
+        kvsketch.IvfIndex.from_bytes(trained[:-3])
+
+
 def test_distortion_gives_the_papers_values():
     # TurboQuant_mse (Theorem 1): D_mse -> 0.36, 0.117, 0.03, 0.009 at b = 1..4 as d grows, the
     # Gaussian Lloyd-Max costs 0.3634, 0.1175, 0.03454, 0.009497 (the paper rounds them); at
