@@ -61,5 +61,21 @@ TEST(CoarseQuantizer, PicksWhatFixedOrderRankingPicksEvenAtNearTies) {
   }
 }
 
+// Centroids whose squares overflow float (a corrupt or hostile index file) give NaN and -inf
+// similarities: no candidate passes the approximate cut, and every centroid is ranked exactly.
+TEST(CoarseQuantizer, RanksOverflowingSimilaritiesWithoutACut) {
+  const size_t dim = 8, nlist = 6, n = 3;
+  std::vector<float> centroids = testutil::gaussian_matrix(nlist, dim, 3);
+  for (float& v : centroids) v *= 1e20f;
+  const std::vector<float> x = testutil::gaussian_matrix(n, dim, 4);
+  const std::vector<float> squared = squared_norms(centroids, dim);
+  for (const size_t top : {size_t{1}, size_t{3}}) {
+    std::vector<uint32_t> lists(n * top);
+    std::vector<float> dots(n * top);
+    nearest_centroids(x.data(), n, dim, centroids, &squared, top, lists.data(), dots.data());
+    EXPECT_EQ(lists, brute_force(x, n, dim, centroids, &squared, top));
+  }
+}
+
 }  // namespace
 }  // namespace kvsketch

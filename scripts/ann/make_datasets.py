@@ -2,6 +2,8 @@
 scripts/ann/peers.py, so that both read the same vectors:
   fashion-mnist   Debian's dataset-fashion-mnist: 60,000 train images as base, the 10,000 t10k
                   images as queries, 784 dims, euclidean
+  sift-5k         the bundled SIFT sample (data/sift-5k.tsv, its last column the ids): the first
+                  4,500 rows as base, the last 500 as queries, 128 dims, euclidean
   synthetic       N vectors at d dims around 4096 Gaussian centres (scale and memory), inner
                   product after unit norm (angular), seeded
 The sentence embeddings come from scripts/ann/embed_sentences.py.
@@ -45,7 +47,7 @@ def write(path, train, test, metric, source, neighbors=100):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dataset", choices=["fashion-mnist", "synthetic"])
+    parser.add_argument("dataset", choices=["fashion-mnist", "sift-5k", "synthetic"])
     parser.add_argument("--out", default="data/ann")
     parser.add_argument("--n", type=int, default=1000000)
     parser.add_argument("--dim", type=int, default=768)
@@ -58,6 +60,11 @@ def main():
         test = idx_images(os.path.join(FASHION, "t10k-images-idx3-ubyte.gz"))
         write(os.path.join(args.out, "fashion-mnist-784-euclidean.hdf5"), train, test, "euclidean",
               "Debian dataset-fashion-mnist")
+    elif args.dataset == "sift-5k":
+        rows = np.loadtxt(os.path.join(os.path.dirname(__file__), "..", "..", "data", "sift-5k.tsv"),
+                          dtype=np.float32)[:, :-1]
+        write(os.path.join(args.out, "sift-5k-128-euclidean.hdf5"), np.ascontiguousarray(rows[:4500]),
+              np.ascontiguousarray(rows[4500:]), "euclidean", "kvsketch data/sift-5k.tsv (SIFT1M sample)")
     else:
         random = np.random.default_rng(args.seed)
         centres = random.standard_normal((4096, args.dim), dtype=np.float32)

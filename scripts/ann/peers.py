@@ -69,7 +69,11 @@ def recall(truth_scores, found_scores, k, metric):
 
 
 class Faiss:
-    def __init__(self, factory, base, metric):
+    """FACTORY[@name=value,...]: the parameters after @ are set once (for example k_factor of a
+    Refine, or qb, the query bits of RaBitQ)."""
+
+    def __init__(self, spec, base, metric):
+        factory, _, fixed = spec.partition("@")
         m = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
         self.index = faiss.index_factory(base.shape[1], factory, m)
         start = time.perf_counter()
@@ -83,6 +87,9 @@ class Faiss:
         ivf = faiss.try_extract_index_ivf(self.index) if self.parameter == "nprobe" else None
         self.max_value = ivf.nlist if ivf is not None else None
         self.params = faiss.ParameterSpace()
+        for item in [i for i in fixed.split(",") if i]:
+            name, value = item.split("=")
+            self.params.set_index_parameter(self.index, name, float(value))
 
     def set(self, value, threads):
         self.params.set_index_parameter(self.index, self.parameter, value)

@@ -57,11 +57,23 @@ void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<f
         const double bound =
             2.0 * (scale * 2.0 * gamma * product + 4.0 * kUnit * (scale * product + largest_square));
         const float threshold = static_cast<float>(static_cast<double>(cut[top - 1]) - 2.0 * bound);
+        // Every centroid whose similarity could reach the cut, in the fixed order; all of them when
+        // the bound is no bound (similarities that overflow float).
+        const bool bounded = std::isfinite(threshold);
         TopK best(top);
-        for (size_t c = 0; c < nlist; ++c) {
-          if (!(s[c] >= threshold)) continue;
+        const auto confirm = [&](size_t c) {
           const float dot = simd::fixed_order_dot(row, centroids.data() + c * dim, dim);
           best.push({squared ? 2.0f * dot - (*squared)[c] : dot, static_cast<uint32_t>(c)});
+        };
+        size_t confirmed = 0;
+        for (size_t c = 0; c < nlist; ++c)
+          if (!bounded || s[c] >= threshold) {
+            confirm(c);
+            ++confirmed;
+          }
+        if (confirmed < top) {  // NaN similarities fell out of the approximate cut: rank them all
+          best = TopK(top);
+          for (size_t c = 0; c < nlist; ++c) confirm(c);
         }
         const std::vector<ScoredRow> kept = best.take_sorted();
         for (size_t r = 0; r < top; ++r) {
