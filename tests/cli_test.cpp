@@ -210,6 +210,37 @@ TEST(Cli, AnnEvalJsonHasTheDocumentedKeysAndFaissRows) {
   EXPECT_NE(output.find("--repetitions"), std::string::npos) << output;
 }
 
+TEST(Cli, AnnBenchWalksEachCurveAndCountsBytes) {
+  auto [status, output] = run(
+      "ann bench --data sift-5k --queries 100 --indexes 'ivf:nlist=16|tq_mse:b=4,rescale=1;faiss:IVF16,PQ128x4fs' "
+      "--nprobe 1,4,16,64 --threads 1,2 --single 20 --repetitions 1 --json");
+  if (output.find("needs FAISS") != std::string::npos)
+    GTEST_SKIP() << "FAISS is an extra: bash scripts/setup.sh extras, then rebuild";
+  ASSERT_EQ(status, 0) << output;
+  const auto rows = nlohmann::json::parse(output);
+  ASSERT_EQ(rows.size(), 2u * 3u * 2u);  // two indexes, nprobe 1, 4, 16 (64 > nlist), two thread counts
+  for (const auto& row : rows) {
+    for (const char* key : {"index", "parameter", "value", "threads", "recall", "qps_single", "qps_batch", "train_s",
+                            "add_s", "bytes_per_vector"})
+      EXPECT_TRUE(row.contains(key)) << key;
+    EXPECT_GT(row["qps_single"].get<double>(), 0.0);
+  }
+  // Ours: recall grows with nprobe and, with every list probed, is the flat scan's (above 0.9);
+  // bytes: 64 code bytes + the norm in the code + the l2 norm + the id, and the centroids.
+  EXPECT_LT(rows[0]["recall"].get<double>(), rows[2]["recall"].get<double>());
+  EXPECT_LT(rows[2]["recall"].get<double>(), rows[4]["recall"].get<double>());
+  EXPECT_GT(rows[4]["recall"].get<double>(), 0.9);
+  EXPECT_EQ(rows[4]["recall"], rows[5]["recall"]);  // the same answer on two threads
+  const double ours = rows[0]["bytes_per_vector"].get<double>();
+  EXPECT_GT(ours, 64 + 2 + 2 + 8 + 16 * 128 * 4 / 4400.0);
+  EXPECT_LT(ours, 64 + 2 + 2 + 8 + 16 * 128 * 4 / 4400.0 + 16 * 31 * 64 / 4400.0 + 1);  // + block padding
+  EXPECT_EQ(rows[6]["index"], "faiss:IVF16,PQ128x4fs");
+  EXPECT_GT(rows[10]["recall"].get<double>(), 0.85);
+  std::tie(status, output) = run("ann bench --data sift-5k --indexes 'ivf:nlist=8,nprobe=9|tq_mse:b=4'");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("nprobe must be in 1..nlist"), std::string::npos) << output;
+}
+
 TEST(Cli, AnnBuildSearchAndBadInput) {
   const std::string index = ::testing::TempDir() + "/kvsketch_cli.kvi";
   const std::string sift = std::string(KVSKETCH_DATA_DIR) + "/sift-5k.tsv:ids";

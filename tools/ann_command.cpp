@@ -52,10 +52,15 @@ std::string percent(const std::optional<double>& value) {
   return value ? fmt::format("{:.3f}", *value) : std::string("-");
 }
 
-void run_eval(const EvalArguments& args) {
+// The dataset of --data, --queries and --metric (empty: the dataset's own).
+AnnDataset dataset_of(const std::string& name, size_t queries, const std::string& metric_text) {
   std::optional<Metric> metric;
-  if (!args.metric.empty()) metric = parse_metric(args.metric);
-  const AnnDataset data = load_ann_dataset(args.data, args.queries, metric);
+  if (!metric_text.empty()) metric = parse_metric(metric_text);
+  return load_ann_dataset(name, queries, metric);
+}
+
+void run_eval(const EvalArguments& args) {
+  const AnnDataset data = dataset_of(args.data, args.queries, args.metric);
   AnnEvalConfig config;
   config.codecs = split_list(args.codecs, ';');
   config.ks = parse_sizes(args.ks, "--k");
@@ -100,9 +105,7 @@ void run_eval(const EvalArguments& args) {
 }
 
 void run_bench(const BenchArguments& args) {
-  std::optional<Metric> metric;
-  if (!args.metric.empty()) metric = parse_metric(args.metric);
-  const AnnDataset data = load_ann_dataset(args.data, args.queries, metric);
+  const AnnDataset data = dataset_of(args.data, args.queries, args.metric);
   AnnBenchConfig config;
   config.indexes = split_list(args.indexes, ';');
   config.nprobes = parse_sizes(args.nprobes, "--nprobe");
@@ -235,7 +238,6 @@ std::function<void()> add_ann_command(CLI::App& app) {
   bench->add_option("--single", bench_args->single, "Queries timed one per call (default 200)");
   bench->add_option("--repetitions", bench_args->repetitions, "Timed passes per point; the median is reported");
   bench->add_flag("--json", bench_args->json, "Print rows as JSON");
-  bench->callback([bench_args] { run_bench(*bench_args); });
 
   auto* build = ann->add_subcommand("build", "Encode the base vectors of a dataset into an index file");
   build->add_option("--data", build_args->data, "Dataset or matrix file, as in ann eval")->required();
@@ -262,6 +264,7 @@ std::function<void()> add_ann_command(CLI::App& app) {
 
   return [=] {
     if (eval->parsed()) run_eval(*eval_args);
+    if (bench->parsed()) run_bench(*bench_args);
     if (build->parsed()) run_build(*build_args);
     if (search->parsed()) run_search(*search_args);
   };
