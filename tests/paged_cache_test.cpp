@@ -13,6 +13,7 @@
 
 #include "kvsketch/attention.hpp"
 #include "kvsketch/calibration.hpp"
+#include "cache/paged_pages.hpp"
 #include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_cache.hpp"
@@ -488,6 +489,63 @@ TEST(PagedKVCache, PrefillIsCausalAndEndsWithDecodesBits) {
   EXPECT_NE(testutil::error_of([&] { cache.prefill(0, id, 1, queries.data(), q_heads, output.data(), nullptr); })
                 .find("holds 0"),
             std::string::npos);
+}
+
+// read() gives the rows attention reads: fp16 sinks and window as fp16 holds them, body rows as
+// the codec decodes them; attention over them in float equals decode's float arithmetic.
+TEST(PagedKVCache, ReadGivesTheRowsAttentionReads) {
+  const TokenStream stream(500, 40);
+  const size_t group = 2, q_heads = group * kHeads;
+  const auto queries = testutil::gaussian_matrix(q_heads, kDim, 41);
+  AttentionOptions in_float;
+  in_float.arithmetic = Arithmetic::kFloat;
+  std::vector<std::string> specs(std::begin(kPolicies), std::end(kPolicies));
+  specs.push_back("tq_mse:b=3|window=32|block=16|page=64|rollback=20");  // a window that keeps encoded rows
+  for (const std::string& spec : specs) {
+    SCOPED_TRACE(spec);
+    PagedKVCache cache(2, kHeads, kDim, KVPolicy::parse(spec), 5);
+    const SequenceId id = cache.add_sequence();
+    feed(cache, id, stream, 0, stream.total);
+    const size_t n = cache.tokens(id, 1);
+    std::vector<float> keys(kHeads * n * kDim), values(kHeads * n * kDim);
+    cache.read(id, 1, 0, n, keys.data(), values.data());
+    const auto all = stream.slice(0, stream.total);
+    const TokenSplit split = split_tokens(n, cache.policy().sinks, cache.policy().window, cache.policy().block);
+    for (size_t g = 0; g < kHeads; ++g)
+      for (size_t t = 0; t < n; ++t)
+        for (size_t j = 0; j < kDim; ++j) {
+          const size_t at = (g * n + t) * kDim + j;
+          const bool fp16 = t < split.sinks || t >= split.sinks + split.body;
+          if (fp16) {
+            ASSERT_EQ(keys[at], half_to_float(float_to_half(all.first[at]))) << g << " " << t;
+            ASSERT_EQ(values[at], half_to_float(float_to_half(all.second[at])));
+          }
+        }
+    // Body rows are the codecs' decodes of what was encoded: near the input, never equal to it all.
+    double error = 0.0, energy = 0.0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      error += (keys[i] - all.first[i]) * double(keys[i] - all.first[i]);
+      energy += all.first[i] * double(all.first[i]);
+    }
+    EXPECT_GT(error / energy, 1e-6);
+    EXPECT_LT(error / energy, 1.0);
+    const Decoded step = decode(cache, 1, {id}, queries.data(), q_heads, in_float);
+    for (size_t g = 0; g < kHeads; ++g) {
+      const AttentionResult exact = reference_attention(queries.data() + g * group * kDim, group,
+                                                        keys.data() + g * n * kDim, values.data() + g * n * kDim, n, kDim);
+      for (size_t j = 0; j < group * kDim; ++j) EXPECT_NEAR(step.output[g * group * kDim + j], exact.output[j], 2e-5);
+      for (size_t h = 0; h < group; ++h) EXPECT_NEAR(step.lse[g * group + h], exact.lse[h], 2e-4);
+    }
+    // A range reads the same rows as the whole; a fork reads what its source reads.
+    std::vector<float> part_keys(kHeads * 37 * kDim), part_values(part_keys.size());
+    cache.read(cache.fork(id), 1, 101, 37, part_keys.data(), part_values.data());
+    for (size_t g = 0; g < kHeads; ++g)
+      EXPECT_EQ(0, std::memcmp(part_values.data() + g * 37 * kDim, values.data() + (g * n + 101) * kDim, 37 * kDim * 4));
+    EXPECT_NE(testutil::error_of([&] { cache.read(id, 1, n - 3, 4, keys.data(), values.data()); }).find("out of range"),
+              std::string::npos);
+    EXPECT_NE(testutil::error_of([&] { cache.read(id, 2, 0, 1, keys.data(), values.data()); }).find("layer 2"),
+              std::string::npos);
+  }
 }
 
 TEST(PagedKVCache, PlannedRangesMergeToTheStep) {

@@ -85,6 +85,11 @@ class PagedKVCache {
   // token and channel; a refused append leaves the cache unchanged.
   void append(SequenceId sequence, size_t layer, const float* keys, const float* values, size_t tokens);
   size_t tokens(SequenceId sequence, size_t layer) const;
+  // Tokens [first, first + count) of a sequence's layer as the cache holds them: fp16 sinks and
+  // window widened, body rows decoded by their codecs. keys and values are the caller's
+  // [kv_heads][count][head_dim] floats. Attention from the codes equals attention over these rows
+  // up to float rounding (what a user compares against, or hands to code that wants plain rows).
+  void read(SequenceId sequence, size_t layer, size_t first, size_t count, float* keys, float* values) const;
 
   // One decode step of a layer for a batch of sequences of any lengths: queries are
   // [batch][q_heads][head_dim] floats, q_heads a multiple of kv_heads (query head h reads kv head

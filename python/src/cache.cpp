@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,26 @@ void bind_cache(py::module_& module) {
       .def("__contains__", &PagedKVCache::contains)
       .def("sequences", &PagedKVCache::sequences)
       .def("tokens", &PagedKVCache::tokens, py::arg("sequence"), py::arg("layer") = 0)
+      .def(
+          "read",
+          [](const PagedKVCache& cache, SequenceId sequence, size_t layer, size_t first, std::optional<size_t> count) {
+            const size_t tokens = cache.tokens(sequence, layer);
+            // Past the end, the library's read names the range and the length.
+            const size_t n = count.value_or(first <= tokens ? tokens - first : 0);
+            const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(cache.kv_heads()), static_cast<py::ssize_t>(n),
+                                                 static_cast<py::ssize_t>(cache.head_dim())};
+            auto keys = new_array<float>(shape), values = new_array<float>(shape);
+            float* k = keys.mutable_data();
+            float* v = values.mutable_data();
+            {
+              py::gil_scoped_release release;
+              cache.read(sequence, layer, first, n, k, v);
+            }
+            return py::make_tuple(keys, values);
+          },
+          py::arg("sequence"), py::arg("layer"), py::arg("first") = 0, py::arg("count") = py::none(),
+          "Tokens [first, first + count) (default: to the end) as the cache holds them, decoded: "
+          "(keys, values), each (kv_heads, count, head_dim) float32.")
       .def(
           "append",
           [](PagedKVCache& cache, uint64_t sequence, size_t layer, const py::array& keys, const py::array& values) {
