@@ -37,8 +37,11 @@ else
   # The Python module, built with .venv's interpreter (pinned pybind11, NumPy, pytest from PyPI)
   # and tested with pytest through CTest.
   bash scripts/setup_python.sh
+  # kvsketch.torch and kvsketch.hf: PyTorch and transformers in .venv-torch, kvsketch installed into
+  # it by pip from this checkout (its own build, in build-pip/).
+  bash scripts/setup_torch.sh
   bash scripts/build.sh -DKVSKETCH_BUILD_TESTS=ON -DKVSKETCH_BUILD_BENCH=ON "${cuda[@]}" \
-    -DKVSKETCH_PYTHON=ON "-DPython_EXECUTABLE=$PWD/.venv/bin/python"
+    -DKVSKETCH_PYTHON=ON "-DPython_EXECUTABLE=$PWD/.venv/bin/python" "-DKVSKETCH_TORCH_PYTHON=$PWD/.venv-torch/bin/python"
 fi
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 # The installed package, as a user's project builds against it (release builds).
