@@ -203,6 +203,30 @@ class Cache(_HFCache):
         self.sequences: list[int] = []  # the kvsketch sequence of each batch row
         super().__init__(layers=[_Layer(self, i) for i in range(layers)])
 
+    @classmethod
+    def from_cache(cls, other: _HFCache, config: PreTrainedConfig, **kwargs: Any) -> "Cache":
+        """A kvsketch Cache holding what another transformers cache holds (a DynamicCache after a
+        prefill, say): every layer's keys and values (batch, kv_heads, tokens, head_dim), unpadded,
+        appended to one sequence per row. kwargs as for Cache()."""
+        cache = cls(config, **kwargs)
+        if len(other.layers) != len(cache.layers):
+            raise ValueError(f"the cache holds {len(other.layers)} layers; the config has {len(cache.layers)}")
+        for layer, source in enumerate(other.layers):
+            keys, values = getattr(source, "keys", None), getattr(source, "values", None)
+            if keys is None or keys.dim() != 4:
+                raise ValueError(f"layer {layer} of the cache holds no (batch, heads, tokens, head_dim) keys")
+            if not cache.sequences:
+                cache.sequences = [cache.kv.add_sequence() for _ in range(keys.shape[0])]
+            if keys.shape[0] != len(cache.sequences):
+                raise ValueError(f"layer {layer} holds a batch of {keys.shape[0]}; layer 0 one of {len(cache.sequences)}")
+            for row, s in enumerate(cache.sequences):
+                cache.kv.append(s, layer, as_numpy(keys[row].contiguous(), "keys"),
+                                as_numpy(values[row].contiguous(), "values"))
+            target = cache.layers[layer]
+            target.lazy_initialization(keys, values)
+            target.length = keys.shape[2]
+        return cache
+
     # --- what generate() and the model call -------------------------------------------------------
 
     @property
@@ -283,6 +307,14 @@ class Cache(_HFCache):
                             key_valid: torch.Tensor | None, scaling: float) -> torch.Tensor:
         t = query.shape[2]
         chunk_valid = None if key_valid is None else key_valid[:, -t:]
+        if key_valid is not None:
+            held = key_valid[:, :-t].sum(dim=1).tolist()
+            for row, s in enumerate(self.sequences):
+                if held[row] != self.kv.tokens(s, layer):
+                    raise ValueError(
+                        f"kvsketch.hf: the attention mask marks {held[row]} past tokens of row {row} as real, but the cache "
+                        f"holds {self.kv.tokens(s, layer)}: only left padding is understood (padding is never appended, "
+                        "and a held token cannot be masked later)")
         output, lse = exact_attention(query, key, value, chunk_valid, scaling)
         if any(self.kv.tokens(s, layer) for s in self.sequences):
             past_out, past_lse = self._past_attention(layer, query, scaling)

@@ -26,7 +26,8 @@ def model_of(config_class=LlamaConfig, model_class=LlamaForCausalLM, seed=0, **o
 
 
 def prompt(length, seed=1):
-    return torch.randint(0, SMALL["vocab_size"], (1, length), generator=torch.Generator().manual_seed(seed))
+    # Token 0 is the padding of these tests (generate masks every pad token it sees in a prompt).
+    return torch.randint(1, SMALL["vocab_size"], (1, length), generator=torch.Generator().manual_seed(seed))
 
 
 def generate(model, ids, cache, attn, **kwargs):
@@ -73,7 +74,8 @@ def _each_position(query, keys, values, scaling):
 
 
 def test_fp16_policy_generates_the_tokens_of_dynamic_cache():
-    model, ids = model_of(), prompt(40)
+    # (Random weights: a seed whose greedy choices all win by 0.17 or more, far beyond fp16's effect.)
+    model, ids = model_of(seed=2), prompt(40, seed=3)
     reference = generate(model, ids, DynamicCache(config=model.config), "eager", max_new_tokens=40)
     cache = kh.Cache(model.config, policy="fp16")
     ours = generate(model, ids, cache, kh.ATTENTION, max_new_tokens=40)
@@ -81,10 +83,24 @@ def test_fp16_policy_generates_the_tokens_of_dynamic_cache():
     # fp16 keys and values are within 2^-11 of the float32 ones: the logits move by rounding only.
     worst = max((a - b).abs().max().item() for a, b in zip(ours.scores, reference.scores))
     assert worst < 2e-3, worst
-    # Every byte counted: 79 tokens held (the last generated one is never appended), fp16 keys and values.
-    tokens = ids.shape[1] + 40 - 1
+    # Every byte counted: every token but the last generated one is held, as fp16 keys and values.
+    tokens = ours.sequences.shape[1] - 1
     assert cache.bytes() == tokens * 2 * 2 * 2 * 64 * 2  # layers * kv_heads * (k, v) * head_dim * 2 bytes
     assert cache.kv.tokens(cache.sequences[0], 1) == tokens
+
+
+def test_a_prefilled_dynamic_cache_continues_in_kvsketch():
+    model, ids = model_of(seed=13), prompt(50, seed=14)
+    model.set_attn_implementation("eager")
+    dynamic = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(ids[:, :-1], cache=dynamic, use_cache=True)
+    cache = kh.Cache.from_cache(dynamic, model.config, policy="fp16")
+    assert cache.get_seq_length() == 49 and cache.kv.tokens(cache.sequences[0], 1) == 49
+    ours = generate(model, ids, cache, kh.ATTENTION, max_new_tokens=16)
+    reference = generate(model, ids, DynamicCache(config=model.config), "eager", max_new_tokens=16)
+    assert torch.equal(ours.sequences, reference.sequences)
+    assert max((a - b).abs().max().item() for a, b in zip(ours.scores, reference.scores)) < 2e-3
 
 
 def test_qwen2_with_attention_biases_generates_the_tokens_of_dynamic_cache():
@@ -173,6 +189,19 @@ def test_a_model_not_attending_through_kvsketch_is_refused():
     with pytest.raises(RuntimeError, match="attn_implementation='kvsketch'"):
         with torch.no_grad():
             model(ids, cache=kh.Cache(model.config, policy="fp16"), use_cache=True)
+
+
+def test_a_mask_that_disagrees_with_the_cache_is_refused():
+    # Padding inside the past (not left padding) would need the cache to forget a held token.
+    model, ids = model_of(), prompt(20)
+    cache = kh.Cache(model.config, policy="fp16")
+    model.set_attn_implementation(kh.ATTENTION)
+    with torch.no_grad():
+        model(ids, cache=cache, use_cache=True)
+        mask = torch.ones(1, 21, dtype=torch.long)
+        mask[0, 7] = 0
+        with pytest.raises(ValueError, match="left padding"):
+            model(prompt(1, seed=3), attention_mask=mask, cache=cache, use_cache=True)
 
 
 def test_sliding_window_models_are_refused():
