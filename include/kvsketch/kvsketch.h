@@ -154,6 +154,38 @@ KVS_API kvs_status kvs_cache_calibration(const kvs_cache* cache, kvs_calibration
 KVS_API kvs_status kvs_merge_attention(const float* output_a, const float* lse_a, const float* output_b,
                                        const float* lse_b, size_t heads, size_t dim, float* output, float* lse);
 
+/* ---- Sampling and selection attention (MagicPIG, BalanceKV, top-k, uniform) ------------------ */
+/* One sequence whose compressed body is attended through a token selector: the fp16 sinks and
+ * window exactly, the body through the tokens the selector picks (read from their codes), merged by
+ * log-sum-exp; dense layers attend to every token. */
+typedef struct kvs_selection_cache kvs_selection_cache;
+
+typedef struct kvs_selection_params {
+  size_t size;                /* sizeof(kvs_selection_params) */
+  size_t layers;              /* 1 */
+  size_t kv_heads;            /* 1 */
+  size_t head_dim;            /* 128 */
+  const char* policy;         /* "tq_prod:b=3|tq_mse:b=3" (the KV policy grammar) */
+  const char* selector;       /* "magicpig:K=10,L=150"; "balancekv:ratio=0.25", "topk:budget=0.1", ... */
+  const size_t* dense_layers; /* NULL: none; else dense_count layer numbers attended densely */
+  size_t dense_count;         /* 0 */
+  uint64_t seed;              /* 0: the codecs' and the selectors' */
+} kvs_selection_params;
+
+KVS_API kvs_selection_params kvs_selection_default_params(void);
+KVS_API kvs_status kvs_selection_cache_create(const kvs_selection_params* params, kvs_selection_cache** cache);
+KVS_API void kvs_selection_cache_destroy(kvs_selection_cache* cache);
+/* Appends `tokens` tokens ([kv_heads][tokens][head_dim] of dtype) to a layer; the selectors follow. */
+KVS_API kvs_status kvs_selection_cache_append(kvs_selection_cache* cache, size_t layer, kvs_dtype dtype,
+                                              const void* keys, const void* values, size_t tokens);
+/* All query heads of a layer (queries and output [q_heads][head_dim], lse [q_heads] or NULL);
+ * `draw` numbers the step for the sampling selectors. */
+KVS_API kvs_status kvs_selection_cache_attention(const kvs_selection_cache* cache, size_t layer, const float* queries,
+                                                 size_t q_heads, uint64_t draw, float* output, float* lse);
+KVS_API kvs_status kvs_selection_cache_tokens(const kvs_selection_cache* cache, size_t layer, size_t* tokens);
+/* kv_bytes: the KV cache's bytes; index_bytes: the selectors' indexes (either may be NULL). */
+KVS_API kvs_status kvs_selection_cache_bytes(const kvs_selection_cache* cache, size_t* kv_bytes, size_t* index_bytes);
+
 /* ---- The flat vector index ------------------------------------------------------------------- */
 typedef struct kvs_index kvs_index;
 

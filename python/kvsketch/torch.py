@@ -22,8 +22,8 @@ import torch
 from . import _kvsketch
 from .distortion import distortion
 
-__all__ = ["Calibration", "Codec", "Error", "Index", "IvfIndex", "KVCache", "as_numpy", "as_tensor", "distortion",
-           "merge_attention"]
+__all__ = ["Calibration", "Codec", "Error", "Index", "IvfIndex", "KVCache", "SelectionCache", "as_numpy", "as_tensor",
+           "distortion", "merge_attention"]
 
 Error = _kvsketch.Error
 Calibration = _kvsketch.Calibration
@@ -124,6 +124,11 @@ class KVCache(_TensorAdapter):
     @staticmethod
     def load(path: str) -> "KVCache":
         return KVCache._adopt(_kvsketch.KVCache.load(path))
+
+
+class SelectionCache(_TensorAdapter):
+    """kvsketch.SelectionCache on tensors: one sequence attended through a token selector."""
+    _wrapped_type = _kvsketch.SelectionCache
 
 
 class Index(_TensorAdapter):

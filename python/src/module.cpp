@@ -16,6 +16,7 @@ PYBIND11_MODULE(_kvsketch, module) {
   kvsketch::python::bind_codec(module);
   kvsketch::python::bind_cache(module);
   kvsketch::python::bind_index(module);
+  kvsketch::python::bind_selection(module);
   module.def(
       "merge_attention",
       [](const py::array& output_a, const py::array& lse_a, const py::array& output_b, const py::array& lse_b) {

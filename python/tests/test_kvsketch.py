@@ -369,3 +369,43 @@ def test_distortion_gives_the_papers_values():
     prod = kvsketch.distortion("tq_prod:b=3", dim=128, n=3000, queries=16)
     assert abs(prod["bias"]) < 4 * prod["bias_stderr"] + 1e-4
     assert prod["bits_per_value"] > 3.0
+
+
+def test_selection_cache_attends_through_its_selector():
+    rng = np.random.default_rng(40)
+    keys = rng.standard_normal((2, 600, 64)).astype(np.float32)
+    values = rng.standard_normal((2, 600, 64)).astype(np.float32)
+    queries = rng.standard_normal((4, 64)).astype(np.float32)
+    policy = "tq_mse:b=4|tq_mse:b=4|window=32|block=16"
+    everything = kvsketch.SelectionCache(2, 2, 64, policy, "topk:budget=1", seed=3)
+    sampled = kvsketch.SelectionCache(2, 2, 64, policy, "magicpig:K=4,L=40", seed=3)
+    dense = kvsketch.SelectionCache(2, 2, 64, policy, "magicpig:K=4,L=40", dense_layers={0}, seed=3)
+    for cache in (everything, sampled, dense):
+        for layer in (0, 1):
+            for part in (slice(0, 100), slice(100, 600)):
+                cache.append(layer, np.ascontiguousarray(keys[:, part]), np.ascontiguousarray(values[:, part]))
+        assert cache.tokens(0) == 600
+    assert dense.dense(0) and not dense.dense(1)
+    # Selecting every body token is dense attention over the same codes in float arithmetic (the
+    # paged cache of the same policy and seed holds the same codes); a dense layer takes the integer
+    # kernels, which round the queries.
+    paged = kvsketch.KVCache(2, 2, 64, policy, seed=3)
+    s = paged.add_sequence()
+    paged.append(s, 0, keys, values)
+    float_out, float_lse = paged.attention(0, [s], queries[None], integer_arithmetic=False)
+    all_out, all_lse = everything.attention(0, queries)
+    assert np.allclose(all_out, float_out[0], atol=1e-6) and np.allclose(all_lse, float_lse[0], atol=1e-5)
+    dense_out, dense_lse = dense.attention(0, queries)
+    assert np.allclose(all_out, dense_out, atol=2e-2) and np.allclose(all_lse, dense_lse, atol=2e-2)
+    # MagicPIG samples: near dense attention, not equal to it, and its index is counted.
+    out, lse = sampled.attention(0, queries, draw=1)
+    error = np.linalg.norm(out - all_out) / np.linalg.norm(all_out)
+    assert 1e-4 < error < 0.5, error
+    assert sampled.index_bytes() > 0 and everything.bytes() == sampled.bytes()
+    with pytest.raises(kvsketch.Error, match="magicpig|selector"):
+        kvsketch.SelectionCache(1, 2, 64, policy, "magicpig:K=0")
+    with pytest.raises(ValueError, match="queries"):
+        sampled.attention(0, queries[:, :32].copy())
+    with pytest.raises(kvsketch.Error, match="layer"):
+        sampled.append(5, keys[:, :4].copy(), values[:, :4].copy())
+    assert sampled.tokens(0) == 600

@@ -21,33 +21,6 @@ kvsketch::AttentionOptions options_of(const kvs_attention_params* given) {
   return options;
 }
 
-// count values of dtype at `data` as floats (a copy for fp16 and bf16; the pointer for fp32).
-const float* as_floats(kvs_dtype dtype, const void* data, size_t count, std::vector<float>& storage) {
-  switch (dtype) {
-    case KVS_FLOAT32:
-      return static_cast<const float*>(data);
-    case KVS_FLOAT16: {
-      const auto* halves = static_cast<const uint16_t*>(data);
-      storage.resize(count);
-      for (size_t i = 0; i < count; ++i) storage[i] = kvsketch::half_to_float(halves[i]);
-      return storage.data();
-    }
-    case KVS_DTYPE_MAX_ENUM:
-      break;
-    case KVS_BFLOAT16: {
-      const auto* bits = static_cast<const uint16_t*>(data);
-      storage.resize(count);
-      for (size_t i = 0; i < count; ++i) {
-        const uint32_t word = static_cast<uint32_t>(bits[i]) << 16;
-        std::memcpy(&storage[i], &word, 4);
-      }
-      return storage.data();
-    }
-  }
-  throw ArgumentError("dtype is " + std::to_string(static_cast<int>(dtype)) +
-                      "; KVS_FLOAT32, KVS_FLOAT16 or KVS_BFLOAT16");
-}
-
 }  // namespace
 
 extern "C" {

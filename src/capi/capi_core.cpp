@@ -4,6 +4,7 @@
 
 #include "capi/capi_support.hpp"
 #include "kvsketch/attention.hpp"
+#include "kvsketch/half.hpp"
 
 namespace kvsketch::capi {
 namespace {
@@ -11,6 +12,32 @@ thread_local std::string last_error;
 }
 
 void set_last_error(const char* message) { last_error = message; }
+
+const float* as_floats(kvs_dtype dtype, const void* data, size_t count, std::vector<float>& storage) {
+  switch (dtype) {
+    case KVS_FLOAT32:
+      return static_cast<const float*>(data);
+    case KVS_FLOAT16: {
+      const auto* halves = static_cast<const uint16_t*>(data);
+      storage.resize(count);
+      for (size_t i = 0; i < count; ++i) storage[i] = kvsketch::half_to_float(halves[i]);
+      return storage.data();
+    }
+    case KVS_DTYPE_MAX_ENUM:
+      break;
+    case KVS_BFLOAT16: {
+      const auto* bits = static_cast<const uint16_t*>(data);
+      storage.resize(count);
+      for (size_t i = 0; i < count; ++i) {
+        const uint32_t word = static_cast<uint32_t>(bits[i]) << 16;
+        std::memcpy(&storage[i], &word, 4);
+      }
+      return storage.data();
+    }
+  }
+  throw ArgumentError("dtype is " + std::to_string(static_cast<int>(dtype)) +
+                      "; KVS_FLOAT32, KVS_FLOAT16 or KVS_BFLOAT16");
+}
 
 }  // namespace kvsketch::capi
 

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "kvsketch/ann.hpp"
 #include "kvsketch/calibration.hpp"
@@ -21,6 +22,7 @@
 #include "kvsketch/ivf_index.hpp"
 #include "kvsketch/kvsketch.h"
 #include "kvsketch/paged_cache.hpp"
+#include "kvsketch/selection_cache.hpp"
 
 struct kvs_codec {
   std::unique_ptr<kvsketch::VectorCodec> codec;
@@ -30,6 +32,9 @@ struct kvs_calibration {
 };
 struct kvs_cache {
   kvsketch::PagedKVCache cache;
+};
+struct kvs_selection_cache {
+  kvsketch::SelectionCache cache;
 };
 struct kvs_index {
   kvsketch::FlatIndex index;
@@ -115,6 +120,9 @@ Params read_params(const Params* given, Params defaults, const char* name) {
   defaults.size = sizeof(Params);
   return defaults;
 }
+
+// count values of dtype at `data` as floats: the pointer for fp32, else widened into `storage`.
+const float* as_floats(kvs_dtype dtype, const void* data, size_t count, std::vector<float>& storage);
 
 // Runs body; the status of what it threw, with its message as the thread's last error.
 template <typename Body>

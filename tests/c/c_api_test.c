@@ -456,6 +456,86 @@ static void test_ivf_index(const char* directory) {
   free(x);
 }
 
+/* Selection attention: a top-k selector that keeps every body token is dense attention over the
+ * same codes; MagicPIG's samples come near it; bad calls are refused. */
+static void test_selection_cache(void) {
+  enum { kSelHeads = 2, kSelQHeads = 4, kSelTokens = 400 };
+  kvs_selection_params params = kvs_selection_default_params();
+  kvs_selection_cache *all = NULL, *sampled = NULL, *fresh = NULL;
+  kvs_cache* cache = NULL;
+  kvs_cache_params cache_params = kvs_cache_default_params();
+  kvs_attention_params in_float = kvs_attention_default_params();
+  const size_t dense_layers[1] = {1}, bad_layers[1] = {2};
+  float* keys = malloc(kSelHeads * kSelTokens * kDim * sizeof(float));
+  float* values = malloc(kSelHeads * kSelTokens * kDim * sizeof(float));
+  float queries[kSelQHeads * kDim], output[kSelQHeads * kDim], lse[kSelQHeads];
+  float dense[kSelQHeads * kDim], dense_lse[kSelQHeads];
+  size_t tokens = 0, kv_bytes = 0, index_bytes = 0, h;
+  uint64_t sequence = 0;
+  fill(keys, kSelHeads * kSelTokens * kDim);
+  fill(values, kSelHeads * kSelTokens * kDim);
+  /* Each query close to one body token of its head, so that attention is peaked, as in a model. */
+  for (h = 0; h < kSelQHeads * kDim; ++h)
+    queries[h] = 3.0f * keys[((h / kDim) / 2 * kSelTokens + 100 + h / kDim) * kDim + h % kDim];
+  params.layers = 2;
+  params.kv_heads = kSelHeads;
+  params.head_dim = kDim;
+  params.policy = "tq_mse:b=4|tq_mse:b=4|window=32|block=16";
+  params.selector = "topk:budget=1";
+  params.dense_layers = dense_layers;
+  params.dense_count = 1;
+  params.seed = 7;
+  OK(kvs_selection_cache_create(&params, &all));
+  params.selector = "magicpig:K=4,L=40";
+  OK(kvs_selection_cache_create(&params, &sampled));
+  OK(kvs_selection_cache_append(all, 0, KVS_FLOAT32, keys, values, kSelTokens));
+  OK(kvs_selection_cache_append(sampled, 0, KVS_FLOAT32, keys, values, kSelTokens));
+  OK(kvs_selection_cache_tokens(all, 0, &tokens));
+  CHECK(tokens == kSelTokens);
+  /* The paged cache of the same policy and seed holds the same codes. */
+  cache_params.layers = 2;
+  cache_params.kv_heads = kSelHeads;
+  cache_params.head_dim = kDim;
+  cache_params.policy = params.policy;
+  cache_params.seed = 7;
+  in_float.integer_arithmetic = 0;
+  OK(kvs_cache_create(&cache_params, &cache));
+  OK(kvs_cache_add_sequence(cache, &sequence));
+  OK(kvs_cache_append(cache, sequence, 0, KVS_FLOAT32, keys, values, kSelTokens));
+  OK(kvs_cache_decode(cache, 0, &sequence, 1, queries, kSelQHeads, dense, dense_lse, &in_float));
+  OK(kvs_selection_cache_attention(all, 0, queries, kSelQHeads, 0, output, lse));
+  CHECK(relative_error(output, dense, kSelQHeads * kDim) < 1e-5);
+  for (h = 0; h < kSelQHeads; ++h) CHECK(fabs(lse[h] - dense_lse[h]) < 1e-4);
+  OK(kvs_selection_cache_attention(sampled, 0, queries, kSelQHeads, 1, output, NULL));
+  CHECK(relative_error(output, dense, kSelQHeads * kDim) < 0.05); /* 0.0067 */
+  CHECK(relative_error(output, dense, kSelQHeads * kDim) > 1e-6);
+  OK(kvs_selection_cache_bytes(sampled, &kv_bytes, &index_bytes));
+  CHECK(kv_bytes > 0 && index_bytes > 0);
+  OK(kvs_selection_cache_bytes(sampled, NULL, NULL));
+  BAD(kvs_selection_cache_attention(sampled, 0, queries, 3, 0, output, lse), KVS_ERROR_REFUSED, "query heads");
+  BAD(kvs_selection_cache_attention(sampled, 2, queries, kSelQHeads, 0, output, lse), KVS_ERROR_REFUSED, "layer 2");
+  BAD(kvs_selection_cache_attention(sampled, 0, NULL, kSelQHeads, 0, output, lse), KVS_ERROR_ARGUMENT, "queries");
+  BAD(kvs_selection_cache_append(sampled, 0, (kvs_dtype)9, keys, values, 1), KVS_ERROR_ARGUMENT, "dtype");
+  keys[5] = NAN;
+  BAD(kvs_selection_cache_append(sampled, 0, KVS_FLOAT32, keys, values, 1), KVS_ERROR_REFUSED, "");
+  OK(kvs_selection_cache_tokens(sampled, 0, &tokens));
+  CHECK(tokens == kSelTokens); /* refused appends changed nothing */
+  params.dense_layers = bad_layers;
+  BAD(kvs_selection_cache_create(&params, &fresh), KVS_ERROR_ARGUMENT, "dense_layers[0]");
+  params.dense_layers = NULL;
+  BAD(kvs_selection_cache_create(&params, &fresh), KVS_ERROR_ARGUMENT, "dense_layers is NULL");
+  params.dense_count = 0;
+  params.selector = "magicpig:K=0";
+  BAD(kvs_selection_cache_create(&params, &fresh), KVS_ERROR_REFUSED, "magicpig");
+  CHECK(fresh == NULL);
+  kvs_selection_cache_destroy(all);
+  kvs_selection_cache_destroy(sampled);
+  kvs_cache_destroy(cache);
+  BAD(kvs_selection_cache_tokens(all, 0, &tokens), KVS_ERROR_ARGUMENT, "not a live handle");
+  free(keys);
+  free(values);
+}
+
 int main(int argc, char** argv) {
   const char* directory = argc > 1 ? argv[1] : ".";
   test_version();
@@ -464,6 +544,7 @@ int main(int argc, char** argv) {
   test_merge();
   test_index(directory);
   test_ivf_index(directory);
+  test_selection_cache();
   printf("c_api_test: %d bad calls refused as expected; %d failures\n", bad_calls, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,71 @@
+// kvsketch.SelectionCache: one sequence attended through a token selector (MagicPIG, BalanceKV,
+// top-k, uniform) over its compressed body, on NumPy arrays.
+#include <pybind11/stl.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "kvsketch/kv_policy.hpp"
+#include "kvsketch/selection_cache.hpp"
+
+namespace kvsketch::python {
+
+void bind_selection(py::module_& module) {
+  py::class_<SelectionCache>(module, "SelectionCache", R"(One sequence's KV cache whose compressed body is attended through a token selector.
+
+    SelectionCache(layers, kv_heads, head_dim, policy, selector, dense_layers=(), seed=0)
+    selector: "magicpig:K=10,L=150", "balancekv:ratio=0.25", "topk:budget=0.1", "uniform:budget=0.1", ...
+    Sinks and the fp16 window are attended exactly; dense_layers are attended densely.)")
+      .def(py::init([](size_t layers, size_t kv_heads, size_t head_dim, const std::string& policy,
+                       const std::string& selector, const std::set<size_t>& dense_layers, uint64_t seed) {
+             return SelectionCache(layers, kv_heads, head_dim, KVPolicy::parse(policy), selector, dense_layers, seed);
+           }),
+           py::arg("layers"), py::arg("kv_heads"), py::arg("head_dim"), py::arg("policy"), py::arg("selector"),
+           py::arg("dense_layers") = std::set<size_t>{}, py::arg("seed") = 0)
+      .def(
+          "append",
+          [](SelectionCache& cache, size_t layer, const py::array& keys, const py::array& values) {
+            const auto heads = static_cast<py::ssize_t>(cache.cache().kv_heads()),
+                       dim = static_cast<py::ssize_t>(cache.cache().head_dim());
+            std::vector<size_t> shape;
+            std::vector<float> key_storage, value_storage;
+            const float* k = float_like_input(keys, "keys", {heads, -1, dim}, key_storage, &shape);
+            const float* v = float_like_input(values, "values", {heads, static_cast<py::ssize_t>(shape[1]), dim},
+                                              value_storage);
+            py::gil_scoped_release release;
+            cache.append(layer, k, v, shape[1]);
+          },
+          py::arg("layer"), py::arg("keys"), py::arg("values"),
+          "Appends tokens to a layer: keys and values (kv_heads, tokens, head_dim), float32, float16 or bf16 as uint16.")
+      .def(
+          "attention",
+          [](const SelectionCache& cache, size_t layer, const py::array& queries, uint64_t draw) {
+            std::vector<size_t> shape;
+            const float* q =
+                float32_input(queries, "queries", {-1, static_cast<py::ssize_t>(cache.cache().head_dim())}, &shape);
+            AttentionResult result;
+            {
+              py::gil_scoped_release release;
+              result = cache.attention(layer, q, shape[0], draw);
+            }
+            auto output = new_array<float>({static_cast<py::ssize_t>(result.heads), static_cast<py::ssize_t>(result.dim)});
+            auto lse = new_array<float>({static_cast<py::ssize_t>(result.heads)});
+            std::copy(result.output.begin(), result.output.end(), output.mutable_data());
+            std::copy(result.lse.begin(), result.lse.end(), lse.mutable_data());
+            return py::make_tuple(output, lse);
+          },
+          py::arg("layer"), py::arg("queries"), py::arg("draw") = 0,
+          "All query heads of a layer, queries (q_heads, head_dim) float32 -> (output, lse); draw numbers the step "
+          "for sampling selectors.")
+      .def("tokens", [](const SelectionCache& cache, size_t layer) { return cache.cache().tokens(layer); },
+           py::arg("layer") = 0)
+      .def("bytes", [](const SelectionCache& cache) { return cache.cache().bytes(); },
+           "Bytes of the KV cache (codes, fp16 sinks and window, calibration).")
+      .def("index_bytes", &SelectionCache::index_bytes, "Bytes of the selectors' indexes, every layer and head.")
+      .def("dense", &SelectionCache::dense, py::arg("layer"));
+}
+
+}  // namespace kvsketch::python

@@ -1,0 +1,99 @@
+// The C ABI's selection cache: one sequence attended through a token selector.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "capi/capi_support.hpp"
+#include "kvsketch/kv_policy.hpp"
+
+using namespace kvsketch::capi;
+
+extern "C" {
+
+kvs_selection_params kvs_selection_default_params(void) {
+  kvs_selection_params params;
+  params.size = sizeof(kvs_selection_params);
+  params.layers = 1;
+  params.kv_heads = 1;
+  params.head_dim = 128;
+  params.policy = "tq_prod:b=3|tq_mse:b=3";
+  params.selector = "magicpig:K=10,L=150";
+  params.dense_layers = nullptr;
+  params.dense_count = 0;
+  params.seed = 0;
+  return params;
+}
+
+kvs_status kvs_selection_cache_create(const kvs_selection_params* given, kvs_selection_cache** cache) {
+  return guarded([&] {
+    require_pointer(cache, "cache");
+    *cache = nullptr;
+    const kvs_selection_params params = read_params(given, kvs_selection_default_params(), "params");
+    require_pointer(params.policy, "params->policy");
+    require_pointer(params.selector, "params->selector");
+    require_argument(params.dense_count == 0 || params.dense_layers != nullptr,
+                     "params->dense_layers is NULL with params->dense_count " + std::to_string(params.dense_count));
+    std::set<size_t> dense;
+    for (size_t i = 0; i < params.dense_count; ++i) {
+      require_argument(params.dense_layers[i] < params.layers,
+                       "params->dense_layers[" + std::to_string(i) + "] is " + std::to_string(params.dense_layers[i]) +
+                           "; the cache has " + std::to_string(params.layers) + " layers");
+      dense.insert(params.dense_layers[i]);
+    }
+    std::unique_ptr<kvs_selection_cache> made(
+        new kvs_selection_cache{kvsketch::SelectionCache(params.layers, params.kv_heads, params.head_dim,
+                                                         kvsketch::KVPolicy::parse(params.policy), params.selector,
+                                                         dense, params.seed)});
+    *cache = Registry<kvs_selection_cache>::adopt(std::move(made));
+  });
+}
+
+void kvs_selection_cache_destroy(kvs_selection_cache* cache) {
+  if (cache) Registry<kvs_selection_cache>::release(cache);
+}
+
+kvs_status kvs_selection_cache_append(kvs_selection_cache* cache, size_t layer, kvs_dtype dtype, const void* keys,
+                                      const void* values, size_t tokens) {
+  return guarded([&] {
+    auto& c = handle(cache, "cache");
+    require_pointer(keys, "keys");
+    require_pointer(values, "values");
+    const kvsketch::KVCache& kv = c.cache.cache();
+    const size_t count = product(product(kv.kv_heads(), tokens, "kv_heads x tokens"), kv.head_dim(),
+                                 "kv_heads x tokens x head_dim");
+    std::vector<float> key_storage, value_storage;
+    c.cache.append(layer, as_floats(dtype, keys, count, key_storage), as_floats(dtype, values, count, value_storage),
+                   tokens);
+  });
+}
+
+kvs_status kvs_selection_cache_attention(const kvs_selection_cache* cache, size_t layer, const float* queries,
+                                         size_t q_heads, uint64_t draw, float* output, float* lse) {
+  return guarded([&] {
+    const auto& c = handle(cache, "cache");
+    require_pointer(queries, "queries");
+    require_pointer(output, "output");
+    product(q_heads, c.cache.cache().head_dim(), "q_heads x head_dim");
+    const kvsketch::AttentionResult result = c.cache.attention(layer, queries, q_heads, draw);
+    std::copy(result.output.begin(), result.output.end(), output);
+    if (lse) std::copy(result.lse.begin(), result.lse.end(), lse);
+  });
+}
+
+kvs_status kvs_selection_cache_tokens(const kvs_selection_cache* cache, size_t layer, size_t* tokens) {
+  return guarded([&] {
+    const auto& c = handle(cache, "cache");
+    require_pointer(tokens, "tokens");
+    *tokens = c.cache.cache().tokens(layer);
+  });
+}
+
+kvs_status kvs_selection_cache_bytes(const kvs_selection_cache* cache, size_t* kv_bytes, size_t* index_bytes) {
+  return guarded([&] {
+    const auto& c = handle(cache, "cache");
+    if (kv_bytes) *kv_bytes = c.cache.cache().bytes();
+    if (index_bytes) *index_bytes = c.cache.index_bytes();
+  });
+}
+
+}  // extern "C"
