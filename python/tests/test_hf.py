@@ -208,3 +208,15 @@ def test_sliding_window_models_are_refused():
     config = Qwen2Config(**SMALL, use_sliding_window=True, sliding_window=16, max_window_layers=0)
     with pytest.raises(ValueError, match="sliding_attention"):
         kh.Cache(config, policy="fp16")
+
+
+def test_the_example_runs():
+    import re
+    import subprocess
+    import sys
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python", "hf_generate.py")
+    done = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"holds (\d+) bytes, ([\d.]+)x fewer than fp16; (\d+)% of the generated tokens", done.stdout)
+    assert found, done.stdout
+    assert float(found.group(2)) > 2.5 and int(found.group(3)) >= 25
