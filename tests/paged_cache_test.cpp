@@ -18,6 +18,7 @@
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/paged_cache.hpp"
+#include "allocation_counter.hpp"
 #include "test_util.hpp"
 
 namespace kvsketch {
@@ -732,4 +733,41 @@ TEST(PagedKVCache, BadCallsNameTheProblem) {
 }
 
 }  // namespace
+}  // namespace kvsketch
+
+namespace kvsketch {
+namespace {
+
+// Allocations of one warm decode call (the same call made twice before).
+size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch) {
+  const TokenStream stream(3000, 60);
+  PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse(spec), 2);
+  std::vector<SequenceId> ids;
+  for (size_t b = 0; b < batch; ++b) {
+    ids.push_back(cache.add_sequence());
+    feed(cache, ids.back(), stream, 0, 1000 + 700 * b);
+  }
+  const size_t q_heads = 2 * kHeads;
+  const auto queries = testutil::gaussian_matrix(batch * q_heads, kDim, 61);
+  std::vector<float> output(batch * q_heads * kDim), lse(batch * q_heads);
+  AttentionOptions options;
+  options.threads = static_cast<int>(threads);
+  for (int warm = 0; warm < 2; ++warm)
+    cache.decode(0, ids.data(), batch, queries.data(), q_heads, output.data(), lse.data(), options);
+  testutil::reset_allocations();
+  cache.decode(0, ids.data(), batch, queries.data(), q_heads, output.data(), lse.data(), options);
+  return testutil::allocations();
+}
+
+}  // namespace
+
+TEST(PagedKVCache, WarmDecodeAllocatesNothing) {
+  for (const char* spec : {"fp16", "tq_mse:b=3", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=2.5|tq_mse:b=3"})
+    for (size_t threads : {1, 2})
+      for (size_t batch : {1, 3}) {
+        SCOPED_TRACE(std::string(spec) + " threads " + std::to_string(threads) + " batch " + std::to_string(batch));
+        EXPECT_EQ(warm_decode_allocations(spec, threads, batch), 0u);
+      }
+}
+
 }  // namespace kvsketch

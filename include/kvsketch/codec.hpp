@@ -123,6 +123,10 @@ class VectorCodec {
   size_t first_non_finite_row(const CodeBuffer& codes) const;
   // Prepares q (dim floats) for scores().
   std::unique_ptr<PreparedQuery> prepare(const float* q) const;
+  // The same into `prepared`, refilling the query already there in place where this codec can (one
+  // it prepared before, or another codec of the same kind and size): decode steps reuse their
+  // queries, so that a warm step allocates nothing.
+  void prepare(const float* q, std::unique_ptr<PreparedQuery>& prepared) const;
   // out[i] = <q, x~_{first + i}> for i < n.
   void scores(const PreparedQuery& q, const CodeBuffer& codes, size_t first, size_t n, float* out) const;
   // out (dim floats) += sum_i weights[i] * x~_{first + i}.
@@ -189,6 +193,9 @@ class VectorCodec {
   // Default: each row through accumulate_rows and finish_accumulator with weight 1.
   virtual void decode_rows(const uint8_t* codes, size_t n, float* out) const;
   virtual std::unique_ptr<PreparedQuery> prepare_query(const float* q) const = 0;
+  // Refills `into` with q prepared, without allocating, where `into` is a query of this codec's
+  // kind and size; false (the default) where it cannot, and prepare() then makes a new one.
+  virtual bool reprepare_query(const float* q, PreparedQuery& into) const;
   virtual void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const = 0;
   virtual void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const = 0;
 

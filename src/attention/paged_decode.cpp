@@ -24,15 +24,15 @@ size_t check_step(size_t kv_heads, size_t head_dim, const float* queries, size_t
 }
 
 // Merges steps[position * kv_heads + g] into output and lse ([positions][q_heads][...]; lse may be
-// null).
-void merge_steps(const std::vector<GroupStep>& steps, size_t positions, size_t kv_heads, size_t group, size_t dim,
-                 float* output, float* lse) {
+// null: the workspace's scratch then takes it).
+void merge_steps(StepWorkspace& work, size_t positions, size_t kv_heads, size_t group, size_t dim, float* output,
+                 float* lse) {
   const size_t q_heads = kv_heads * group;
-  std::vector<float> scratch_lse(lse ? 0 : group);
+  if (!lse && work.scratch_lse.size() < group) work.scratch_lse.resize(group);
   for (size_t b = 0; b < positions; ++b)
     for (size_t g = 0; g < kv_heads; ++g) {
       const size_t first = b * q_heads + g * group;
-      steps[b * kv_heads + g].merge(output + first * dim, lse ? lse + first : scratch_lse.data());
+      work.steps[b * kv_heads + g].merge(output + first * dim, lse ? lse + first : work.scratch_lse.data());
     }
 }
 
@@ -46,17 +46,17 @@ void PagedKVCache::decode(size_t layer, const SequenceId* sequences, size_t batc
   require(sequences != nullptr, "decode: null sequence ids for a batch of {}", batch);
   const size_t kv = s.shape.kv_heads, d = s.shape.head_dim;
   const size_t group = check_step(kv, d, queries, batch, q_heads, output, options, "decode");
-  std::vector<GroupStep> steps;
-  steps.reserve(batch * kv);
+  const auto work = s.workspaces.take();
+  GroupStep* steps = work->reserve_steps(batch * kv);
   for (size_t b = 0; b < batch; ++b) {
     const SequenceLayer& rows = s.sequence(sequences[b], "decode").layers[layer];
     for (size_t g = 0; g < kv; ++g)
-      steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
-                                       *s.codecs.values[s.shape.index(layer, g)], rows, g, TokenRange{0, rows.tokens()},
-                                       queries + (b * q_heads + g * group) * d, group, options));
+      paged_group_step(steps[b * kv + g], work->segments, *s.codecs.keys[s.shape.index(layer, g)],
+                       *s.codecs.values[s.shape.index(layer, g)], rows, g, TokenRange{0, rows.tokens()},
+                       queries + (b * q_heads + g * group) * d, group, options);
   }
-  run_steps(steps, options);
-  merge_steps(steps, batch, kv, group, d, output, lse);
+  run_steps(steps, batch * kv, work->items, options);
+  merge_steps(*work, batch, kv, group, d, output, lse);
 }
 
 void PagedKVCache::prefill(size_t layer, SequenceId sequence, size_t chunk, const float* queries, size_t q_heads,
@@ -70,16 +70,16 @@ void PagedKVCache::prefill(size_t layer, SequenceId sequence, size_t chunk, cons
   const size_t kv = s.shape.kv_heads, d = s.shape.head_dim;
   const size_t group = check_step(kv, d, queries, chunk, q_heads, output, options, "prefill");
   const size_t first_position = rows.tokens() - chunk;
-  std::vector<GroupStep> steps;
-  steps.reserve(chunk * kv);
+  // Its own memory, not the pool's: a long chunk's steps would otherwise stay allocated.
+  const std::unique_ptr<StepWorkspace> work = std::make_unique<StepWorkspace>();
+  GroupStep* steps = work->reserve_steps(chunk * kv);
   for (size_t i = 0; i < chunk; ++i)
     for (size_t g = 0; g < kv; ++g)
-      steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
-                                       *s.codecs.values[s.shape.index(layer, g)], rows, g,
-                                       TokenRange{0, first_position + i + 1},
-                                       queries + (i * q_heads + g * group) * d, group, options));
-  run_steps(steps, options);
-  merge_steps(steps, chunk, kv, group, d, output, lse);
+      paged_group_step(steps[i * kv + g], work->segments, *s.codecs.keys[s.shape.index(layer, g)],
+                       *s.codecs.values[s.shape.index(layer, g)], rows, g, TokenRange{0, first_position + i + 1},
+                       queries + (i * q_heads + g * group) * d, group, options);
+  run_steps(steps, chunk * kv, work->items, options);
+  merge_steps(*work, chunk, kv, group, d, output, lse);
 }
 
 std::vector<TokenRange> PagedKVCache::plan(size_t layer, SequenceId sequence, const AttentionOptions& options) const {
@@ -99,13 +99,14 @@ void PagedKVCache::decode_range(size_t layer, SequenceId sequence, TokenRange ra
           range.first, range.count, rows.tokens(), sequence, layer);
   const size_t kv = s.shape.kv_heads, d = s.shape.head_dim;
   const size_t group = check_step(kv, d, queries, 1, q_heads, output, options, "decode_range");
-  std::vector<GroupStep> steps;
+  const auto work = s.workspaces.take();
+  GroupStep* steps = work->reserve_steps(kv);
   for (size_t g = 0; g < kv; ++g)
-    steps.push_back(paged_group_step(*s.codecs.keys[s.shape.index(layer, g)],
-                                     *s.codecs.values[s.shape.index(layer, g)], rows, g, range,
-                                     queries + g * group * d, group, options));
-  run_steps(steps, options);
-  merge_steps(steps, 1, kv, group, d, output, lse);
+    paged_group_step(steps[g], work->segments, *s.codecs.keys[s.shape.index(layer, g)],
+                     *s.codecs.values[s.shape.index(layer, g)], rows, g, range, queries + g * group * d, group,
+                     options);
+  run_steps(steps, kv, work->items, options);
+  merge_steps(*work, 1, kv, group, d, output, lse);
 }
 
 }  // namespace kvsketch

@@ -2,6 +2,7 @@
 #pragma once
 #include <map>
 
+#include "attention/step_workspace.hpp"
 #include "cache/cache_codecs.hpp"
 #include "cache/paged_pages.hpp"
 #include "kvsketch/paged_cache.hpp"
@@ -19,6 +20,7 @@ struct PagedKVCache::State {
   HeadCodecs codecs;
   std::map<SequenceId, Sequence> sequences;
   SequenceId next_id = 0;
+  mutable WorkspacePool workspaces;  // decode's memory, reused between calls
 
   Sequence& sequence(SequenceId id, const char* operation);
   const Sequence& sequence(SequenceId id, const char* operation) const;

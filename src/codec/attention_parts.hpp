@@ -27,6 +27,25 @@ struct AttentionParts {
   std::vector<float*> weight_sums;
   size_t weight_sum_stride = 0;
 
+  size_t queries_used = 0;  // queries[0, queries_used) are this call's; the rest keep their memory
+
+  // A buffer for n floats of query heads, reusing an earlier call's memory where there is one.
+  std::vector<float>& next_query(size_t n) {
+    if (queries_used == queries.size()) queries.emplace_back();
+    std::vector<float>& buffer = queries[queries_used++];
+    buffer.resize(n);
+    return buffer;
+  }
+  // Empty, keeping the memory (a thread's parts serve each call of attend_segments).
+  void reset() {
+    parts.clear();
+    queries_used = 0;
+    groups.clear();
+    score_shift.clear();
+    weight_sums.clear();
+    weight_sum_stride = 0;
+  }
+
   // Parts [first, parts.size()) as one key group.
   void close_group(size_t first, std::optional<simd::RowFactor> factor = std::nullopt) {
     groups.push_back({first, parts.size() - first, factor});

@@ -30,7 +30,7 @@ void Fp16Codec::accumulate_rows(const float* weights, const uint8_t* codes, size
 
 void Fp16Codec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                  float* out, size_t stride, Arithmetic) const {
-  const std::vector<float> stacked = stacked_plain_queries(queries, heads, dim());
+  const KernelVector<float> stacked = stacked_plain_queries(queries, heads, dim());
   simd::half_row_scores(stacked.data(), heads, reinterpret_cast<const uint16_t*>(codes), n, dim(), 1.0f, out, stride);
 }
 
@@ -95,7 +95,7 @@ void Int8Codec::row_scales(const uint8_t* codes, size_t n, float* out) const {
 
 void Int8Codec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                  float* out, size_t stride, Arithmetic) const {
-  const std::vector<float> stacked = stacked_plain_queries(queries, heads, dim());
+  const KernelVector<float> stacked = stacked_plain_queries(queries, heads, dim());
   std::vector<float> scales(std::min(n, kInt8Block));
   for (size_t start = 0; start < n; start += kInt8Block) {
     const size_t count = std::min(kInt8Block, n - start);

@@ -1,6 +1,7 @@
 // Baselines measured next to the sketches at equal bytes: fp16 (2 bytes per value) and int8 with
 // one symmetric fp32 scale per vector (max |x| / 127).
 #pragma once
+#include "codec/plain_query.hpp"
 #include "kvsketch/codec.hpp"
 #include "simd/row_kernels.hpp"
 
@@ -15,6 +16,7 @@ class Fp16Codec final : public VectorCodec {
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  bool reprepare_query(const float* q, PreparedQuery& into) const override { return replain_query(q, dim(), into); }
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
@@ -32,6 +34,7 @@ class Int8Codec final : public VectorCodec {
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  bool reprepare_query(const float* q, PreparedQuery& into) const override { return replain_query(q, dim(), into); }
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <typeinfo>
 #include <cmath>
 #include <memory>
 #include <numeric>
 
+#include "core/kernel_memory.hpp"
 #include "codec/accumulator_slices.hpp"
 #include "codec/attention_parts.hpp"
 #include "codec/channel_list.hpp"
@@ -23,8 +25,8 @@ struct SplitQuery : PreparedQuery {
   std::vector<std::unique_ptr<PreparedQuery>> parts;
 };
 
-std::vector<const PreparedQuery*> part_queries(const PreparedQuery* const* queries, size_t heads, size_t part) {
-  std::vector<const PreparedQuery*> out(heads);
+KernelVector<const PreparedQuery*> part_queries(const PreparedQuery* const* queries, size_t heads, size_t part) {
+  KernelVector<const PreparedQuery*> out(heads);
   for (size_t h = 0; h < heads; ++h) out[h] = static_cast<const SplitQuery&>(*queries[h]).parts[part].get();
   return out;
 }
@@ -158,6 +160,19 @@ std::unique_ptr<PreparedQuery> ChannelSplit::prepare_query(const float* q) const
     prepared->parts.push_back(parts_[p]->prepare_query(gathered.data()));
   }
   return prepared;
+}
+
+bool ChannelSplit::reprepare_query(const float* q, PreparedQuery& into) const {
+  if (typeid(into) != typeid(SplitQuery)) return false;
+  auto& prepared = static_cast<SplitQuery&>(into);
+  if (prepared.parts.size() != parts_.size()) return false;
+  thread_local std::vector<float> gathered;  // kept: a warm call allocates nothing
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    gathered.resize(channels_[p].size());
+    simd::gather_floats(q, channels_[p].data(), channels_[p].size(), gathered.data());
+    if (!parts_[p]->reprepare_query(gathered.data(), *prepared.parts[p])) return false;
+  }
+  return true;
 }
 
 void ChannelSplit::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {

@@ -47,6 +47,7 @@ class ChannelSplit final : public VectorCodec {
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  bool reprepare_query(const float* q, PreparedQuery& into) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,

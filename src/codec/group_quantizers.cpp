@@ -224,7 +224,7 @@ void GroupQuantizer::score_rows_multi(const PreparedQuery* const* queries, size_
   if (levels_by_channel_group()) {
     // Per channel group g: <q, x_t> over g = low_tg sum(q over g) + step_tg <q over g, levels>.
     const size_t groups = channel_groups(), block = std::min(n, kMetaBlock);
-    const std::vector<float> stacked = stacked_plain_queries(queries, heads, d);
+    const KernelVector<float> stacked = stacked_plain_queries(queries, heads, d);
     std::vector<float> part_queries(heads * group_), partial(heads * block), query_sums(heads);
     TokenMeta meta;
     for (size_t h = 0; h < heads; ++h) std::fill(out + h * stride, out + h * stride + n, 0.0f);
@@ -252,7 +252,7 @@ void GroupQuantizer::score_rows_multi(const PreparedQuery* const* queries, size_
   }
   if (scheme_ != GroupScheme::kKiviKeys)
     return VectorCodec::score_rows_multi(queries, heads, codes, n, out, stride, arithmetic);
-  const std::vector<float> stacked = stacked_plain_queries(queries, heads, d);
+  const KernelVector<float> stacked = stacked_plain_queries(queries, heads, d);
   std::vector<uint16_t> halves;
   std::vector<float> meta(2 * d), scaled(heads * d), constant(heads);
   for (size_t start = 0; start < n; start += group_) {

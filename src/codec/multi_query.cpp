@@ -56,7 +56,17 @@ bool VectorCodec::attend_segments(const PreparedQuery* const* queries, size_t he
                                   const CodeSegment* segments, size_t count, float* max, float* sum,
                                   float* accumulators, Arithmetic arithmetic) const {
   check_queries(queries, heads, "attention");
-  std::vector<const CodeSegment*> live;  // segments with rows
+  // This thread's memory of earlier calls: a warm call allocates nothing. (The kernels called below
+  // never call attend_segments again on the same thread.)
+  thread_local struct Scratch {
+    std::vector<const CodeSegment*> live;  // segments with rows
+    std::vector<size_t> rows;
+    std::vector<std::ptrdiff_t> key_shift, value_shift;
+    std::vector<simd::AttentionKeyGroup> groups;
+    AttentionParts key_view, value_view;
+  } scratch;
+  std::vector<const CodeSegment*>& live = scratch.live;
+  live.clear();
   for (size_t s = 0; s < count; ++s) {
     const CodeSegment& segment = segments[s];
     require(segment.keys != nullptr && segment.values != nullptr, "attention: segment {} has null codes", s);
@@ -67,7 +77,10 @@ bool VectorCodec::attend_segments(const PreparedQuery* const* queries, size_t he
   if (live.empty() || arithmetic != Arithmetic::kInteger) return false;
   const uint8_t* key_base = live[0]->keys->row(live[0]->first);
   const uint8_t* value_base = live[0]->values->row(live[0]->first);
-  AttentionParts key_view, value_view;
+  AttentionParts& key_view = scratch.key_view;
+  AttentionParts& value_view = scratch.value_view;
+  key_view.reset();
+  value_view.reset();
   if (!key_parts(key_base, queries, heads, key_view) ||
       !value_codec.value_parts(value_base, accumulators, value_codec.accumulator_size(), value_view))
     return false;
@@ -75,17 +88,18 @@ bool VectorCodec::attend_segments(const PreparedQuery* const* queries, size_t he
   const auto shift = [](const uint8_t* to, const uint8_t* from) {
     return static_cast<std::ptrdiff_t>(reinterpret_cast<uintptr_t>(to) - reinterpret_cast<uintptr_t>(from));
   };
-  std::vector<size_t> rows;
-  std::vector<std::ptrdiff_t> key_shift, value_shift;
+  scratch.rows.clear();
+  scratch.key_shift.clear();
+  scratch.value_shift.clear();
   for (const CodeSegment* segment : live) {
-    rows.push_back(segment->rows);
-    key_shift.push_back(shift(segment->keys->row(segment->first), key_base));
-    value_shift.push_back(shift(segment->values->row(segment->first), value_base));
+    scratch.rows.push_back(segment->rows);
+    scratch.key_shift.push_back(shift(segment->keys->row(segment->first), key_base));
+    scratch.value_shift.push_back(shift(segment->values->row(segment->first), value_base));
   }
-  std::vector<simd::AttentionKeyGroup> groups;
-  const simd::RowSegments row_segments{live.size(), rows.data(), key_shift.data(), value_shift.data()};
-  if (!simd::int_index_attention_segments(key_view.keys(groups), value_view.parts.data(), value_view.parts.size(),
-                                          row_segments, heads, max, sum))
+  const simd::RowSegments row_segments{live.size(), scratch.rows.data(), scratch.key_shift.data(),
+                                       scratch.value_shift.data()};
+  if (!simd::int_index_attention_segments(key_view.keys(scratch.groups), value_view.parts.data(),
+                                          value_view.parts.size(), row_segments, heads, max, sum))
     return false;
   for (float* slot : value_view.weight_sums)
     for (size_t h = 0; h < heads; ++h) slot[h * value_view.weight_sum_stride] = sum[h];

@@ -50,6 +50,9 @@ class QuadRowsCodec final : public VectorCodec {
   void decode_rows(const uint8_t* codes, size_t n, float* out) const override;
   // The inner codec's query (prepare() marks it as this codec's).
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override { return inner_->prepare_query(q); }
+  bool reprepare_query(const float* q, PreparedQuery& into) const override {
+    return inner_->reprepare_query(q, into);
+  }
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,

@@ -1,12 +1,14 @@
 #include "codec/turboquant.hpp"
 
 #include <algorithm>
+#include <typeinfo>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <fmt/format.h>
 
+#include "core/kernel_memory.hpp"
 #include "codec/attention_parts.hpp"
 #include "core/require.hpp"
 #include "kvsketch/random.hpp"
@@ -104,6 +106,18 @@ std::unique_ptr<PreparedQuery> TurboQuant::prepare_query(const float* q) const {
   return prepared;
 }
 
+// In place where the query's one-query tables were never built (decode steps use `domain` only).
+bool TurboQuant::reprepare_query(const float* q, PreparedQuery& into) const {
+  if (typeid(into) != typeid(TurboQuantQuery)) return false;
+  auto& prepared = static_cast<TurboQuantQuery&>(into);
+  if (prepared.domain.size() != accumulator_size() || !prepared.scalar_tables.empty() ||
+      !prepared.sign_tables.empty())
+    return false;
+  rotation_->apply(q, prepared.domain.data());
+  if (signs_) sketch_->project(prepared.domain.data(), prepared.domain.data() + dim());
+  return true;
+}
+
 void TurboQuant::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
   const auto& query = static_cast<const TurboQuantQuery&>(q);
   std::call_once(query.tables_built, [&] {
@@ -183,7 +197,7 @@ bool TurboQuant::key_parts(const uint8_t* codes, const PreparedQuery* const* que
   const size_t d = dim(), m = signs_ ? signs_->rows() : 0;
   // The query heads' floats [first, first + count) of their domain (rotated q, then S rotated q).
   const auto domain = [&](size_t first, size_t count) {
-    std::vector<float>& out = parts.queries.emplace_back(heads * count);
+    std::vector<float>& out = parts.next_query(heads * count);
     for (size_t h = 0; h < heads; ++h)
       std::copy_n(static_cast<const TurboQuantQuery&>(*queries[h]).domain.data() + first, count,
                   out.data() + h * count);
@@ -253,7 +267,7 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
 
 void TurboQuant::finish_accumulator(const float* accumulator, float* out) const {
   const size_t d = dim();
-  std::vector<float> rotated(accumulator, accumulator + d);
+  KernelVector<float> rotated(accumulator, accumulator + d);  // kernel memory: no allocation once warm
   if (signs_) signs_->finish(accumulator + d, rotated.data());
   rotation_->apply_transpose(rotated.data(), rotated.data());
   for (size_t j = 0; j < d; ++j) out[j] += rotated[j];

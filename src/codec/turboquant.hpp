@@ -70,6 +70,7 @@ class TurboQuant final : public VectorCodec {
   void encode_rows_given(const float* x, const float* squared_norms, size_t n, uint8_t* codes,
                          size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  bool reprepare_query(const float* q, PreparedQuery& into) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   // Every query head reads each row of codes once, decoded in registers (simd/row_kernels).

@@ -130,6 +130,15 @@ std::unique_ptr<PreparedQuery> VectorCodec::prepare(const float* q) const {
   return prepared;
 }
 
+void VectorCodec::prepare(const float* q, std::unique_ptr<PreparedQuery>& prepared) const {
+  require(q != nullptr, "prepare: query pointer is null");
+  require_finite(q, 1, dim_, "prepare (query)");
+  if (prepared == nullptr || !reprepare_query(q, *prepared)) prepared = prepare_query(q);
+  prepared->owner = this;
+}
+
+bool VectorCodec::reprepare_query(const float*, PreparedQuery&) const { return false; }
+
 void VectorCodec::scores(const PreparedQuery& q, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
   require(q.owner == this, "scores: the query was prepared by a different codec than {}", SpecOf{*this});
   check_range(codes, first, n, "scores");

@@ -216,8 +216,8 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
   auto a = ZeroedTileBuffer<int8_t>(2 * kTileBytes);                     // blocks i % 2
   auto values = ZeroedTileBuffer<int8_t>(2 * 4 * kTileBytes);            // steps t % 2, four B tiles each
   auto sums = ZeroedTileBuffer<int32_t>(2 * 4 * kTileRows * kTileRows);  // steps t % 2, four C tiles each
-  std::vector<float> block_scale(4 * heads);                             // blocks i % 4
-  std::vector<uint8_t> block_live(4 * heads);
+  KernelVector<float> block_scale(4 * heads);                             // blocks i % 4
+  KernelVector<uint8_t> block_live(4 * heads);
   for (size_t ring = 0; ring < 2; ++ring) std::memset(a.get() + ring * kTileBytes + 2 * heads * 64, 1, 64);
   TileConfig config;
   config.Set(0, a_rows, 64);                                             // A
@@ -234,7 +234,7 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
   const size_t part = (kIntBlockRows * 64 + padded - 1) / padded;  // rows of the next block to ask for, per chunk
   HWY_ALIGN uint8_t table_bytes[64];
   _mm512_store_si512(table_bytes, field_table);
-  std::vector<QuadLookup> lookups;
+  KernelVector<QuadLookup> lookups;
   for (size_t k = 0; k < chunks; ++k) lookups.emplace_back(unpacker, k, table_bytes);
   const uint8_t* end = CodesEnd(rows, n);
 

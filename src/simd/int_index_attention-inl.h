@@ -14,7 +14,7 @@ using BlockScorer = QuadScorer;
 using BlockAccumulator = QuadAccumulator;
 __m512i ScorerTable(const ByteTable& table, int bits) { return FieldTable(table, bits, kScoreTableOffset); }
 __m512i AccumulatorTable(const ByteTable& table, int bits) { return FieldTable(table, bits, 0); }
-std::vector<uint32_t> BlockLaneCoordinates(size_t padded) { return QuadLaneCoordinates(padded); }
+KernelVector<uint32_t> BlockLaneCoordinates(size_t padded) { return QuadLaneCoordinates(padded); }
 // Whether the block kernels take rows of `padded` index bytes. They do on CPUs with AMX too: the
 // one pass beat the AMX tile kernels' separate passes there (docs/RESULTS.md, "Kernel design
 // measurements"). The separate kernels keep AMX.
@@ -24,7 +24,7 @@ using BlockScorer = ShuffleScorer;
 using BlockAccumulator = ShuffleAccumulator;
 const ByteTable& ScorerTable(const ByteTable& table, int) { return table; }
 const ByteTable& AccumulatorTable(const ByteTable& table, int) { return table; }
-std::vector<uint32_t> BlockLaneCoordinates(size_t padded) { return ShuffleLaneCoordinates(padded); }
+KernelVector<uint32_t> BlockLaneCoordinates(size_t padded) { return ShuffleLaneCoordinates(padded); }
 bool BlockKernelsCover(size_t) { return true; }
 #endif
 
@@ -107,7 +107,7 @@ class OnlineSoftmax {
  public:
   explicit OnlineSoftmax(size_t heads)
       : heads_(heads), running_(heads, -std::numeric_limits<float>::infinity()),
-        sums_(hwy::AllocateAligned<float>(heads * hn::Lanes(DF()))) {
+        sums_(kernel_array<float>(heads * hn::Lanes(DF()))) {
     std::fill(sums_.get(), sums_.get() + heads * hn::Lanes(DF()), 0.0f);
   }
 
@@ -126,20 +126,20 @@ class OnlineSoftmax {
 
  private:
   size_t heads_;
-  std::vector<float> running_;
-  hwy::AlignedFreeUniquePtr<float[]> sums_;
+  KernelVector<float> running_;
+  KernelArray<float> sums_;
 };
 
 // A key group's state: its parts' states and its factor.
 struct KeyGroupState {
-  std::vector<std::unique_ptr<KeyPartState>> parts;
+  KernelVector<KernelPointer<KeyPartState>> parts;
   const RowSource* factor_rows;
   const RowFactor* factor;
 };
 
 // The block's scores from `start` (AttentionKeys) into logits, head h at logits + h * kIntBlockRows;
 // group_scores and part_scores are scratch of the same size.
-HWY_INLINE void KeyScoresBlock(const std::vector<KeyGroupState>& groups, const float* shift, size_t heads,
+HWY_INLINE void KeyScoresBlock(const KernelVector<KeyGroupState>& groups, const float* shift, size_t heads,
                                size_t start, size_t count, float* logits, float* group_scores, float* part_scores) {
   const DF df;
   const size_t lanes = hn::Lanes(df), block = heads * kIntBlockRows;
@@ -225,7 +225,7 @@ bool SinglePartAttention(const AttentionPart& key_part, const AttentionPart& val
   ValuePartState value_state(value, segments.rows[0], heads);
   LaneAccumulators* lanes[1] = {&value_state.lanes};
   OnlineSoftmax softmax(heads);
-  const auto logits = hwy::AllocateAligned<float>(heads * kIntBlockRows);
+  const auto logits = kernel_array<float>(heads * kIntBlockRows);
   for (size_t s = 0; s < segments.count; ++s) {
     const size_t n = segments.rows[s];
     if (s > 0) {
@@ -256,10 +256,10 @@ bool BlockAttention(const AttentionKeys& keys, const AttentionPart* values, size
   if (keys.count == 1 && keys.groups[0].count == 1 && !keys.groups[0].factor && !keys.shift && value_parts == 1)
     return SinglePartAttention(keys.groups[0].parts[0], values[0], segments, heads, max, sum);
   // The states read copies of the parts, which move from segment to segment.
-  std::vector<std::vector<AttentionPart>> key_copies(keys.count);
-  std::vector<AttentionPart> value_copies(values, values + value_parts);
-  std::vector<KeyGroupState> key_groups(keys.count);
-  std::vector<std::unique_ptr<ValuePartState>> value_states;
+  KernelVector<KernelVector<AttentionPart>> key_copies(keys.count);
+  KernelVector<AttentionPart> value_copies(values, values + value_parts);
+  KernelVector<KeyGroupState> key_groups(keys.count);
+  KernelVector<KernelPointer<ValuePartState>> value_states;
   const size_t first_rows = segments.rows[0];
   for (size_t g = 0; g < keys.count; ++g) {
     const AttentionKeyGroup& group = keys.groups[g];
@@ -268,21 +268,21 @@ bool BlockAttention(const AttentionKeys& keys, const AttentionPart* values, size
     key_groups[g].factor = group.factor;
     for (size_t p = 0; p < group.count; ++p) {
       if (!BlockKernelsCover(PaddedDim(group.parts[p].rows.dim))) return false;
-      key_groups[g].parts.push_back(std::make_unique<KeyPartState>(key_copies[g][p], first_rows, heads));
+      key_groups[g].parts.push_back(kernel_new<KeyPartState>(key_copies[g][p], first_rows, heads));
     }
   }
   for (size_t p = 0; p < value_parts; ++p) {
     if (!BlockKernelsCover(PaddedDim(values[p].rows.dim))) return false;
-    value_states.push_back(std::make_unique<ValuePartState>(value_copies[p], first_rows, heads));
+    value_states.push_back(kernel_new<ValuePartState>(value_copies[p], first_rows, heads));
   }
-  std::vector<LaneAccumulators*> value_lanes;
+  KernelVector<LaneAccumulators*> value_lanes;
   for (const auto& value : value_states) value_lanes.push_back(&value->lanes);
 
   OnlineSoftmax softmax(heads);
   const size_t block = heads * kIntBlockRows;
   // The logits, and the scratch of later groups and parts: rows past a short last block are never
   // written (zeros or an earlier block's, added and then masked).
-  const auto scratch = hwy::AllocateAligned<float>(3 * block);
+  const auto scratch = kernel_array<float>(3 * block);
   std::fill(scratch.get(), scratch.get() + 3 * block, 0.0f);
   float* logits = scratch.get();
   for (size_t s = 0; s < segments.count; ++s) {

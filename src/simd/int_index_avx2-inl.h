@@ -165,8 +165,8 @@ class RowPairScorer {
 //
 // Lane order: a chunk of 32 coordinates makes four vectors of interleaved quads; vector m holds
 // coordinates 4m .. 4m + 3 in its low 128 bits and 16 + 4m .. 16 + 4m + 3 in its high.
-std::vector<uint32_t> QuadByteLaneCoordinates(size_t padded) {
-  std::vector<uint32_t> coordinate(padded);
+KernelVector<uint32_t> QuadByteLaneCoordinates(size_t padded) {
+  KernelVector<uint32_t> coordinate(padded);
   for (size_t lane = 0; lane < padded; ++lane) {
     const size_t chunk = lane / 32, m = lane % 32 / 8, e = lane % 8;
     coordinate[lane] = static_cast<uint32_t>(32 * chunk + 4 * m + e % 4 + 16 * (e / 4));
@@ -179,7 +179,7 @@ class QuadByteAccumulator {
   QuadByteAccumulator(const RowSource& rows, size_t n, const Unpacker& unpacker, const ByteTable& table,
                       size_t heads, const RowFactor* factors, BlockWeights& block)
       : rows_(rows), n_(n), heads_(heads), unpacker_(unpacker), factors_(factors),
-        block_(block), quads_(hwy::AllocateAligned<uint8_t>(kIntBlockRows * 32)),
+        block_(block), quads_(kernel_array<uint8_t>(kIntBlockRows * 32)),
         positive_(heads * kIntBlockRows), negative_(heads * kIntBlockRows), vnni_(ShuffleVnniUsable()),
         full_(unpacker.shuffle().full_rows()) {
     TableBytes(table, 0, table_);
@@ -368,8 +368,8 @@ class QuadByteAccumulator {
   const RowFactor* factors_;
   BlockWeights& block_;
   uint8_t table_[32];  // the levels in both 128-bit blocks
-  hwy::AlignedFreeUniquePtr<uint8_t[]> quads_;  // the chunk's quads, interleaved
-  std::vector<uint8_t> positive_, negative_;  // per head, the block's weights' magnitudes by sign
+  KernelArray<uint8_t> quads_;  // the chunk's quads, interleaved
+  KernelVector<uint8_t> positive_, negative_;  // per head, the block's weights' magnitudes by sign
   bool vnni_;
   bool full_;  // ShuffleUnpacker::full_rows(): unpacked without testing their form
 };

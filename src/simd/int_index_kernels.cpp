@@ -30,6 +30,7 @@
 #include "simd/exp_non_positive-inl.h"
 #include "simd/half_floats-inl.h"
 #include "simd/fetch.hpp"
+#include "core/kernel_memory.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/quad_rows.hpp"
 
@@ -207,9 +208,9 @@ HWY_INLINE VI32 RoundSmall(hn::Vec<DF> v) {
 // block's largest magnitude (the rounding reference:: defines), and the scale back to floats.
 struct BlockWeights {
   static constexpr size_t kLanes = hn::MaxLanes(DF()), kVectors = kIntBlockRows / kLanes;
-  std::vector<int16_t> words;  // head h at h * kIntBlockRows; zero past the block's rows
-  std::vector<float> scale;    // per head: largest / kWeightLargest * table scale
-  std::vector<uint8_t> live;   // per head: whether any weight of the block is nonzero
+  KernelVector<int16_t> words;  // head h at h * kIntBlockRows; zero past the block's rows
+  KernelVector<float> scale;    // per head: largest / kWeightLargest * table scale
+  KernelVector<uint8_t> live;   // per head: whether any weight of the block is nonzero
   float table_scale;
 
   BlockWeights(size_t heads, float table_scale_)
@@ -269,8 +270,8 @@ struct BlockWeights {
   }
 
  private:
-  std::vector<float> products_;  // the block's weights times the row factors, per head
-  std::vector<float> largest_;
+  KernelVector<float> products_;  // the block's weights times the row factors, per head
+  KernelVector<float> largest_;
 };
 
 // The weighted-sum accumulators of the heads in a kernel's lane order: lane l of a head holds
@@ -278,7 +279,7 @@ struct BlockWeights {
 // exact, so that every addition the kernel makes in lanes is the reference's addition.
 class LaneAccumulators {
  public:
-  LaneAccumulators(const float* acc, size_t heads, size_t acc_stride, size_t d, std::vector<uint32_t> coordinate)
+  LaneAccumulators(const float* acc, size_t heads, size_t acc_stride, size_t d, KernelVector<uint32_t> coordinate)
       : heads_(heads), stride_(acc_stride), d_(d), coordinate_(std::move(coordinate)),
         lanes_(heads * coordinate_.size(), 0.0f) {
     for (size_t h = 0; h < heads_; ++h)
@@ -297,8 +298,8 @@ class LaneAccumulators {
 
  private:
   size_t heads_, stride_, d_;
-  std::vector<uint32_t> coordinate_;
-  std::vector<float> lanes_;
+  KernelVector<uint32_t> coordinate_;
+  KernelVector<float> lanes_;
 };
 
 // One past the rows' last code byte: the bound of the kernels' plain loads. Not n strides from
@@ -315,9 +316,9 @@ size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()
 // (bytes; missing heads of the last group are zero), the factor back to floats and the offset's
 // share of the sums: (level + offset) * q sums to the wanted sum plus offset * sum q.
 struct ScoreQueries {
-  std::vector<int8_t> bytes, head_bytes;
-  std::vector<float> factors;
-  std::vector<int32_t> offsets;
+  KernelVector<int8_t> bytes, head_bytes;
+  KernelVector<float> factors;
+  KernelVector<int32_t> offsets;
 
   // The factors are the bytes' scale times the table's, times the logits' (the reference's order).
   ScoreQueries(const float* queries, size_t heads, size_t d, size_t padded, float table_scale, float scale) {
@@ -460,7 +461,7 @@ class PlainParts {
         AttentionPart& part = key_parts_[g][p];
         if (native(part.rows)) continue;
         // The group's factor lies in its first part's rows.
-        const std::vector factors{part.row_factor(), p == 0 ? group.factor : nullptr};
+        const std::vector<const RowFactor*> factors{part.row_factor(), p == 0 ? group.factor : nullptr};
         part.rows = copies_.emplace_back(part.rows, n, factors).rows;
       }
       groups_.push_back({key_parts_[g].data(), group.count, group.factor});
@@ -473,10 +474,10 @@ class PlainParts {
   const AttentionPart* values() const { return values_.data(); }
 
  private:
-  std::deque<PlainCopy> copies_;
-  std::vector<std::vector<AttentionPart>> key_parts_;
-  std::vector<AttentionKeyGroup> groups_;
-  std::vector<AttentionPart> values_;
+  std::deque<PlainCopy, KernelAllocator<PlainCopy>> copies_;
+  KernelVector<KernelVector<AttentionPart>> key_parts_;
+  KernelVector<AttentionKeyGroup> groups_;
+  KernelVector<AttentionPart> values_;
   AttentionKeys keys_;
 };
 

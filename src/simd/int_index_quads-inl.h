@@ -15,8 +15,8 @@
 
 // Where the weighted sums' accumulator lanes go when QuadLookup makes the values: lane l of a head
 // holds coordinate l (out[m] of chunk k covers coordinates 64k + 16m .. 64k + 16m + 15).
-std::vector<uint32_t> QuadLaneCoordinates(size_t padded) {
-  std::vector<uint32_t> coordinate(padded);
+KernelVector<uint32_t> QuadLaneCoordinates(size_t padded) {
+  KernelVector<uint32_t> coordinate(padded);
   std::iota(coordinate.begin(), coordinate.end(), 0u);
   return coordinate;
 }
@@ -303,9 +303,9 @@ class QuadAccumulator {
   const RowFactor* factors_;
   BlockWeights& block_;
   const uint8_t* end_;
-  std::vector<QuadLookup> lookups_;
-  std::vector<int8_t> weight_bytes_;
-  std::vector<int32_t> start_at_;  // -128 sum(w) per head: where the sums start
+  KernelVector<QuadLookup> lookups_;
+  KernelVector<int8_t> weight_bytes_;
+  KernelVector<int32_t> start_at_;  // -128 sum(w) per head: where the sums start
 };
 
 void QuadWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, __m512i field_table,
@@ -455,7 +455,7 @@ using ScoreGroupsFn = void (*)(const GroupedLookup*, size_t, const uint8_t*, siz
 // QuadScoreGroups for whole groups of sixteen rows, unrolled for rows of one or two chunks (d <= 128;
 // the outlier split's parts among them) and for d = 256.
 template <bool kQuads>
-ScoreGroupsFn WholeScoreGroups(const std::vector<GroupedLookup>& lookups) {
+ScoreGroupsFn WholeScoreGroups(const KernelVector<GroupedLookup>& lookups) {
   static constexpr ScoreGroupsFn kUnrolled[2][4] = {
       {QuadScoreGroups<1, 1, true, kQuads>, QuadScoreGroups<1, 2, true, kQuads>, QuadScoreGroups<1, 3, true, kQuads>,
        QuadScoreGroups<1, 4, true, kQuads>},
@@ -526,7 +526,7 @@ class QuadScorer {
   size_t heads_;
   const RowFactor* factors_;
   const uint8_t* end_;
-  std::vector<GroupedLookup> lookups_;
+  KernelVector<GroupedLookup> lookups_;
   ScoreGroupsFn whole_groups_, partial_groups_;
   size_t reach_;
 };

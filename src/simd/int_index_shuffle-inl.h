@@ -150,7 +150,7 @@ class GroupedScorer {
   size_t heads_;
   const RowFactor* factors_;
   HWY_ALIGN uint8_t table_[HWY_MAX_BYTES];  // the table plus its offset in every 128-bit block
-  mutable std::vector<uint8_t> grouped_;
+  mutable KernelVector<uint8_t> grouped_;
 };
 
 // The weighted sum takes a chunk of coordinates (a whole vector) of a row pair at a time and keeps,
@@ -175,7 +175,7 @@ HWY_INLINE void WidenPairs(VChunk a, VChunk b, VI16* parts) {
 
 // Where the weighted-sum kernel's int32 lanes land within a chunk of Lanes(DChunk) coordinates:
 // found by running WidenPairs on the coordinates themselves.
-std::vector<uint32_t> ChunkLaneOrder() {
+KernelVector<uint32_t> ChunkLaneOrder() {
   const DChunk dc;
   const DI16 di16;
   const size_t lanes = hn::Lanes(dc);
@@ -184,7 +184,7 @@ std::vector<uint32_t> ChunkLaneOrder() {
   const VChunk v = hn::Load(dc, iota);
   VI16 parts[kParts];
   WidenPairs(v, v, parts);
-  std::vector<uint32_t> order;
+  KernelVector<uint32_t> order;
   HWY_ALIGN int16_t words[HWY_MAX_BYTES / 2];
   for (const VI16& part : parts) {
     hn::Store(part, di16, words);
@@ -220,10 +220,10 @@ HWY_INLINE void AccumulateChunk(const uint8_t* index, size_t padded, size_t c, s
 
 // Where PairAccumulator's lanes go: lane l of a head holds coordinate coordinate[l] (lanes past dim
 // are dropped).
-std::vector<uint32_t> PairLaneCoordinates(size_t padded) {
+KernelVector<uint32_t> PairLaneCoordinates(size_t padded) {
   const size_t chunk = hn::Lanes(DChunk());
-  const std::vector<uint32_t> order = ChunkLaneOrder();
-  std::vector<uint32_t> coordinate(padded);
+  const KernelVector<uint32_t> order = ChunkLaneOrder();
+  KernelVector<uint32_t> coordinate(padded);
   for (size_t lane = 0; lane < padded; ++lane)
     coordinate[lane] = static_cast<uint32_t>(lane / chunk * chunk + order[lane % chunk]);
   return coordinate;
@@ -263,9 +263,9 @@ class PairAccumulator {
     unpacker_.Rows(start, count, index_.data());
     if (count % 2) std::memset(index_.data() + count * padded, 0, padded);
     const size_t even = count + count % 2;
-    const std::vector<int16_t>& block_words = block_.words;
-    const std::vector<float>& block_scale = block_.scale;
-    const std::vector<uint8_t>& live = block_.live;
+    const KernelVector<int16_t>& block_words = block_.words;
+    const KernelVector<float>& block_scale = block_.scale;
+    const KernelVector<uint8_t>& live = block_.live;
     for (size_t c = 0; c < padded; c += chunk) {
       const size_t part = (kIntBlockRows * chunk + padded - 1) / padded;  // of the next block, per chunk
       FetchRows(rows_, start + kIntBlockRows + c / chunk * part, part, n_);
@@ -306,17 +306,17 @@ class PairAccumulator {
   const RowFactor* factors_;
   BlockWeights& block_;
   HWY_ALIGN int8_t table_[HWY_MAX_BYTES];
-  std::vector<uint8_t> index_;  // the block's rows unpacked, and a zero row after an odd count
+  KernelVector<uint8_t> index_;  // the block's rows unpacked, and a zero row after an odd count
 };
 
 // The block kernels of this target and the weighted sums' lane order.
 using ShuffleScorer = GroupedScorer;
 using ShuffleAccumulator = PairAccumulator;
-std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return PairLaneCoordinates(padded); }
+KernelVector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return PairLaneCoordinates(padded); }
 #else
 #include "simd/int_index_avx2-inl.h"
 
 using ShuffleScorer = RowPairScorer;
 using ShuffleAccumulator = QuadByteAccumulator;
-std::vector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return QuadByteLaneCoordinates(padded); }
+KernelVector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return QuadByteLaneCoordinates(padded); }
 #endif

@@ -200,10 +200,10 @@ class ShuffleUnpacker {
   int bits_;
   bool usable_ = false;
   size_t chunks_ = 0, short_bytes_ = 0;
-  std::vector<uint8_t> shuffles_;
-  std::vector<uint32_t> load_at_;
-  std::vector<uint16_t> multipliers_;  // per 16-bit lane: 2^(16 - offset)
-  std::vector<uint8_t> bit_masks_;
+  KernelVector<uint8_t> shuffles_;
+  KernelVector<uint32_t> load_at_;
+  KernelVector<uint16_t> multipliers_;  // per 16-bit lane: 2^(16 - offset)
+  KernelVector<uint8_t> bit_masks_;
 };
 
 // Unpacks rows of b-bit indices into index bytes, zero past dim, in rows of `padded` bytes.
@@ -254,7 +254,7 @@ class Unpacker {
   void Grouped(size_t first, size_t count, uint8_t* out) const {
     const size_t per_vector = GroupRowsPerVector(), blocks = padded_ / 16, vector_bytes = hn::Lanes(DU8());
     const size_t groups = (count + per_vector - 1) / per_vector;
-    std::vector<uint8_t> natural(padded_);
+    KernelVector<uint8_t> natural(padded_);
     for (size_t g = 0; g < groups; ++g)
       for (size_t r = 0; r < per_vector; ++r) {
         if (g * per_vector + r < count) {
