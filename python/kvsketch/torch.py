@@ -112,6 +112,14 @@ class _TensorAdapter:
         return f"kvsketch.torch.{type(self).__name__}({self._native!r})"
 
 
+def _adopting(name: str) -> Any:
+    """A static method of the wrapped type whose result comes back adopted (load, from_bytes)."""
+    def make(cls: Any, *args: Any) -> Any:
+        return cls._adopt(getattr(cls._wrapped_type, name)(*args))
+    make.__name__ = name
+    return classmethod(make)
+
+
 class Codec(_TensorAdapter):
     """kvsketch.Codec on tensors: encode (n, dim) float32 -> uint8 codes, decode, scores, accumulate."""
     _wrapped_type = _kvsketch.Codec
@@ -121,9 +129,7 @@ class KVCache(_TensorAdapter):
     """kvsketch.KVCache on tensors: the paged multi-sequence cache."""
     _wrapped_type = _kvsketch.KVCache
 
-    @staticmethod
-    def load(path: str) -> "KVCache":
-        return KVCache._adopt(_kvsketch.KVCache.load(path))
+    load = _adopting("load")
 
 
 class SelectionCache(_TensorAdapter):
@@ -135,22 +141,16 @@ class Index(_TensorAdapter):
     """kvsketch.Index on tensors: FAISS's verbs, search -> (D, I) tensors."""
     _wrapped_type = _kvsketch.Index
 
-    @staticmethod
-    def load(path: str) -> "Index":
-        return Index._adopt(_kvsketch.Index.load(path))
+    load = _adopting("load")
 
 
 class IvfIndex(_TensorAdapter):
     """kvsketch.IvfIndex on tensors."""
     _wrapped_type = _kvsketch.IvfIndex
 
-    @staticmethod
-    def load(path: str) -> "IvfIndex":
-        return IvfIndex._adopt(_kvsketch.IvfIndex.load(path))
+    load = _adopting("load")
 
-    @staticmethod
-    def from_bytes(image: bytes) -> "IvfIndex":
-        return IvfIndex._adopt(_kvsketch.IvfIndex.from_bytes(image))
+    from_bytes = _adopting("from_bytes")
 
 
 def merge_attention(output_a: torch.Tensor, lse_a: torch.Tensor, output_b: torch.Tensor,

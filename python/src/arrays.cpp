@@ -32,4 +32,14 @@ const float* float_like_input(const py::array& array, const char* name, std::vec
   return storage.data();
 }
 
+KeyValueInput key_value_input(const py::array& keys, const py::array& values, size_t heads, size_t dim) {
+  KeyValueInput input;
+  std::vector<size_t> shape;
+  const auto h = static_cast<py::ssize_t>(heads), d = static_cast<py::ssize_t>(dim);
+  input.keys = float_like_input(keys, "keys", {h, -1, d}, input.key_storage, &shape);
+  input.tokens = shape[1];
+  input.values = float_like_input(values, "values", {h, static_cast<py::ssize_t>(shape[1]), d}, input.value_storage);
+  return input;
+}
+
 }  // namespace kvsketch::python

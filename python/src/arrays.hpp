@@ -69,6 +69,15 @@ inline const uint8_t* uint8_input(const py::array& array, const char* name, std:
 const float* float_like_input(const py::array& array, const char* name, std::vector<py::ssize_t> shape,
                               std::vector<float>& storage, std::vector<size_t>* got = nullptr);
 
+// Keys and values of an append, (heads, tokens, dim) each, read as float_like_input reads them.
+struct KeyValueInput {
+  const float* keys;
+  const float* values;
+  size_t tokens;
+  std::vector<float> key_storage, value_storage;  // where fp16 or bf16 were widened
+};
+KeyValueInput key_value_input(const py::array& keys, const py::array& values, size_t heads, size_t dim);
+
 template <typename T>
 py::array_t<T> new_array(std::vector<py::ssize_t> shape) {
   return py::array_t<T>(shape);

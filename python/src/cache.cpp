@@ -114,14 +114,9 @@ void bind_cache(py::module_& module) {
       .def(
           "append",
           [](PagedKVCache& cache, uint64_t sequence, size_t layer, const py::array& keys, const py::array& values) {
-            const auto heads = static_cast<py::ssize_t>(cache.kv_heads()), dim = static_cast<py::ssize_t>(cache.head_dim());
-            std::vector<size_t> shape;
-            std::vector<float> key_storage, value_storage;
-            const float* k = float_like_input(keys, "keys", {heads, -1, dim}, key_storage, &shape);
-            const float* v = float_like_input(values, "values", {heads, static_cast<py::ssize_t>(shape[1]), dim},
-                                              value_storage);
+            const KeyValueInput input = key_value_input(keys, values, cache.kv_heads(), cache.head_dim());
             py::gil_scoped_release release;
-            cache.append(sequence, layer, k, v, shape[1]);
+            cache.append(sequence, layer, input.keys, input.values, input.tokens);
           },
           py::arg("sequence"), py::arg("layer"), py::arg("keys"), py::arg("values"))
       .def(

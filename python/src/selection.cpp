@@ -28,15 +28,9 @@ void bind_selection(py::module_& module) {
       .def(
           "append",
           [](SelectionCache& cache, size_t layer, const py::array& keys, const py::array& values) {
-            const auto heads = static_cast<py::ssize_t>(cache.cache().kv_heads()),
-                       dim = static_cast<py::ssize_t>(cache.cache().head_dim());
-            std::vector<size_t> shape;
-            std::vector<float> key_storage, value_storage;
-            const float* k = float_like_input(keys, "keys", {heads, -1, dim}, key_storage, &shape);
-            const float* v = float_like_input(values, "values", {heads, static_cast<py::ssize_t>(shape[1]), dim},
-                                              value_storage);
+            const KeyValueInput input = key_value_input(keys, values, cache.cache().kv_heads(), cache.cache().head_dim());
             py::gil_scoped_release release;
-            cache.append(layer, k, v, shape[1]);
+            cache.append(layer, input.keys, input.values, input.tokens);
           },
           py::arg("layer"), py::arg("keys"), py::arg("values"),
           "Appends tokens to a layer: keys and values (kv_heads, tokens, head_dim), float32, float16 or bf16 as uint16.")

@@ -47,7 +47,25 @@ def test_cache_reads_bf16_and_fp16_tensors_in_place():
         assert np.array_equal(out.numpy(), ref_out) and np.array_equal(lse.numpy(), ref_lse)
         read_keys, _ = cache.read(s, 0)
         assert read_keys.shape == (2, 40, 64)
-    assert kt.KVCache.load is not None and cache.bytes() == reference.bytes()
+    assert cache.bytes() == reference.bytes()
+
+
+def test_files_load_as_tensor_objects(tmp_path):
+    cache = kt.KVCache(layers=1, kv_heads=2, head_dim=64, policy="tq_mse:b=3", seed=5)
+    s = cache.add_sequence()
+    cache.append(s, 0, gaussian(2, 40, 64, seed=1), gaussian(2, 40, 64, seed=2))
+    cache.save(str(tmp_path / "cache.kvp"))
+    loaded = kt.KVCache.load(str(tmp_path / "cache.kvp"))
+    assert isinstance(loaded, kt.KVCache)
+    queries = gaussian(1, 4, 64, seed=3)
+    assert torch.equal(loaded.attention(0, [s], queries)[0], cache.attention(0, [s], queries)[0])
+    index = kt.IvfIndex(32, "ivf:nlist=4,nprobe=4|tq_mse:b=4")
+    base = gaussian(200, 32, seed=4)
+    index.train(base)
+    index.add(base)
+    again = kt.IvfIndex.from_bytes(index.to_bytes())
+    assert isinstance(again, kt.IvfIndex)
+    assert torch.equal(again.search(base[:3].contiguous(), 5)[1], index.search(base[:3].contiguous(), 5)[1])
 
 
 def test_index_search_returns_tensors():
