@@ -137,8 +137,11 @@ TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
   for (const auto& row : group)
     for (const char* key : {"policy", "tokens", "threads", "bits_per_value", "ns_per_query", "gbytes_per_s",
                             "speedup_vs_fp16", "memory_gbytes_per_s", "bandwidth_fraction", "kv_heads",
-                            "huge_page_bytes", "rows"})
+                            "huge_page_bytes", "rows", "spread", "unstable", "peak_memory_bytes"})
       EXPECT_TRUE(row.contains(key)) << key;
+  // One pass: no spread; the process holds at least the two caches' copies.
+  EXPECT_EQ(group[0]["spread"].get<double>(), 0.0);
+  EXPECT_GT(group[0]["peak_memory_bytes"].get<size_t>(), 2u * 1024 * 128 * 2 * 2);
   EXPECT_EQ(group[0]["speedup_vs_fp16"].get<double>(), 1.0);
   EXPECT_EQ(group[0]["rows"].get<std::string>(), "plain");  // fp16 rows are never cut into fields
   const std::string rows = group[1]["rows"].get<std::string>();

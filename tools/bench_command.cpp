@@ -106,7 +106,8 @@ void run_attention(const BenchArguments& args) {
                      {"ns_per_query", r.ns_per_query},
                      {"gbytes_per_s", r.gbytes_per_s}, {"speedup_vs_fp16", measured_ratio(r.speedup_vs_fp16)},
                      {"memory_gbytes_per_s", r.memory_gbytes_per_s}, {"bandwidth_fraction", r.bandwidth_fraction},
-                     {"huge_page_bytes", r.huge_page_bytes}, {"rows", r.rows}, {"target", simd::active_target()}});
+                     {"huge_page_bytes", r.huge_page_bytes}, {"rows", r.rows}, {"target", simd::active_target()},
+                     {"spread", r.spread}, {"unstable", r.unstable}, {"peak_memory_bytes", r.peak_memory_bytes}});
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -117,13 +118,24 @@ void run_attention(const BenchArguments& args) {
                                          })->huge_page_bytes;
   std::cout << (huge == 0 ? std::string("pages: 4 KiB (no transparent huge pages in use)\n")
                           : fmt::format("pages: {} MiB on transparent huge pages\n", huge >> 20));
-  TextTable table({"<policy", "tokens", "thr", "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16", "<rows"});
-  for (const auto& r : rows)
+  TextTable table({"<policy", "tokens", "thr", "bits", "bytes", "us/step", "GB/s", "of mem", "vs fp16", "spread",
+                    "<rows"});
+  size_t unstable = 0;
+  for (const auto& r : rows) {
+    unstable += r.unstable;
     table.add({r.policy, std::to_string(r.tokens), std::to_string(r.threads), fmt::format("{:.2f}", r.bits_per_value),
                std::to_string(r.bytes), fmt::format("{:.1f}", r.ns_per_query / 1000.0),
                fmt::format("{:.1f}", r.gbytes_per_s), fmt::format("{:.0f}%", 100.0 * r.bandwidth_fraction),
-               fmt::format("{:.2f}x", r.speedup_vs_fp16), r.rows});
+               fmt::format("{:.2f}x", r.speedup_vs_fp16), fmt::format("{:.0f}%{}", 100.0 * r.spread, r.unstable ? "!" : ""),
+               r.rows});
+  }
   table.print(std::cout);
+  std::cout << fmt::format("peak memory {} MiB", rows.empty() ? 0 : rows.back().peak_memory_bytes >> 20);
+  if (unstable > 0)
+    std::cout << fmt::format("; {} row{} unstable (!: passes spread over {:.0f}%, or faster than the probe's bandwidth): "
+                             "rerun on a quiet machine",
+                             unstable, unstable == 1 ? "" : "s", 100.0 * kUnstableSpread);
+  std::cout << "\n";
 }
 
 void run_append(const BenchArguments& args) {

@@ -1,6 +1,7 @@
 #include "kvsketch/eval/attention_bench.hpp"
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +34,12 @@ std::string body_rows(const KVCache& cache) {
 }
 
 }  // namespace
+
+size_t bench::peak_memory_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
 
 size_t last_level_cache_bytes() {
   long size = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -160,6 +167,9 @@ std::vector<AttentionBenchRow> bench_attention(const AttentionBenchConfig& confi
         row.rows = body_rows(caches[p]);
         if (fp16 != config.policies.end())
           row.speedup_vs_fp16 = bench::median_ratio(times[fp16 - config.policies.begin()], times[p]);
+        row.spread = bench::relative_spread(times[p]);
+        row.unstable = row.spread > kUnstableSpread || row.bandwidth_fraction > 1.05;
+        row.peak_memory_bytes = bench::peak_memory_bytes();
         rows.push_back(row);
       }
     }

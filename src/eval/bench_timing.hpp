@@ -19,6 +19,18 @@ inline double median(std::vector<double> x) {
   return x[x.size() / 2];
 }
 
+// (q3 - q1) / median of x: 0 for a steady series.
+inline double relative_spread(std::vector<double> x) {
+  if (x.size() < 2) return 0.0;
+  std::sort(x.begin(), x.end());
+  const double mid = x[x.size() / 2];
+  const double q1 = x[x.size() / 4], q3 = x[(3 * x.size()) / 4 < x.size() ? (3 * x.size()) / 4 : x.size() - 1];
+  return mid > 0.0 ? (q3 - q1) / mid : 0.0;
+}
+
+// The process's peak resident memory so far.
+size_t peak_memory_bytes();
+
 // The bytes that, queried in turn, are read from memory: twice the last-level cache, but at most
 // 256 MiB (VMs report host caches of 500 MiB and more, which would make every policy's copies a
 // gigabyte).

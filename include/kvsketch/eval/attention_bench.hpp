@@ -43,7 +43,15 @@ struct AttentionBenchRow {
   // How the body's rows lie (kv_policy.hpp's layout, as auto resolved it on this CPU): "plain",
   // "quads", or "keys in quads" / "values in quads".
   std::string rows;
+  // The passes' interquartile range over their median: how steady the machine was. A row is
+  // unstable where it exceeds kUnstableSpread, or where the step read faster than the bandwidth
+  // probe allows (the probe then ran in a slow phase): its figures are not to be trusted alone.
+  double spread = 0.0;
+  bool unstable = false;
+  size_t peak_memory_bytes = 0;  // the process's peak resident memory once the row was measured
 };
+
+inline constexpr double kUnstableSpread = 0.10;
 
 struct AppendBenchRow {
   std::string policy;
