@@ -739,7 +739,7 @@ namespace kvsketch {
 namespace {
 
 // Allocations of one warm decode call (the same call made twice before).
-size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch) {
+size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch, Arithmetic arithmetic) {
   const TokenStream stream(3000, 60);
   PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse(spec), 2);
   std::vector<SequenceId> ids;
@@ -752,6 +752,7 @@ size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch) {
   std::vector<float> output(batch * q_heads * kDim), lse(batch * q_heads);
   AttentionOptions options;
   options.threads = static_cast<int>(threads);
+  options.arithmetic = arithmetic;
   for (int warm = 0; warm < 2; ++warm)
     cache.decode(0, ids.data(), batch, queries.data(), q_heads, output.data(), lse.data(), options);
   testutil::reset_allocations();
@@ -764,10 +765,14 @@ size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch) {
 TEST(PagedKVCache, WarmDecodeAllocatesNothing) {
   for (const char* spec : {"fp16", "tq_mse:b=3", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=2.5|tq_mse:b=3"})
     for (size_t threads : {1, 2})
-      for (size_t batch : {1, 3}) {
-        SCOPED_TRACE(std::string(spec) + " threads " + std::to_string(threads) + " batch " + std::to_string(batch));
-        EXPECT_EQ(warm_decode_allocations(spec, threads, batch), 0u);
-      }
+      for (size_t batch : {1, 3})
+        // The fused integer kernels, and the separate score and sum kernels (float arithmetic, and
+        // the path of CPUs without the integer kernels).
+        for (Arithmetic arithmetic : {Arithmetic::kInteger, Arithmetic::kFloat}) {
+          SCOPED_TRACE(std::string(spec) + " threads " + std::to_string(threads) + " batch " + std::to_string(batch) +
+                       (arithmetic == Arithmetic::kFloat ? " float" : " integer"));
+          EXPECT_EQ(warm_decode_allocations(spec, threads, batch, arithmetic), 0u);
+        }
 }
 
 }  // namespace kvsketch

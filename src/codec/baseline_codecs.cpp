@@ -96,7 +96,7 @@ void Int8Codec::row_scales(const uint8_t* codes, size_t n, float* out) const {
 void Int8Codec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                  float* out, size_t stride, Arithmetic) const {
   const KernelVector<float> stacked = stacked_plain_queries(queries, heads, dim());
-  std::vector<float> scales(std::min(n, kInt8Block));
+  KernelVector<float> scales(std::min(n, kInt8Block));
   for (size_t start = 0; start < n; start += kInt8Block) {
     const size_t count = std::min(kInt8Block, n - start);
     const uint8_t* block = codes + start * code_bytes();
@@ -110,7 +110,7 @@ void Int8Codec::score_rows_multi(const PreparedQuery* const* queries, size_t hea
 void Int8Codec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                       size_t n, float* accumulators, Arithmetic) const {
   const size_t block_rows = std::min(n, kInt8Block);
-  std::vector<float> scales(block_rows), scaled(heads * block_rows);
+  KernelVector<float> scales(block_rows), scaled(heads * block_rows);
   for (size_t start = 0; start < n; start += kInt8Block) {
     const size_t count = std::min(kInt8Block, n - start);
     const uint8_t* block = codes + start * code_bytes();

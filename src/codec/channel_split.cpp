@@ -192,7 +192,7 @@ void ChannelSplit::accumulate_rows(const float* weights, const uint8_t* codes, s
 
 void ChannelSplit::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                     float* out, size_t stride, Arithmetic arithmetic) const {
-  const auto part_scores = std::make_unique_for_overwrite<float[]>(heads * n);  // every score is written
+  const auto part_scores = kernel_array<float>(heads * n);  // every score is written
   parts_[0]->score_rows_multi(part_queries(queries, heads, 0).data(), heads, codes, n, out, stride, arithmetic);
   for (size_t p = 1; p < parts_.size(); ++p) {
     parts_[p]->score_rows_multi(part_queries(queries, heads, p).data(), heads, codes + code_offsets_[p], n,

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "codec/attention_parts.hpp"
+#include "core/kernel_memory.hpp"
 #include "codec/spec_of.hpp"
 #include "kvsketch/codec.hpp"
 #include "core/require.hpp"
@@ -125,12 +126,12 @@ void VectorCodec::accumulate_rows_one_head(const float* weights, const uint8_t* 
 void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                    float* out, size_t stride, Arithmetic) const {
   const size_t width = accumulator_size(), block = block_rows(*this);
-  std::vector<float> rows(block * width), row_scale(block);
+  KernelVector<float> rows(block * width), row_scale(block);
   if (!decode_domain_rows(codes, 0, rows.data(), row_scale.data())) {
     for (size_t h = 0; h < heads; ++h) score_rows(*queries[h], codes, n, out + h * stride);
     return;
   }
-  std::vector<float> stacked(heads * width);
+  KernelVector<float> stacked(heads * width);
   for (size_t h = 0; h < heads; ++h) std::copy_n(domain_query(*queries[h]), width, stacked.data() + h * width);
   for (size_t start = 0; start < n; start += block) {
     const size_t count = std::min(block, n - start);
@@ -144,12 +145,12 @@ void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t h
 void VectorCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                         size_t n, float* accumulators, Arithmetic) const {
   const size_t width = accumulator_size(), block = block_rows(*this);
-  std::vector<float> rows(block * width), row_scale(block);
+  KernelVector<float> rows(block * width), row_scale(block);
   if (!decode_domain_rows(codes, 0, rows.data(), row_scale.data())) {
     for (size_t h = 0; h < heads; ++h) accumulate_rows(weights + h * stride, codes, n, accumulators + h * width);
     return;
   }
-  std::vector<float> scaled(heads * block);
+  KernelVector<float> scaled(heads * block);
   for (size_t start = 0; start < n; start += block) {
     const size_t count = std::min(block, n - start);
     decode_domain_rows(codes + start * code_bytes(), count, rows.data(), row_scale.data());

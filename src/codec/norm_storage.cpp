@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/kernel_memory.hpp"
 #include "simd/attention_kernels.hpp"
 
 namespace kvsketch {
@@ -11,7 +12,7 @@ void load_norms(NormPrecision precision, const uint8_t* rows, size_t stride, siz
     for (size_t i = 0; i < n; ++i) std::memcpy(out + i, rows + i * stride, 4);
     return;
   }
-  std::vector<uint16_t> halves(n);
+  KernelVector<uint16_t> halves(n);
   for (size_t i = 0; i < n; ++i) std::memcpy(&halves[i], rows + i * stride, 2);
   simd::half_to_float_row(halves.data(), n, out);
 }

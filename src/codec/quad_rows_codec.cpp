@@ -6,6 +6,7 @@
 #include "codec/attention_parts.hpp"
 #include "codec/spec_of.hpp"
 #include "core/require.hpp"
+#include "core/kernel_memory.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 
@@ -55,7 +56,7 @@ size_t QuadRowsCodec::row_group() const { return std::lcm(size_t{4}, inner_->row
 template <class Run>
 void QuadRowsCodec::for_each_plain_block(const uint8_t* codes, size_t n, const Run& run) const {
   const size_t block = std::lcm(kPlainBlockRows, row_group()), bytes = code_bytes();
-  std::vector<uint8_t> plain(std::min(n, block) * bytes);
+  KernelVector<uint8_t> plain(std::min(n, block) * bytes);
   for (size_t first = 0; first < n; first += block) {
     const size_t count = std::min(block, n - first);
     layout_.to_rows(codes + first * bytes, count, plain.data());
@@ -63,8 +64,8 @@ void QuadRowsCodec::for_each_plain_block(const uint8_t* codes, size_t n, const R
   }
 }
 
-std::vector<uint8_t> QuadRowsCodec::plain_rows(const uint8_t* codes, size_t n) const {
-  std::vector<uint8_t> plain(n * code_bytes());
+KernelVector<uint8_t> QuadRowsCodec::plain_rows(const uint8_t* codes, size_t n) const {
+  KernelVector<uint8_t> plain(n * code_bytes());
   layout_.to_rows(codes, n, plain.data());
   return plain;
 }

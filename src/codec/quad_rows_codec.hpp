@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/kernel_memory.hpp"
 #include "kvsketch/codec.hpp"
 #include "simd/quad_rows.hpp"
 
@@ -69,7 +70,7 @@ class QuadRowsCodec final : public VectorCodec {
  private:
   // Rows [0, n) at codes as plain rows. The weighted sums copy their whole range: a sum may depend
   // on how the range is cut (centred codes add up the weights over it).
-  std::vector<uint8_t> plain_rows(const uint8_t* codes, size_t n) const;
+  KernelVector<uint8_t> plain_rows(const uint8_t* codes, size_t n) const;
   // run(plain, first, count): rows [first, first + count) of the n rows at codes, as plain rows.
   template <class Run>
   void for_each_plain_block(const uint8_t* codes, size_t n, const Run& run) const;

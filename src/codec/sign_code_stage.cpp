@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/kernel_memory.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
 #include "simd/table_sums.hpp"
@@ -48,7 +49,7 @@ void SignCodeStage::multi_scores(const Rows& rows, size_t n, const float* projec
     return;
   }
   simd::row_scores(sign_rows(rows.codes, rows.stride, rows.readable), n, projected, heads, 1.0f, out, out_stride);
-  std::vector<float> norms(n);
+  KernelVector<float> norms(n);
   load_norms(rows.norm, rows.codes + rows.norm_offset, rows.stride, n, norms.data());
   for (size_t h = 0; h < heads; ++h)
     for (size_t i = 0; i < n; ++i) out[h * out_stride + i] *= scale * norms[i];

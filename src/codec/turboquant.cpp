@@ -157,7 +157,7 @@ SignCodeStage::Rows TurboQuant::sign_part(const uint8_t* codes) const {
 void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                   float* out, size_t stride, Arithmetic arithmetic) const {
   const size_t d = dim(), m = signs_ ? signs_->rows() : 0;
-  std::vector<float> rotated(heads * d), projected(heads * m);
+  KernelVector<float> rotated(heads * d), projected(heads * m);
   for (size_t h = 0; h < heads; ++h) {
     const auto& domain = static_cast<const TurboQuantQuery&>(*queries[h]).domain;
     std::copy_n(domain.data(), d, rotated.data() + h * d);
@@ -178,8 +178,8 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
     for (size_t h = 0; h < heads; ++h) std::fill(out + h * stride, out + h * stride + n, 0.0f);
   }
   // Scratch written in full before it is read: not zeroed (a pass over heads x n floats per call).
-  const auto norms = std::make_unique_for_overwrite<float[]>(n);
-  const auto sign_sums = std::make_unique_for_overwrite<float[]>(signs_ ? heads * n : 0);
+  const auto norms = kernel_array<float>(n);
+  const auto sign_sums = kernel_array<float>(signs_ ? heads * n : 0);
   load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.get());
   if (signs_)
     signs_->multi_scores(sign_part(codes), n, projected.data(), heads, sign_scale_, sign_sums.get(), n, arithmetic);
@@ -244,10 +244,10 @@ void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_
     simd::int_index_weighted_sum(rows, n, weights, heads, stride, accumulators, width, &norms);
     return;
   }
-  const auto norms = std::make_unique_for_overwrite<float[]>(n);
-  const auto gammas = std::make_unique_for_overwrite<float[]>(signs_ ? n : 0);
-  const auto scaled = std::make_unique_for_overwrite<float[]>(heads * n);
-  const auto sign_scaled = std::make_unique_for_overwrite<float[]>(signs_ ? heads * n : 0);
+  const auto norms = kernel_array<float>(n);
+  const auto gammas = kernel_array<float>(signs_ ? n : 0);
+  const auto scaled = kernel_array<float>(heads * n);
+  const auto sign_scaled = kernel_array<float>(signs_ ? heads * n : 0);
   load_norms(options_.norm, codes + norm_offset_, row_stride_, n, norms.get());
   if (signs_) load_norms(options_.norm, codes + gamma_offset(), row_stride_, n, gammas.get());
   for (size_t h = 0; h < heads; ++h) {

@@ -13,6 +13,7 @@
 #include "kvsketch/half.hpp"
 #include "simd/half_floats-inl.h"
 #include "simd/row_feed.hpp"
+#include "core/kernel_memory.hpp"
 #include "simd/row_kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -354,7 +355,7 @@ void ScoresFor(const Rows& rows, size_t n, size_t d, const float* queries, float
                size_t out_stride) {
   size_t full = VectorEnd(rows, d);
   // Loaded past d: the queries zero-padded to `full` columns, which then stand for d.
-  std::vector<float> padded;
+  KernelVector<float> padded;
   if (full > d) {
     padded.assign(kHeads * full, 0.0f);
     for (int h = 0; h < kHeads; ++h) std::copy_n(queries + h * d, d, padded.data() + h * full);
