@@ -197,6 +197,14 @@ TEST(Io, RefusesShapesWhoseSizeOverflows) {
   const uint64_t length = header.size();
   write(temp_path("huge.safetensors"), std::string(reinterpret_cast<const char*>(&length), 8) + header);
   EXPECT_NE(message(temp_path("huge.safetensors")).find("is too large"), std::string::npos);
+  // Sizes that are not non-negative integers (1e40 was undefined behaviour in a size_t; -1 wrapped).
+  for (const std::string& bad : {std::string("[1e40,128]"), std::string("[-1,128]"), std::string("[2.5,128]")}) {
+    const std::string odd = R"({"keys":{"dtype":"F32","shape":)" + bad + R"(,"data_offsets":[0,0]}})";
+    const uint64_t odd_length = odd.size();
+    write(temp_path("odd.safetensors"), std::string(reinterpret_cast<const char*>(&odd_length), 8) + odd);
+    EXPECT_NE(message(temp_path("odd.safetensors")).find("shape holds"), std::string::npos)
+        << bad << ": " << message(temp_path("odd.safetensors"));
+  }
 
   // HDF5: a chunked 2^32 x 2^32 dataset with no chunk written (a file of a few KB).
   const std::string path = temp_path("huge.hdf5");

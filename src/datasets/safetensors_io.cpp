@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "io/json_sizes.hpp"
 #include "datasets/shape_product.hpp"
 #include "core/require.hpp"
 #include "kvsketch/half.hpp"
@@ -71,8 +72,9 @@ Matrix read_safetensors(const std::string& path, const std::string& name) {
   const nlohmann::json& tensor = header[chosen];
   try {
     const std::string dtype = tensor.at("dtype").get<std::string>();
-    const auto shape = tensor.at("shape").get<std::vector<uint64_t>>();
-    const auto offsets = tensor.at("data_offsets").get<std::vector<size_t>>();
+    const std::string field = fmt::format("'{}': tensor '{}': ", path, chosen);
+    const auto shape = json_sizes(tensor.at("shape"), field + "shape");
+    const auto offsets = json_sizes(tensor.at("data_offsets"), field + "data_offsets");
     require(!shape.empty(), "'{}': tensor '{}' is a scalar; expected [rows, cols]", path, chosen);
     require(offsets.size() == 2 && offsets[0] <= offsets[1], "'{}': tensor '{}' has invalid data_offsets", path,
             chosen);

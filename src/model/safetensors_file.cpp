@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "io/json_sizes.hpp"
 #include "core/require.hpp"
 #include "kvsketch/half.hpp"
 
@@ -40,8 +41,10 @@ TensorInfo parse_entry(const std::string& path, const std::string& name, const n
   TensorInfo t;
   try {
     t.dtype = entry.at("dtype").get<std::string>();
-    t.shape = entry.at("shape").get<std::vector<size_t>>();
-    const auto offsets = entry.at("data_offsets").get<std::vector<size_t>>();
+    const std::string field = fmt::format("'{}': tensor '{}': ", path, name);
+    const auto shape = json_sizes(entry.at("shape"), field + "shape");
+    t.shape.assign(shape.begin(), shape.end());
+    const auto offsets = json_sizes(entry.at("data_offsets"), field + "data_offsets");
     require(offsets.size() == 2, "'{}': tensor '{}' has {} data_offsets; expected 2", path, name, offsets.size());
     t.begin = offsets[0];
     t.end = offsets[1];
