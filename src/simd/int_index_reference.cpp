@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/kernel_memory.hpp"
+
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/attention_kernels.hpp"
@@ -86,9 +88,9 @@ void int_index_scores(const RowSource& rows, size_t n, const float* queries, siz
                       size_t out_stride, const RowFactor* factors) {
   const size_t d = rows.dim;
   const ByteTable table = byte_table(rows.table, rows.bits, kScoreTableLargest);
-  std::vector<uint8_t> index(d);
-  std::vector<int8_t> query(d);
-  std::vector<float> row_factor(n);
+  KernelVector<uint8_t> index(d);
+  KernelVector<int8_t> query(d);
+  KernelVector<float> row_factor(n);
   load_row_factors(rows, factors, 0, n, row_factor.data());
   for (size_t h = 0; h < heads; ++h) {
     const float factor = round_to_bytes(queries + h * d, d, query.data()) * table.scale * scale;
@@ -105,9 +107,9 @@ void int_index_weighted_sum(const RowSource& rows, size_t n, const float* weight
                             size_t weight_stride, float* acc, size_t acc_stride, const RowFactor* factors) {
   const size_t d = rows.dim;
   const ByteTable table = byte_table(rows.table, rows.bits);
-  std::vector<uint8_t> index(d);
-  std::vector<int32_t> sums(d);
-  std::vector<float> row_factor(n), w(kIntBlockRows);
+  KernelVector<uint8_t> index(d);
+  KernelVector<int32_t> sums(d);
+  KernelVector<float> row_factor(n), w(kIntBlockRows);
   load_row_factors(rows, factors, 0, n, row_factor.data());
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t end = std::min(n, start + kIntBlockRows);
@@ -144,15 +146,15 @@ bool int_index_attention(const AttentionKeys& keys, const AttentionPart* values,
   std::fill(max, max + heads, -std::numeric_limits<float>::infinity());
   std::fill(sum, sum + heads, 0.0f);
   const size_t block = heads * kIntBlockRows;
-  std::vector<float> logits(block), group_scores(block), part_scores(block), row_factor(kIntBlockRows);
+  KernelVector<float> logits(block), group_scores(block), part_scores(block), row_factor(kIntBlockRows);
   for (size_t start = 0; start < n; start += kIntBlockRows) {
     const size_t count = std::min(kIntBlockRows, n - start);
     for (size_t g = 0; g < keys.count; ++g) {
       const AttentionKeyGroup& group = keys.groups[g];
-      std::vector<float>& target = g == 0 ? logits : group_scores;
+      KernelVector<float>& target = g == 0 ? logits : group_scores;
       for (size_t p = 0; p < group.count; ++p) {
         const AttentionPart& part = group.parts[p];
-        std::vector<float>& out = p == 0 ? target : part_scores;
+        KernelVector<float>& out = p == 0 ? target : part_scores;
         reference::int_index_scores(from(part.rows, start), count, part.queries, heads, part.scale, out.data(),
                                     kIntBlockRows, part.row_factor());
         if (p > 0)
