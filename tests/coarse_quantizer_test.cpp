@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "ann/kmeans.hpp"
@@ -59,6 +60,34 @@ TEST(CoarseQuantizer, PicksWhatFixedOrderRankingPicksEvenAtNearTies) {
       }
     }
   }
+}
+
+// The panel kernel against fixed-order dot products, over tile edges (rows past a tile of 8 or 4,
+// columns past a panel of 48 or 16, a strip of 16), on the instruction set chosen at run time.
+TEST(CoarseQuantizer, PanelKernelGivesEveryDotProductWithinItsBound) {
+  for (const size_t n : {size_t{1}, size_t{5}, size_t{64}, size_t{131}})
+    for (const size_t nb : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{50}, size_t{97}})
+      for (const size_t na : {size_t{1}, size_t{7}, size_t{9}, size_t{19}}) {
+        const std::vector<float> a = testutil::gaussian_matrix(na, n, 5), b = testutil::gaussian_matrix(nb, n, 6);
+        const size_t columns = simd::dot_panel_columns(nb);
+        std::vector<float> packed(columns * n), out(na * columns + 3, 7.0f);
+        simd::pack_dot_panel(b.data(), nb, n, packed.data());
+        simd::dot_panel(a.data(), na, packed.data(), columns, n, out.data(), columns);
+        for (size_t i = 0; i < na; ++i)
+          for (size_t j = 0; j < columns; ++j) {
+            const float got = out[i * columns + j];
+            if (j >= nb) {
+              ASSERT_EQ(got, 0.0f) << "padding column " << j;
+              continue;
+            }
+            float magnitude = 0.0f;
+            for (size_t k = 0; k < n; ++k) magnitude += std::abs(a[i * n + k] * b[j * n + k]);
+            const float bound = 2.0f * static_cast<float>(n) * 6e-8f * magnitude + 1e-30f;
+            ASSERT_NEAR(got, simd::fixed_order_dot(a.data() + i * n, b.data() + j * n, n), bound)
+                << "n " << n << " nb " << nb << " na " << na << " at " << i << "," << j;
+          }
+        for (size_t t = na * columns; t < out.size(); ++t) ASSERT_EQ(out[t], 7.0f) << "wrote past the rows";
+      }
 }
 
 // Centroids whose squares overflow float (a corrupt or hostile index file) give NaN and -inf

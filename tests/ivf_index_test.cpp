@@ -346,8 +346,8 @@ TEST(IvfIndex, RefusalsNameTheProblemAndChangeNothing) {
   EXPECT_THROW(empty.search(x.data(), 1, 1), Error);  // an empty index
   // Not given, nprobe is at most nlist.
   EXPECT_EQ(IvfIndexOptions::parse("ivf:nlist=7,metric=cosine,residual=0|int8").factory(),
-            "ivf:nlist=7,nprobe=7,metric=cosine,residual=0,iterations=10,seed=0,fast_scan=1,refine=none,k_factor=4|int8");
-  const std::string full = "ivf:nlist=9,nprobe=3,metric=l2,residual=1,iterations=4,seed=2,fast_scan=0,refine=fp16,k_factor=6|tq_mse:b=2";
+            "ivf:nlist=7,nprobe=7,metric=cosine,residual=0,iterations=10,max_train=0,seed=0,fast_scan=1,refine=none,k_factor=4|int8");
+  const std::string full = "ivf:nlist=9,nprobe=3,metric=l2,residual=1,iterations=4,max_train=500,seed=2,fast_scan=0,refine=fp16,k_factor=6|tq_mse:b=2";
   EXPECT_EQ(IvfIndexOptions::parse(full).factory(), full);
 }
 

@@ -48,7 +48,7 @@ struct IvfIndexOptions {
   Refine refine = Refine::kNone;
   size_t k_factor = 4;      // with a refine store: the codes keep k_factor * k for it to re-rank
 
-  // "ivf:nlist=N,nprobe=P,metric=ip|cosine|l2,residual=0|1,iterations=I,seed=S,fast_scan=0|1,
+  // "ivf:nlist=N,nprobe=P,metric=ip|cosine|l2,residual=0|1,iterations=I,max_train=T,seed=S,fast_scan=0|1,
   // refine=none|fp16|int8,k_factor=F|CODEC": fields optional, the codec after the first '|'.
   // Errors name the field.
   static IvfIndexOptions parse(const std::string& factory);

@@ -1,5 +1,5 @@
 // IvfIndexOptions::parse and factory():
-// "ivf:nlist=N,nprobe=P,metric=M,residual=R,iterations=I,seed=S,fast_scan=F,refine=R,k_factor=K|CODEC".
+// "ivf:nlist=N,nprobe=P,metric=M,residual=R,iterations=I,max_train=T,seed=S,fast_scan=F,refine=R,k_factor=K|CODEC".
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -48,6 +48,8 @@ IvfIndexOptions IvfIndexOptions::parse(const std::string& factory) {
       options.nprobe = parse_number(value, name);
     } else if (name == "iterations") {
       options.iterations = parse_number(value, name);
+    } else if (name == "max_train") {
+      options.max_train = parse_number(value, name);
     } else if (name == "seed") {
       options.seed = parse_number(value, name);
     } else if (name == "residual") {
@@ -71,8 +73,8 @@ IvfIndexOptions IvfIndexOptions::parse(const std::string& factory) {
         throw Error(fmt::format("ivf factory: {}", error.what()));
       }
     } else {
-      require(false, "ivf factory: unknown field '{}' (nlist, nprobe, metric, residual, iterations, seed, fast_scan, "
-              "refine, k_factor)", name);
+      require(false, "ivf factory: unknown field '{}' (nlist, nprobe, metric, residual, iterations, max_train, "
+              "seed, fast_scan, refine, k_factor)", name);
     }
   }
   require(options.nlist >= 1, "ivf factory: nlist must be >= 1");
@@ -84,8 +86,8 @@ IvfIndexOptions IvfIndexOptions::parse(const std::string& factory) {
 }
 
 std::string IvfIndexOptions::factory() const {
-  return fmt::format("ivf:nlist={},nprobe={},metric={},residual={},iterations={},seed={},fast_scan={},refine={},k_factor={}|{}",
-                     nlist, nprobe, metric_name(metric), residual ? 1 : 0, iterations, seed, fast_scan ? 1 : 0,
+  return fmt::format("ivf:nlist={},nprobe={},metric={},residual={},iterations={},max_train={},seed={},fast_scan={},refine={},k_factor={}|{}",
+                     nlist, nprobe, metric_name(metric), residual ? 1 : 0, iterations, max_train, seed, fast_scan ? 1 : 0,
                      refine_name(refine), k_factor, codec);
 }
 

@@ -24,7 +24,10 @@ std::vector<float> squared_norms(const std::vector<float>& centroids, size_t dim
 void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<float>& centroids,
                        const std::vector<float>* squared, size_t top, uint32_t* lists, float* dots) {
   const size_t nlist = centroids.size() / dim;
-  constexpr size_t kRowBlock = 16, kCentroidBlock = 128;  // a block of centroids stays in L2
+  constexpr size_t kRowBlock = 32;
+  const size_t ldb = simd::dot_panel_columns(nlist);
+  std::vector<float> packed(dim * ldb);
+  simd::pack_dot_panel(centroids.data(), nlist, dim, packed.data());
   float largest_norm = 0.0f, largest_square = 0.0f;
   for (size_t c = 0; c < nlist; ++c) {
     const float square = squared ? (*squared)[c] : simd::sum_of_squares(centroids.data() + c * dim, dim);
@@ -38,25 +41,30 @@ void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<f
   const size_t blocks = (n + kRowBlock - 1) / kRowBlock;
 #pragma omp parallel
   {
-    std::vector<float> similarity(kRowBlock * nlist), cut(nlist);
+    std::vector<float> similarity(kRowBlock * ldb), cut(nlist);
 #pragma omp for schedule(dynamic, 1)
     for (size_t block = 0; block < blocks; ++block) {
       const size_t first = block * kRowBlock, rows = std::min(kRowBlock, n - first);
-      for (size_t c0 = 0; c0 < nlist; c0 += kCentroidBlock)
-        simd::dot_tile(x + first * dim, rows, centroids.data() + c0 * dim, std::min(kCentroidBlock, nlist - c0), dim,
-                       similarity.data() + c0, nlist);
+      simd::dot_panel(x + first * dim, rows, packed.data(), ldb, dim, similarity.data(), ldb);
       for (size_t i = 0; i < rows; ++i) {
         const float* row = x + (first + i) * dim;
-        float* s = similarity.data() + i * nlist;
+        float* s = similarity.data() + i * ldb;
         if (squared)
           for (size_t c = 0; c < nlist; ++c) s[c] = 2.0f * s[c] - (*squared)[c];
-        std::copy(s, s + nlist, cut.begin());
-        std::nth_element(cut.begin(), cut.begin() + static_cast<std::ptrdiff_t>(top - 1), cut.end(), std::greater<>());
+        // The top-th largest similarity; k-means asks for the largest, which a scan finds.
+        float cut_value = -std::numeric_limits<float>::infinity();
+        if (top == 1) {
+          for (size_t c = 0; c < nlist; ++c) cut_value = std::max(cut_value, s[c]);
+        } else {
+          std::copy(s, s + nlist, cut.begin());
+          std::nth_element(cut.begin(), cut.begin() + static_cast<std::ptrdiff_t>(top - 1), cut.end(), std::greater<>());
+          cut_value = cut[top - 1];
+        }
         const double norm = std::sqrt(static_cast<double>(simd::sum_of_squares(row, dim)));
         const double product = norm * largest_norm, scale = squared ? 2.0 : 1.0;
         const double bound =
             2.0 * (scale * 2.0 * gamma * product + 4.0 * kUnit * (scale * product + largest_square));
-        const float threshold = static_cast<float>(static_cast<double>(cut[top - 1]) - 2.0 * bound);
+        const float threshold = static_cast<float>(static_cast<double>(cut_value) - 2.0 * bound);
         // Every centroid whose similarity could reach the cut, in the fixed order; all of them when
         // the bound is no bound (similarities that overflow float).
         const bool bounded = std::isfinite(threshold);

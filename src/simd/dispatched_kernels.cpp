@@ -227,44 +227,56 @@ float SubtractSumOfSquaresImpl(const float* in, const float* centre, float* out,
 }
 
 
-// A kRows x kCols block of dot products: every loaded vector of a serves kCols products, every
-// vector of b kRows; the tail of n (under a vector) is summed in scalars.
-template <size_t kRows, size_t kCols>
-HWY_INLINE void DotBlock(const float* a, const float* b, size_t n, float* out, size_t out_stride) {
-  const hn::ScalableTag<float> d;
+// A kRows x (kVecs vectors) tile of dot products against packed columns: each k broadcasts one
+// value of every row and loads kVecs vectors of columns, so no horizontal sums are needed. Every
+// product sums k in order with fused multiply-adds. Packed columns lie in strips of 16 (see
+// pack_dot_panel), each strip k-major, so every vector streams through contiguous memory.
+template <size_t kRows, size_t kVecs, class D>
+HWY_INLINE void PanelTile(D d, const float* a, size_t n, const float* packed, size_t column, float* out,
+                          size_t out_stride) {
   const size_t lanes = hn::Lanes(d);
-  hn::Vec<decltype(d)> acc[kRows][kCols];
+  constexpr size_t kStrip = 16;
+  const float* strip[kVecs];
+  for (size_t v = 0; v < kVecs; ++v) {
+    const size_t c = column + v * lanes;
+    strip[v] = packed + (c / kStrip) * (n * kStrip) + c % kStrip;
+  }
+  hn::Vec<D> acc[kRows][kVecs];
   for (size_t r = 0; r < kRows; ++r)
-    for (size_t c = 0; c < kCols; ++c) acc[r][c] = hn::Zero(d);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    hn::Vec<decltype(d)> bv[kCols];
-    for (size_t c = 0; c < kCols; ++c) bv[c] = hn::LoadU(d, b + c * n + i);
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(d);
+  for (size_t k = 0; k < n; ++k) {
+    hn::Vec<D> columns[kVecs];
+    for (size_t v = 0; v < kVecs; ++v) columns[v] = hn::LoadU(d, strip[v] + k * kStrip);
     for (size_t r = 0; r < kRows; ++r) {
-      const auto av = hn::LoadU(d, a + r * n + i);
-      for (size_t c = 0; c < kCols; ++c) acc[r][c] = hn::MulAdd(av, bv[c], acc[r][c]);
+      const auto value = hn::Set(d, a[r * n + k]);
+      for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(value, columns[v], acc[r][v]);
     }
   }
   for (size_t r = 0; r < kRows; ++r)
-    for (size_t c = 0; c < kCols; ++c) {
-      float sum = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
-      for (size_t j = i; j < n; ++j) sum += a[r * n + j] * b[c * n + j];
-      out[r * out_stride + c] = sum;
-    }
+    for (size_t v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], d, out + r * out_stride + column + v * lanes);
 }
 
-void DotTileImpl(const float* a, size_t na, const float* b, size_t nb, size_t n, float* out, size_t out_stride) {
+template <size_t kRows, size_t kVecs, class D>
+HWY_INLINE void PanelColumns(D d, const float* a, size_t na, size_t n, const float* packed, size_t column, float* out,
+                             size_t out_stride) {
   size_t r = 0;
-  for (; r + 4 <= na; r += 4) {
-    size_t c = 0;
-    for (; c + 4 <= nb; c += 4) DotBlock<4, 4>(a + r * n, b + c * n, n, out + r * out_stride + c, out_stride);
-    for (; c < nb; ++c) DotBlock<4, 1>(a + r * n, b + c * n, n, out + r * out_stride + c, out_stride);
-  }
-  for (; r < na; ++r) {
-    size_t c = 0;
-    for (; c + 4 <= nb; c += 4) DotBlock<1, 4>(a + r * n, b + c * n, n, out + r * out_stride + c, out_stride);
-    for (; c < nb; ++c) DotBlock<1, 1>(a + r * n, b + c * n, n, out + r * out_stride + c, out_stride);
-  }
+  for (; r + kRows <= na; r += kRows) PanelTile<kRows, kVecs>(d, a + r * n, n, packed, column, out + r * out_stride, out_stride);
+  for (; r < na; ++r) PanelTile<1, kVecs>(d, a + r * n, n, packed, column, out + r * out_stride, out_stride);
+}
+
+void DotPanelImpl(const float* a, size_t na, const float* packed, size_t columns, size_t n, float* out,
+                  size_t out_stride) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  constexpr size_t kRows = 8, kVecs = 3;  // 24 accumulators of the 32 registers
+#else
+  constexpr size_t kRows = 4, kVecs = 2;  // 8 accumulators: fits 16 registers
+#endif
+  // Columns a panel at a time (kVecs vectors wide, n deep), the panel reused by every row while cached.
+  size_t c = 0;
+  for (; c + kVecs * lanes <= columns; c += kVecs * lanes) PanelColumns<kRows, kVecs>(d, a, na, n, packed, c, out, out_stride);
+  for (; c < columns; c += lanes) PanelColumns<kRows, 1>(d, a, na, n, packed, c, out, out_stride);
 }
 
 void MatvecColumnsImpl(const float* matrix, size_t rows, size_t cols, const float* x, float* out) {
@@ -416,7 +428,7 @@ HWY_EXPORT(SumOfSquaresImpl);
 HWY_EXPORT(FixedOrderDotImpl);
 HWY_EXPORT(FixedOrderSumImpl);
 HWY_EXPORT(MatvecColumnsImpl);
-HWY_EXPORT(DotTileImpl);
+HWY_EXPORT(DotPanelImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(SubtractSumOfSquaresImpl);
@@ -444,8 +456,14 @@ void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* 
   HWY_DYNAMIC_DISPATCH(MatvecColumnsImpl)(matrix, rows, cols, x, out);
 }
 float dot(const float* a, const float* b, size_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
-void dot_tile(const float* a, size_t na, const float* b, size_t nb, size_t n, float* out, size_t out_stride) {
-  HWY_DYNAMIC_DISPATCH(DotTileImpl)(a, na, b, nb, n, out, out_stride);
+void pack_dot_panel(const float* b, size_t nb, size_t n, float* packed) {
+  constexpr size_t kStrip = 16;
+  std::fill(packed, packed + dot_panel_columns(nb) * n, 0.0f);
+  for (size_t j = 0; j < nb; ++j)
+    for (size_t k = 0; k < n; ++k) packed[(j / kStrip) * (n * kStrip) + k * kStrip + j % kStrip] = b[j * n + k];
+}
+void dot_panel(const float* a, size_t na, const float* packed, size_t columns, size_t n, float* out, size_t out_stride) {
+  HWY_DYNAMIC_DISPATCH(DotPanelImpl)(a, na, packed, columns, n, out, out_stride);
 }
 void axpy(float w, const float* x, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(w, x, out, n); }
 float subtract_sum_of_squares(const float* in, const float* centre, float* out, size_t n) {
