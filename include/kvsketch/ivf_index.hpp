@@ -34,6 +34,12 @@ namespace kvsketch {
 // Copies of the vectors kept to re-rank a shortlist: none, fp16, or int8 with a float scale each.
 enum class Refine { kNone, kFp16, kInt8 };
 
+// How the lists hold each vector's norm (or rescale factor): as the codec writes it (fp16 or fp32),
+// or in one byte on a logarithmic scale around a reference per list (log8: steps of 4.4%, at most
+// 2.2% off, clamped beyond 240 times the reference either way; fast-scan lists only). The
+// reference is the median norm of the training vectors the list received.
+enum class ListNorm { kCodec, kLog8 };
+
 struct IvfIndexOptions {
   size_t nlist = 256;
   size_t nprobe = 16;                       // lists scanned per query (1..nlist)
@@ -47,9 +53,11 @@ struct IvfIndexOptions {
   bool fast_scan = true;    // the fast-scan layout where the codec has one
   Refine refine = Refine::kNone;
   size_t k_factor = 4;      // with a refine store: the codes keep k_factor * k for it to re-rank
+  ListNorm norm = ListNorm::kCodec;
 
   // "ivf:nlist=N,nprobe=P,metric=ip|cosine|l2,residual=0|1,iterations=I,max_train=T,seed=S,fast_scan=0|1,
-  // refine=none|fp16|int8,k_factor=F|CODEC": fields optional, the codec after the first '|'.
+  // refine=none|fp16|int8,k_factor=F,norm=codec|log8|CODEC": fields optional, the codec after the
+  // first '|'.
   // Errors name the field.
   static IvfIndexOptions parse(const std::string& factory);
   // The canonical factory string (parse(factory()) gives the same options).
@@ -107,7 +115,8 @@ class IvfIndex {
 
   // Everything held: codes (norms and scales inside, and the fast-scan blocks' padding), ids (8
   // bytes each), l2 norms (2 bytes each, metric l2), the refine store, the centroids (nlist x dim
-  // floats) and their squared norms (nlist floats).
+  // floats), their squared norms (nlist floats) and, with norm=log8, the lists' references (nlist
+  // floats).
   size_t bytes() const;
   size_t bytes_per_vector() const;  // codes + id (+ norm) (+ refine copy)
 

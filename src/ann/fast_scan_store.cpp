@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ann/log_norm.hpp"
 #include "codec/pca_turboquant.hpp"
 #include "codec/spec_of.hpp"
 #include "core/huge_pages.hpp"
@@ -34,11 +35,31 @@ bool FastScanStore::supports(const VectorCodec& codec) {
   return layout && (layout->bits == 1 || layout->bits == 2 || layout->bits == 4);
 }
 
-FastScanStore::FastScanStore(const VectorCodec& codec)
-    : codec_(as_turboquant(codec)), layout_(*codec_.scan_layout()), dim_(codec.dim()) {
+FastScanStore::FastScanStore(const VectorCodec& codec, bool log_norms)
+    : codec_(as_turboquant(codec)), layout_(*codec_.scan_layout()), dim_(codec.dim()), log_norms_(log_norms) {
   const size_t nibbles = 2 * layout_.index_bytes;
   groups_ = (nibbles + simd::kFastScanGroupPad - 1) / simd::kFastScanGroupPad * simd::kFastScanGroupPad;
   tail_bytes_ = codec.code_bytes() - layout_.index_bytes;
+  if (log_norms) {
+    require(tail_bytes_ == norm_bytes(layout_.norm) && layout_.norm_offset == layout_.index_bytes,
+            "fast scan: codec {} keeps more than a norm after its indices; its norms cannot be log-coded", SpecOf{codec});
+    tail_bytes_ = 1;
+  }
+}
+
+void FastScanStore::set_reference(float reference) {
+  require(log_norms_, "fast scan: a reference without log-coded norms");
+  require(rows_ == 0, "fast scan: the reference of log-coded norms changes only while the store is empty");
+  require(std::isfinite(reference) && reference > 0.0f, "fast scan: the norms' reference {} is not finite and positive",
+          reference);
+  reference_ = reference;
+}
+
+void FastScanStore::store_tail(const uint8_t* row, bool stored, uint8_t* out) const {
+  if (stored || !log_norms_)
+    std::copy_n(row + layout_.index_bytes, tail_bytes_, out);
+  else
+    *out = log_norm::encode(load_norm(layout_.norm, row + layout_.norm_offset), reference_);
 }
 
 uint8_t FastScanStore::nibble(size_t row, size_t group) const {
@@ -53,6 +74,7 @@ void FastScanStore::set_nibble(size_t row, size_t group, uint8_t value) {
 }
 
 float FastScanStore::scale(size_t row) const {
+  if (log_norms_) return log_norm::decode(tails_[row], reference_);
   return load_norm(layout_.norm, tails_.data() + row * tail_bytes_ + (layout_.norm_offset - layout_.index_bytes));
 }
 
@@ -63,7 +85,13 @@ size_t FastScanStore::first_non_finite_row() const {
 }
 
 void FastScanStore::append(const CodeBuffer& encoded) {
-  const size_t n = encoded.size(), total = rows_ + n, block_bytes = groups_ * 16;
+  append_rows(encoded.data().data(), encoded.code_bytes(), encoded.size(), false);
+}
+
+void FastScanStore::append_stored(const uint8_t* rows, size_t n) { append_rows(rows, row_bytes(), n, true); }
+
+void FastScanStore::append_rows(const uint8_t* encoded, size_t row_stride, size_t n, bool stored) {
+  const size_t total = rows_ + n, block_bytes = groups_ * 16;
   // New bytes are not zeroed by resize: the whole blocks packed below are written in full, and the
   // blocks that rows fill one at a time (read-modify-write of nibbles) are zeroed here.
   const size_t old_bytes = blocks_.size(), whole_blocks = rows_ % kBlockRows == 0 ? n / kBlockRows : 0;
@@ -75,14 +103,13 @@ void FastScanStore::append(const CodeBuffer& encoded) {
   for (; rows_ % kBlockRows == 0 && i + kBlockRows <= n; i += kBlockRows, rows_ += kBlockRows) {
     uint8_t* block = blocks_.data() + (rows_ / kBlockRows) * groups_ * 16;
     const uint8_t* rows[kBlockRows];
-    for (size_t j = 0; j < kBlockRows; ++j) rows[j] = encoded.row(i + j);
+    for (size_t j = 0; j < kBlockRows; ++j) rows[j] = encoded + (i + j) * row_stride;
     simd::fast_scan_pack_block(rows, layout_.index_bytes, block);
-    for (size_t j = 0; j < kBlockRows; ++j)
-      std::copy_n(rows[j] + layout_.index_bytes, tail_bytes_, tails_.data() + (rows_ + j) * tail_bytes_);
+    for (size_t j = 0; j < kBlockRows; ++j) store_tail(rows[j], stored, tails_.data() + (rows_ + j) * tail_bytes_);
   }
   for (; i < n; ++i, ++rows_) {
     const size_t r = rows_;
-    const uint8_t* row = encoded.row(i);
+    const uint8_t* row = encoded + i * row_stride;
     // Nibble g of the row goes to byte g * 16 of its block's slot (rows 16..31: the high half).
     uint8_t* slot = blocks_.data() + (r / kBlockRows) * groups_ * 16 + r % 16;
     const bool high = r % kBlockRows >= 16;
@@ -93,7 +120,7 @@ void FastScanStore::append(const CodeBuffer& encoded) {
       *a = high ? static_cast<uint8_t>((*a & 0x0F) | (low_nibble << 4)) : static_cast<uint8_t>((*a & 0xF0) | low_nibble);
       *b = high ? static_cast<uint8_t>((*b & 0x0F) | (high_nibble << 4)) : static_cast<uint8_t>((*b & 0xF0) | high_nibble);
     }
-    std::copy_n(row + layout_.index_bytes, tail_bytes_, tails_.data() + r * tail_bytes_);
+    store_tail(row, stored, tails_.data() + r * tail_bytes_);
   }
 }
 

@@ -2,7 +2,8 @@
 // kernel (simd/fast_scan_kernels.hpp): each row's packed indices cut into 4-bit groups (one
 // coordinate at 4 bits, two at 2, four at 1) and transposed into blocks of 32 rows, plus each row's
 // trailing bytes (its norm or rescale factor). Same bytes per vector as the codec's rows, plus the
-// zero padding of the last block.
+// zero padding of the last block; or, with log-coded norms (ann/log_norm.hpp), the norm in one byte
+// around the store's reference.
 //
 // Scoring: per query, 16-entry float tables per group (<rotated q, centroids>), quantized to bytes
 // for the integer scan; the best candidates of the scan are then re-scored with the float tables,
@@ -22,16 +23,25 @@ class FastScanStore {
   // Whether codec has a layout this store can hold (TurboQuant_mse at 1, 2 or 4 bits, or tq_pca
   // while it is that codec).
   static bool supports(const VectorCodec& codec);
-  explicit FastScanStore(const VectorCodec& codec);
+  // log_norms: keep each norm in one byte around reference() (the codec's norm must be its whole tail).
+  explicit FastScanStore(const VectorCodec& codec, bool log_norms = false);
 
   size_t rows() const { return rows_; }
   size_t bytes_per_vector() const { return groups_ * 16 / simd::kFastScanBlockRows + tail_bytes_; }
   size_t bytes() const { return blocks_.size() + tails_.size(); }
+  // Bytes of a row as stored (copy_row, append_stored): the codec's code_bytes, or its index bytes
+  // and one byte with log-coded norms.
+  size_t row_bytes() const { return layout_.index_bytes + tail_bytes_; }
+  bool log_norms() const { return log_norms_; }
+  float reference() const { return reference_; }
+  // Before any row is appended: the reference of log-coded norms (finite, > 0).
+  void set_reference(float reference);
 
-  void append(const CodeBuffer& encoded);
+  void append(const CodeBuffer& encoded);  // rows as the codec writes them
+  void append_stored(const uint8_t* rows, size_t n);  // rows as stored (row_bytes each)
   void reserve(size_t rows);
   void move_row(size_t from, size_t to);  // row `to` becomes a copy of row `from`
-  // Row `row` in the codec's row layout (code_bytes), as its encoder wrote it.
+  // Row `row` as stored (row_bytes): as the encoder wrote it, its norm log-coded if so.
   void copy_row(size_t row, uint8_t* out) const;
   void truncate(size_t rows);
 
@@ -60,10 +70,15 @@ class FastScanStore {
   uint8_t nibble(size_t row, size_t group) const;
   void set_nibble(size_t row, size_t group, uint8_t value);
   float scale(size_t row) const;
+  // Appends n rows of row_stride bytes; their tails are as stored, or the codec's (log-coded here).
+  void append_rows(const uint8_t* rows, size_t row_stride, size_t n, bool stored);
+  void store_tail(const uint8_t* row, bool stored, uint8_t* out) const;
 
   const TurboQuant& codec_;
   TurboQuant::ScanLayout layout_;
-  size_t dim_, groups_, tail_bytes_, rows_ = 0;
+  size_t dim_, groups_, tail_bytes_, rows_ = 0;  // tail_bytes_: as stored
+  bool log_norms_ = false;
+  float reference_ = 1.0f;
   UninitializedBytes blocks_, tails_;  // grown without zero fill: append writes every new byte
 };
 

@@ -4,6 +4,7 @@
 
 #include "ann/ivf_state.hpp"
 #include "ann/kmeans.hpp"
+#include "ann/log_norm.hpp"
 #include "core/require.hpp"
 #include "core/thread_scope.hpp"
 #include "kvsketch/half.hpp"
@@ -31,8 +32,12 @@ IvfIndex::State::State(size_t dim_, IvfIndexOptions options_) : dim(dim_), optio
   require(options.k_factor >= 1 && options.k_factor <= 1024, "IvfIndex: k_factor must be in 1..1024, got {}",
           options.k_factor);
   fast_scan = options.fast_scan && FastScanStore::supports(*codec);
+  const bool log_norms = options.norm == ListNorm::kLog8;
+  require(!log_norms || fast_scan,
+          "IvfIndex: norm=log8 needs fast-scan lists (tq_mse at 1, 2 or 4 bits, fast_scan=1), not {}{}", options.codec,
+          options.fast_scan ? "" : " with fast_scan=0");
   lists.reserve(options.nlist);
-  for (size_t c = 0; c < options.nlist; ++c) lists.emplace_back(*codec, fast_scan, options.refine);
+  for (size_t c = 0; c < options.nlist; ++c) lists.emplace_back(*codec, fast_scan, log_norms, options.refine);
 }
 
 size_t IvfIndex::State::kept_by_codes(size_t k) const {
@@ -45,9 +50,9 @@ size_t IvfIndex::State::kept_by_scan(size_t k) const {
   return fast_scan ? 2 * keep + 32 : keep;
 }
 
-IvfList::IvfList(const VectorCodec& codec, bool fast_scan, Refine refine_kind)
+IvfList::IvfList(const VectorCodec& codec, bool fast_scan, bool log_norms, Refine refine_kind)
     : codes(codec.code_bytes()), refine(refine_kind, codec.dim()) {
-  if (fast_scan) fast = std::make_unique<FastScanStore>(codec);
+  if (fast_scan) fast = std::make_unique<FastScanStore>(codec, log_norms);
 }
 
 void IvfList::append_codes(const CodeBuffer& encoded) {
@@ -55,6 +60,13 @@ void IvfList::append_codes(const CodeBuffer& encoded) {
     fast->append(encoded);
   else
     codes.data().insert(codes.data().end(), encoded.data().begin(), encoded.data().end());
+}
+
+void IvfList::append_stored(const uint8_t* rows, size_t n) {
+  if (fast)
+    fast->append_stored(rows, n);
+  else
+    codes.data().insert(codes.data().end(), rows, rows + n * codes.code_bytes());
 }
 
 void IvfList::copy_code(size_t row, uint8_t* out) const {
@@ -144,6 +156,27 @@ void IvfIndex::train(const float* x, size_t n) {
   sample = s.prepared_rows(sample.data(), n);
   s.centroids = train_kmeans(sample.data(), n, s.dim, nlist, s.options.iterations, s.options.seed);
   s.centroid_squares = squared_norms(s.centroids, s.dim);
+  if (s.options.norm == ListNorm::kLog8) s.set_norm_references(sample.data(), n);
+}
+
+void IvfIndex::State::set_norm_references(const float* sample, size_t n) {
+  // Each list's reference: the median norm of what the codec will store for the training vectors
+  // it receives (their residuals, or themselves), or the median over all lists for a list that
+  // receives none.
+  std::vector<uint32_t> assignment(n);
+  assign_nearest(sample, n, dim, centroids, centroid_squares, assignment.data());
+  std::vector<std::vector<float>> norms(options.nlist);
+  std::vector<float> all(n), residual(dim);
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = sample + i * dim;
+    const float* centroid = centroids.data() + assignment[i] * dim;
+    for (size_t j = 0; j < dim; ++j) residual[j] = options.residual ? row[j] - centroid[j] : row[j];
+    all[i] = std::sqrt(simd::sum_of_squares(residual.data(), dim));
+    norms[assignment[i]].push_back(all[i]);
+  }
+  const float overall = log_norm::reference_of(all.data(), n, 1.0f);
+  for (size_t c = 0; c < options.nlist; ++c)
+    lists[c].fast->set_reference(log_norm::reference_of(norms[c].data(), norms[c].size(), overall));
 }
 
 void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
@@ -244,13 +277,14 @@ int64_t IvfIndex::first_present(const int64_t* ids, size_t n) const {
 
 size_t IvfIndex::bytes_per_vector() const {
   const State& s = *state_;
-  return s.codec->code_bytes() + sizeof(int64_t) + (s.options.metric == Metric::kL2 ? 2 : 0) +
+  return s.lists.front().stored_row_bytes() + sizeof(int64_t) + (s.options.metric == Metric::kL2 ? 2 : 0) +
          s.lists.front().refine.bytes_per_vector();
 }
 
 size_t IvfIndex::bytes() const {
   const State& s = *state_;
   size_t total = (s.centroids.size() + s.centroid_squares.size()) * sizeof(float);
+  if (s.options.norm == ListNorm::kLog8 && s.trained()) total += s.options.nlist * sizeof(float);  // references
   for (const IvfList& list : s.lists)
     total += list.code_bytes_held() + list.ids.size() * sizeof(int64_t) + list.norms.size() * 2 +
              list.rows() * list.refine.bytes_per_vector();

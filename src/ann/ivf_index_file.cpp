@@ -1,11 +1,12 @@
 // IvfIndex::save and IvfIndex::load. File layout (little-endian), checked_file.hpp framing:
 //   "KVSKETCH" "IVFINDEX"   magic, 16 bytes
-//   u32 version (2), u32 reserved
+//   u32 version (3), u32 reserved
 //   u64 dim, nlist, nprobe, metric, residual, iterations, max_train, seed, fast_scan, refine,
-//       k_factor, next id, rows, trained
+//       k_factor, norm, next id, rows, trained
 //   codec spec (u64 length, bytes)
 //   centroids (nlist x dim floats, when trained)
-//   per list: u64 rows, codes (rows x code_bytes, the codec's row layout whatever the lists'),
+//   per list: u64 rows, with norm=log8 (when trained) the f32 reference of its norms, codes (rows
+//     x the codec's row layout, the norm in one byte with norm=log8; the same whatever the lists'),
 //     ids (rows x i64), norms (rows x fp16, metric l2), refine copies (rows x dim fp16, or
 //     rows x dim i8 then rows x f32 scales)
 //   trailer: u64 payload bytes, u32 CRC-32, u32 reserved
@@ -23,7 +24,7 @@ namespace kvsketch {
 namespace {
 
 constexpr char kMagic[16] = {'K', 'V', 'S', 'K', 'E', 'T', 'C', 'H', 'I', 'V', 'F', 'I', 'N', 'D', 'E', 'X'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 
 }  // namespace
 
@@ -65,13 +66,15 @@ void IvfIndexFile::write(const IvfIndex::State& s, BinaryWriter& out) {
        {uint64_t{s.dim}, uint64_t{s.options.nlist}, uint64_t{s.options.nprobe}, uint64_t(s.options.metric),
         uint64_t{s.options.residual}, uint64_t{s.options.iterations}, uint64_t{s.options.max_train}, s.options.seed,
         uint64_t{s.options.fast_scan}, uint64_t(s.options.refine), uint64_t{s.options.k_factor},
-        static_cast<uint64_t>(s.next_id), uint64_t{s.rows}, uint64_t{s.trained()}})
+        uint64_t(s.options.norm), static_cast<uint64_t>(s.next_id), uint64_t{s.rows}, uint64_t{s.trained()}})
     out.u64(field);
   out.text(s.options.codec);
   out.raw(s.centroids.data(), s.centroids.size() * sizeof(float));
-  std::vector<uint8_t> code(s.codec->code_bytes());
+  const bool references = s.options.norm == ListNorm::kLog8 && s.trained();
   for (const IvfList& list : s.lists) {
+    std::vector<uint8_t> code(list.stored_row_bytes());
     out.u64(list.rows());
+    if (references) out.f32(list.fast->reference());
     for (size_t row = 0; row < list.rows(); ++row) {
       list.copy_code(row, code.data());
       out.raw(code.data(), code.size());
@@ -111,6 +114,9 @@ IvfIndex IvfIndexFile::read(const std::vector<uint8_t>& bytes, size_t end, const
   require(refine <= uint64_t(Refine::kInt8), "load: {} has refine store kind {}, which is none", path, refine);
   options.refine = static_cast<Refine>(refine);
   options.k_factor = in.u64("k_factor");
+  const uint64_t norm = in.u64("norm");
+  require(norm <= uint64_t(ListNorm::kLog8), "load: {} has list norm kind {}, which is none", path, norm);
+  options.norm = static_cast<ListNorm>(norm);
   const uint64_t next_id = in.u64("next id");
   const uint64_t rows = in.u64("rows");
   const uint64_t trained = in.u64("trained");
@@ -128,19 +134,30 @@ IvfIndex IvfIndexFile::read(const std::vector<uint8_t>& bytes, size_t end, const
     s.centroid_squares = squared_norms(s.centroids, dim);
   }
   std::unordered_set<int64_t> ids;
-  const size_t code_bytes = s.codec->code_bytes();
   for (IvfList& list : s.lists) {
     const uint64_t count = in.u64("list rows");
     require(count <= rows && (count == 0 || trained), "load: {} has a list of {} rows in an index of {}", path, count,
             rows);
+    if (trained && options.norm == ListNorm::kLog8) {
+      const float reference = in.f32("norm reference");
+      require(std::isfinite(reference) && reference > 0.0f, "load: {} has a list norm reference {}", path, reference);
+      list.fast->set_reference(reference);
+    }
+    const size_t code_bytes = list.stored_row_bytes();
     require(count <= in.remaining() / code_bytes, "load: {} is truncated or corrupted: a list claims {} rows", path,
             count);
     const uint8_t* codes = in.take(count * code_bytes, "codes");
-    CodeBuffer rows_read(code_bytes);
-    rows_read.data().assign(codes, codes + count * code_bytes);
-    const size_t bad = s.codec->first_non_finite_row(rows_read);
-    require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
-    list.append_codes(rows_read);
+    if (!list.fast) {
+      CodeBuffer rows_read(code_bytes);
+      rows_read.data().assign(codes, codes + count * code_bytes);
+      const size_t bad = s.codec->first_non_finite_row(rows_read);
+      require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
+    }
+    list.append_stored(codes, count);
+    if (list.fast) {
+      const size_t bad = list.fast->first_non_finite_row();
+      require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
+    }
     in.into(list.ids, count, "ids");
     for (int64_t id : list.ids)
       require(id >= 0 && (id < s.next_id || id == INT64_MAX) && id <= s.next_id && ids.insert(id).second,

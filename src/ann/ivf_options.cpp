@@ -1,5 +1,5 @@
 // IvfIndexOptions::parse and factory():
-// "ivf:nlist=N,nprobe=P,metric=M,residual=R,iterations=I,max_train=T,seed=S,fast_scan=F,refine=R,k_factor=K|CODEC".
+// "ivf:nlist=N,nprobe=P,metric=M,residual=R,iterations=I,max_train=T,seed=S,fast_scan=F,refine=R,k_factor=K,norm=N|CODEC".
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,6 +60,9 @@ IvfIndexOptions IvfIndexOptions::parse(const std::string& factory) {
       options.fast_scan = value == "1";
     } else if (name == "k_factor") {
       options.k_factor = parse_number(value, name);
+    } else if (name == "norm") {
+      require(value == "codec" || value == "log8", "ivf factory: norm={} is not codec or log8", value);
+      options.norm = value == "log8" ? ListNorm::kLog8 : ListNorm::kCodec;
     } else if (name == "refine") {
       try {
         options.refine = parse_refine(value);
@@ -74,7 +77,7 @@ IvfIndexOptions IvfIndexOptions::parse(const std::string& factory) {
       }
     } else {
       require(false, "ivf factory: unknown field '{}' (nlist, nprobe, metric, residual, iterations, max_train, "
-              "seed, fast_scan, refine, k_factor)", name);
+              "seed, fast_scan, refine, k_factor, norm)", name);
     }
   }
   require(options.nlist >= 1, "ivf factory: nlist must be >= 1");
@@ -86,9 +89,9 @@ IvfIndexOptions IvfIndexOptions::parse(const std::string& factory) {
 }
 
 std::string IvfIndexOptions::factory() const {
-  return fmt::format("ivf:nlist={},nprobe={},metric={},residual={},iterations={},max_train={},seed={},fast_scan={},refine={},k_factor={}|{}",
+  return fmt::format("ivf:nlist={},nprobe={},metric={},residual={},iterations={},max_train={},seed={},fast_scan={},refine={},k_factor={},norm={}|{}",
                      nlist, nprobe, metric_name(metric), residual ? 1 : 0, iterations, max_train, seed, fast_scan ? 1 : 0,
-                     refine_name(refine), k_factor, codec);
+                     refine_name(refine), k_factor, norm == ListNorm::kLog8 ? "log8" : "codec", codec);
 }
 
 }  // namespace kvsketch

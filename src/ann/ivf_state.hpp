@@ -17,10 +17,13 @@ struct IvfList {
   std::vector<uint16_t> norms;  // metric l2: fp16 ||x|| per row
   RefineStore refine;
 
-  IvfList(const VectorCodec& codec, bool fast_scan, Refine refine_kind);
+  IvfList(const VectorCodec& codec, bool fast_scan, bool log_norms, Refine refine_kind);
   size_t rows() const { return ids.size(); }
-  void append_codes(const CodeBuffer& encoded);
-  // Row `row` in the codec's row layout (files hold that layout).
+  void append_codes(const CodeBuffer& encoded);  // rows as the codec writes them
+  // Bytes of a row as the list stores it (files hold that layout): the codec's row layout, its norm
+  // in one byte with log-coded norms.
+  size_t stored_row_bytes() const { return fast ? fast->row_bytes() : codes.code_bytes(); }
+  void append_stored(const uint8_t* rows, size_t n);
   void copy_code(size_t row, uint8_t* out) const;
   size_t code_bytes_held() const;
   // Keeps the rows whose flag is set, in order.
@@ -40,6 +43,8 @@ struct IvfIndex::State {
 
   State(size_t dim_, IvfIndexOptions options_);
   bool trained() const { return !centroids.empty(); }
+  // With norm=log8, after training on the sample: each list's reference.
+  void set_norm_references(const float* sample, size_t n);
   // Rows as stored: normalized for cosine.
   std::vector<float> prepared_rows(const float* x, size_t n) const;
   // Candidates kept per query by the code scan, and by the codec's estimate before refinement.

@@ -21,6 +21,7 @@ class BinaryWriter {
   }
   void u64(uint64_t v) { raw(&v, 8); }
   void u32(uint32_t v) { raw(&v, 4); }
+  void f32(float v) { raw(&v, 4); }
   void text(const std::string& s) {
     u64(s.size());
     raw(s.data(), s.size());
@@ -50,6 +51,11 @@ class BinaryReader {
   }
   uint32_t u32(const char* what) {
     uint32_t v;
+    std::memcpy(&v, take(4, what), 4);
+    return v;
+  }
+  float f32(const char* what) {
+    float v;
     std::memcpy(&v, take(4, what), 4);
     return v;
   }
