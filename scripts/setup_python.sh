@@ -5,11 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
-pins=(numpy==2.1.3 pybind11==2.13.6 pytest==8.3.3)
-if [ -x .venv/bin/python ] && .venv/bin/python -m pip freeze 2>/dev/null | grep -qx "numpy==2.1.3" &&
-   .venv/bin/python -m pip freeze | grep -qx "pybind11==2.13.6" && .venv/bin/python -m pip freeze | grep -qx "pytest==8.3.3"; then
-  echo "setup_python: .venv has ${pins[*]}"
-  exit 0
+# mpi4py (kvsketch.mpi): its binary wheel loads the MPI library at run time, Debian's Open MPI
+# from scripts/setup.sh.
+pins=(numpy==2.1.3 pybind11==2.13.6 pytest==8.3.3 mpi4py==4.1.2)
+if [ -x .venv/bin/python ]; then
+  frozen=$(.venv/bin/python -m pip freeze 2>/dev/null || true)
+  missing=0
+  for pin in "${pins[@]}"; do grep -qx "$pin" <<< "$frozen" || missing=1; done
+  if [ "$missing" = 0 ]; then
+    echo "setup_python: .venv has ${pins[*]}"
+    exit 0
+  fi
 fi
 "$python" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check "${pins[@]}"

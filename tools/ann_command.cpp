@@ -126,7 +126,8 @@ void run_bench(const BenchArguments& args) {
                      {"dim", data.base.cols}, {"base", data.base.rows}, {"queries", data.queries.rows}, {"k", args.k},
                      {"parameter", r.parameter}, {"value", r.value}, {"threads", r.threads}, {"recall", r.recall},
                      {"qps_single", r.qps_single}, {"qps_batch", r.qps_batch}, {"train_s", r.train_s},
-                     {"add_s", r.add_s}, {"bytes_per_vector", r.bytes_per_vector}});
+                     {"add_s", r.add_s}, {"bytes_per_vector", r.bytes_per_vector},
+                     {"vector_bytes", r.vector_bytes}});
     std::cout << out.dump(2) << "\n";
     return;
   }

@@ -128,6 +128,14 @@ void bind_index(py::module_& module) {
           "(D, I) over the nprobe lists nearest each query (0: the factory's nprobe).")
       .def(
           "remove_ids", [](IvfIndex& index, const py::array& ids) { return remove_rows(index, ids); }, py::arg("ids"))
+      .def(
+          "first_present",
+          [](const IvfIndex& index, const py::array& ids) {
+            const int64_t* id = typed_data<int64_t>(ids, "ids", "int64");
+            const std::vector<size_t> shape = check_shape(ids, "ids", {-1});
+            return index.first_present(id, shape[0]);
+          },
+          py::arg("ids"), "The first of these ids that is stored, or -1 when none is.")
       .def("bytes", &IvfIndex::bytes)
       .def("save", &IvfIndex::save, py::arg("path"))
       .def_static("load", &IvfIndex::load, py::arg("path"))

@@ -37,7 +37,7 @@ struct BenchedIndex {
   std::string parameter;                         // of the curve
   std::function<void(size_t value)> set;         // the curve's parameter
   std::function<Neighbors(const float*, size_t, size_t)> search;  // queries, count, k
-  double train_s = 0, add_s = 0, bytes_per_vector = 0;
+  double train_s = 0, add_s = 0, bytes_per_vector = 0, vector_bytes = 0;
   size_t max_value = 0;  // the curve stops here (nlist)
 };
 
@@ -56,6 +56,7 @@ std::unique_ptr<BenchedIndex> build_ours(const std::string& factory, const AnnDa
   index->add(base.data(), n);
   bench->add_s = seconds_since(start);
   bench->bytes_per_vector = static_cast<double>(index->bytes()) / static_cast<double>(n);
+  bench->vector_bytes = static_cast<double>(index->bytes_per_vector());
   bench->parameter = "nprobe";
   bench->max_value = options.nlist;
   auto nprobe = std::make_shared<size_t>(options.nprobe);
@@ -148,6 +149,7 @@ std::vector<AnnBenchRow> run_ann_bench(const AnnDataset& data, const AnnBenchCon
         row.train_s = index->train_s;
         row.add_s = index->add_s;
         row.bytes_per_vector = index->bytes_per_vector;
+        row.vector_bytes = index->vector_bytes;
         std::vector<double> single_s, batch_s;
         Neighbors found;
         for (size_t r = 0; r < config.repetitions; ++r) {

@@ -33,6 +33,7 @@ struct AnnBenchRow {
   double qps_batch = 0;          // all queries in one call
   double train_s = 0, add_s = 0; // the build (on every thread)
   double bytes_per_vector = 0;   // everything the index holds (its file for FAISS) / vectors
+  double vector_bytes = 0;       // kvsketch's own: what each vector adds (IvfIndex::bytes_per_vector)
 };
 
 std::vector<AnnBenchRow> run_ann_bench(const AnnDataset& data, const AnnBenchConfig& config);
