@@ -135,6 +135,70 @@ TEST(IvfIndex, SameBitsOnAnyThreadCountAndAfterSaveAndLoad) {
   std::remove(path.c_str());
 }
 
+// map: the lists' arrays stay in the file's pages (mapped_bytes), searches give load's bits, a
+// list copies its arrays when it changes (then answers as a loaded index changed the same way),
+// the mapping outlives the file's name, and damaged files are refused as by load.
+TEST(IvfIndex, MappedIndexSearchesInPlaceAndCopiesOnChange) {
+  const std::vector<float> x = clustered(2000, 21), queries = clustered(30, 22);
+  const std::string path = testing::TempDir() + "/ivf_map_test.kvivf";
+  for (const char* factory : {"ivf:nlist=20,nprobe=5,metric=l2,refine=int8|tq_mse:b=4",
+                              "ivf:nlist=20,nprobe=5,norm=log8,refine=fp16|tq_mse:b=2,rescale=1",
+                              "ivf:nlist=20,nprobe=5,fast_scan=0|int8"}) {
+    IvfIndex built(kDim, IvfIndexOptions::parse(factory));
+    built.train(x.data(), 2000);
+    built.add(x.data(), 1500);
+    built.save(path);
+    IvfIndex loaded = IvfIndex::load(path);
+    IvfIndex mapped = IvfIndex::map(path);
+    EXPECT_EQ(loaded.mapped_bytes(), 0u);
+    EXPECT_EQ(mapped.bytes(), loaded.bytes());
+    // Everything but the centroids (and, in the row layout, the codes) stays in the file.
+    const size_t centroids = (20 * kDim + 20) * 4 + (std::string(factory).find("log8") != std::string::npos ? 80 : 0);
+    const size_t copied = std::string(factory).find("fast_scan=0") != std::string::npos ? 1500 * mapped.codec().code_bytes() : 0;
+    EXPECT_EQ(mapped.mapped_bytes() + centroids + copied, mapped.bytes()) << factory;
+    std::remove(path.c_str());  // the mapping keeps the pages
+    const Neighbors a = loaded.search(queries.data(), 30, 10), b = mapped.search(queries.data(), 30, 10);
+    EXPECT_EQ(a.ids, b.ids) << factory;
+    EXPECT_EQ(a.scores, b.scores) << factory;
+    // Changes copy the touched lists out of the mapping.
+    const int64_t doomed[] = {3, 500, 1499};
+    EXPECT_EQ(loaded.remove(doomed, 3), 3u);
+    EXPECT_EQ(mapped.remove(doomed, 3), 3u);
+    loaded.add(x.data() + 1500 * kDim, 500);
+    mapped.add(x.data() + 1500 * kDim, 500);
+    EXPECT_LT(mapped.mapped_bytes(), loaded.bytes() / 10) << "every list took rows and left the mapping";
+    const Neighbors c = loaded.search(queries.data(), 30, 10), d = mapped.search(queries.data(), 30, 10);
+    EXPECT_EQ(c.ids, d.ids) << factory;
+    EXPECT_EQ(c.scores, d.scores) << factory;
+    EXPECT_EQ(mapped.to_bytes(), loaded.to_bytes());
+  }
+  // Damage is refused as by load, naming the file.
+  IvfIndex small(kDim, IvfIndexOptions::parse("ivf:nlist=4|tq_mse:b=4"));
+  small.train(x.data(), 100);
+  small.add(x.data(), 100);
+  small.save(path);
+  std::vector<char> bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::vector<char> corrupt = bytes;
+  corrupt[bytes.size() / 2] = static_cast<char>(corrupt[bytes.size() / 2] ^ 1);
+  std::ofstream(path, std::ios::binary).write(corrupt.data(), static_cast<std::streamsize>(corrupt.size()));
+  EXPECT_THROW(IvfIndex::map(path), Error);
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  EXPECT_THROW(IvfIndex::map(path), Error);
+  std::ofstream(path, std::ios::binary).close();
+  EXPECT_THROW(IvfIndex::map(path), Error);  // empty
+  std::remove(path.c_str());
+  try {
+    IvfIndex::map(path);
+    ADD_FAILURE() << "a missing file was mapped";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
+  }
+}
+
 TEST(IvfIndex, IdsRemovalAndBytes) {
   const std::vector<float> x = clustered(500, 7);
   IvfIndex index(kDim, IvfIndexOptions::parse("ivf:nlist=10,nprobe=10,metric=l2|tq_mse:b=4"));

@@ -119,11 +119,19 @@ class IvfIndex {
   // floats).
   size_t bytes() const;
   size_t bytes_per_vector() const;  // codes + id (+ norm) (+ refine copy)
+  // Of bytes(), those used in place in a mapped file's pages (0 unless made by map).
+  size_t mapped_bytes() const;
 
   // Versioned file with a CRC-32; load refuses truncated, corrupted or inconsistent files. The
   // bytes form is the same file image, for sending an index to other processes.
   void save(const std::string& path) const;
   static IvfIndex load(const std::string& path);
+  // The same file mapped read-only instead of read: the lists' codes, ids, norms and refine copies
+  // are used where they lie in the file's pages (shared by every process that maps the file, paged
+  // in as searches touch them; codes in the row layout are copied). A list copies its arrays into
+  // memory the first time it changes (add, remove). The checksum and the contents are checked as
+  // by load, which reads the file once. The file must not change while mapped.
+  static IvfIndex map(const std::string& path);
   std::vector<uint8_t> to_bytes() const;
   static IvfIndex from_bytes(const std::vector<uint8_t>& bytes, const std::string& what = "IVF index bytes");
 

@@ -231,6 +231,9 @@ KVS_API kvs_status kvs_ivf_index_size(const kvs_ivf_index* index, size_t* size);
 KVS_API kvs_status kvs_ivf_index_bytes(const kvs_ivf_index* index, size_t* bytes);
 KVS_API kvs_status kvs_ivf_index_save(const kvs_ivf_index* index, const char* path);
 KVS_API kvs_status kvs_ivf_index_load(const char* path, kvs_ivf_index** index);
+/* The file mapped read-only: the lists are searched where they lie in its pages (shared between
+ * processes); a list is copied into memory when it changes. The file must not change meanwhile. */
+KVS_API kvs_status kvs_ivf_index_map(const char* path, kvs_ivf_index** index);
 
 #ifdef __cplusplus
 }

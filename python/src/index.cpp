@@ -137,8 +137,11 @@ void bind_index(py::module_& module) {
           },
           py::arg("ids"), "The first of these ids that is stored, or -1 when none is.")
       .def("bytes", &IvfIndex::bytes)
+      .def("mapped_bytes", &IvfIndex::mapped_bytes, "Of bytes(), those used in place in a mapped file.")
       .def("save", &IvfIndex::save, py::arg("path"))
       .def_static("load", &IvfIndex::load, py::arg("path"))
+      .def_static("map", &IvfIndex::map, py::arg("path"),
+                  "The file mapped read-only: lists searched in its pages, copied when they change.")
       .def(
           "to_bytes",
           [](const IvfIndex& index) {

@@ -323,6 +323,13 @@ def test_ivf_index_finds_what_exact_search_finds():
         again = kvsketch.IvfIndex.load(path)
         assert np.array_equal(again.search(queries, 10)[1], index.search(queries, 10)[1])
         assert again.factory == index.factory
+        mapped = kvsketch.IvfIndex.map(path)  # searched in the file's pages
+        assert again.mapped_bytes() == 0 and mapped.mapped_bytes() > 0.9 * (mapped.bytes() - 31 * 32 * 4)
+        assert mapped.search(queries, 10)[1].tobytes() == again.search(queries, 10)[1].tobytes()
+        assert mapped.search(queries, 10)[0].tobytes() == again.search(queries, 10)[0].tobytes()
+        del mapped
+    with pytest.raises(kvsketch.Error, match="nothing-here"):
+        kvsketch.IvfIndex.map("/nonexistent/nothing-here.kvivf")
     with pytest.raises(kvsketch.Error, match="ivf factory"):
         kvsketch.IvfIndex(32, "ivf:nlist=x")
     with pytest.raises(kvsketch.Error, match="before train"):

@@ -68,7 +68,7 @@ uint8_t FastScanStore::nibble(size_t row, size_t group) const {
 }
 
 void FastScanStore::set_nibble(size_t row, size_t group, uint8_t value) {
-  uint8_t& byte = blocks_[((row / kBlockRows) * groups_ + group) * 16 + row % 16];
+  uint8_t& byte = blocks_.mutate()[((row / kBlockRows) * groups_ + group) * 16 + row % 16];
   byte = row % kBlockRows < 16 ? static_cast<uint8_t>((byte & 0xF0) | value)
                                : static_cast<uint8_t>((byte & 0x0F) | (value << 4));
 }
@@ -94,24 +94,25 @@ void FastScanStore::append_rows(const uint8_t* encoded, size_t row_stride, size_
   const size_t total = rows_ + n, block_bytes = groups_ * 16;
   // New bytes are not zeroed by resize: the whole blocks packed below are written in full, and the
   // blocks that rows fill one at a time (read-modify-write of nibbles) are zeroed here.
-  const size_t old_bytes = blocks_.size(), whole_blocks = rows_ % kBlockRows == 0 ? n / kBlockRows : 0;
-  blocks_.resize((total + kBlockRows - 1) / kBlockRows * block_bytes);
-  std::fill(blocks_.begin() + static_cast<std::ptrdiff_t>(old_bytes + whole_blocks * block_bytes), blocks_.end(), 0);
-  tails_.resize(total * tail_bytes_);
+  auto &blocks = blocks_.mutate(), &tails = tails_.mutate();
+  const size_t old_bytes = blocks.size(), whole_blocks = rows_ % kBlockRows == 0 ? n / kBlockRows : 0;
+  blocks.resize((total + kBlockRows - 1) / kBlockRows * block_bytes);
+  std::fill(blocks.begin() + static_cast<std::ptrdiff_t>(old_bytes + whole_blocks * block_bytes), blocks.end(), 0);
+  tails.resize(total * tail_bytes_);
   size_t i = 0;
   // Whole blocks of 32 rows, transposed at once.
   for (; rows_ % kBlockRows == 0 && i + kBlockRows <= n; i += kBlockRows, rows_ += kBlockRows) {
-    uint8_t* block = blocks_.data() + (rows_ / kBlockRows) * groups_ * 16;
+    uint8_t* block = blocks.data() + (rows_ / kBlockRows) * groups_ * 16;
     const uint8_t* rows[kBlockRows];
     for (size_t j = 0; j < kBlockRows; ++j) rows[j] = encoded + (i + j) * row_stride;
     simd::fast_scan_pack_block(rows, layout_.index_bytes, block);
-    for (size_t j = 0; j < kBlockRows; ++j) store_tail(rows[j], stored, tails_.data() + (rows_ + j) * tail_bytes_);
+    for (size_t j = 0; j < kBlockRows; ++j) store_tail(rows[j], stored, tails.data() + (rows_ + j) * tail_bytes_);
   }
   for (; i < n; ++i, ++rows_) {
     const size_t r = rows_;
     const uint8_t* row = encoded + i * row_stride;
     // Nibble g of the row goes to byte g * 16 of its block's slot (rows 16..31: the high half).
-    uint8_t* slot = blocks_.data() + (r / kBlockRows) * groups_ * 16 + r % 16;
+    uint8_t* slot = blocks.data() + (r / kBlockRows) * groups_ * 16 + r % 16;
     const bool high = r % kBlockRows >= 16;
     for (size_t k = 0; k < layout_.index_bytes; ++k) {
       const uint8_t low_nibble = row[k] & 15, high_nibble = row[k] >> 4;
@@ -120,19 +121,20 @@ void FastScanStore::append_rows(const uint8_t* encoded, size_t row_stride, size_
       *a = high ? static_cast<uint8_t>((*a & 0x0F) | (low_nibble << 4)) : static_cast<uint8_t>((*a & 0xF0) | low_nibble);
       *b = high ? static_cast<uint8_t>((*b & 0x0F) | (high_nibble << 4)) : static_cast<uint8_t>((*b & 0xF0) | high_nibble);
     }
-    store_tail(row, stored, tails_.data() + r * tail_bytes_);
+    store_tail(row, stored, tails.data() + r * tail_bytes_);
   }
 }
 
 void FastScanStore::reserve(size_t rows) {
   const size_t blocks = (rows + kBlockRows - 1) / kBlockRows * groups_ * 16;
-  reserve_huge(blocks_, blocks);
-  reserve_huge(tails_, rows * tail_bytes_);
+  reserve_huge(blocks_.mutate(), blocks);
+  reserve_huge(tails_.mutate(), rows * tail_bytes_);
 }
 
 void FastScanStore::move_row(size_t from, size_t to) {
   for (size_t g = 0; g < groups_; ++g) set_nibble(to, g, nibble(from, g));
-  std::copy_n(tails_.data() + from * tail_bytes_, tail_bytes_, tails_.data() + to * tail_bytes_);
+  auto& tails = tails_.mutate();
+  std::copy_n(tails.data() + from * tail_bytes_, tail_bytes_, tails.data() + to * tail_bytes_);
 }
 
 void FastScanStore::copy_row(size_t row, uint8_t* out) const {
@@ -145,8 +147,8 @@ void FastScanStore::truncate(size_t rows) {
   for (size_t row = rows; row < rows_; ++row)
     for (size_t g = 0; g < groups_; ++g) set_nibble(row, g, 0);  // padding rows stay zero
   rows_ = rows;
-  blocks_.resize((rows + kBlockRows - 1) / kBlockRows * groups_ * 16);
-  tails_.resize(rows * tail_bytes_);
+  blocks_.mutate().resize((rows + kBlockRows - 1) / kBlockRows * groups_ * 16);
+  tails_.mutate().resize(rows * tail_bytes_);
 }
 
 FastScanStore::Tables FastScanStore::tables(const float* query) const {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "codec/turboquant.hpp"
+#include "ann/list_array.hpp"
 #include "core/default_init_allocator.hpp"
 #include "simd/fast_scan_kernels.hpp"
 
@@ -59,9 +60,14 @@ class FastScanStore {
   // The first row whose norm or rescale factor is NaN or Inf (no encoder writes one), or rows().
   size_t first_non_finite_row() const;
 
-  // Raw storage, for save and load.
-  UninitializedBytes& block_bytes() { return blocks_; }
-  UninitializedBytes& tail_bytes() { return tails_; }
+  // Raw storage, for save and load: the blocks (whole blocks of 32 rows), then each row's tail.
+  ListArray<uint8_t, DefaultInitAllocator<uint8_t>>& block_bytes() { return blocks_; }
+  ListArray<uint8_t, DefaultInitAllocator<uint8_t>>& tail_bytes() { return tails_; }
+  const ListArray<uint8_t, DefaultInitAllocator<uint8_t>>& block_bytes() const { return blocks_; }
+  const ListArray<uint8_t, DefaultInitAllocator<uint8_t>>& tail_bytes() const { return tails_; }
+  size_t block_bytes_for(size_t rows) const {
+    return (rows + simd::kFastScanBlockRows - 1) / simd::kFastScanBlockRows * groups_ * 16;
+  }
   void set_rows(size_t rows) { rows_ = rows; }
   size_t groups() const { return groups_; }
   size_t tail_bytes_per_row() const { return tail_bytes_; }
@@ -79,7 +85,9 @@ class FastScanStore {
   size_t dim_, groups_, tail_bytes_, rows_ = 0;  // tail_bytes_: as stored
   bool log_norms_ = false;
   float reference_ = 1.0f;
-  UninitializedBytes blocks_, tails_;  // grown without zero fill: append writes every new byte
+  // Grown without zero fill (append writes every new byte); views of a mapped file's pages until
+  // the store changes.
+  ListArray<uint8_t, DefaultInitAllocator<uint8_t>> blocks_, tails_;
 };
 
 }  // namespace kvsketch

@@ -110,8 +110,8 @@ FlatIndex FlatIndex::load(const std::string& path) {
           rows);
   if (index.fast_) {
     const size_t blocks = (rows + simd::kFastScanBlockRows - 1) / simd::kFastScanBlockRows;
-    in.into(index.fast_->block_bytes(), blocks * index.fast_->groups() * 16, "fast-scan blocks");
-    in.into(index.fast_->tail_bytes(), rows * index.fast_->tail_bytes_per_row(), "fast-scan norms");
+    in.into(index.fast_->block_bytes().mutate(), blocks * index.fast_->groups() * 16, "fast-scan blocks");
+    in.into(index.fast_->tail_bytes().mutate(), rows * index.fast_->tail_bytes_per_row(), "fast-scan norms");
     index.fast_->set_rows(rows);
   } else {
     index.codes_.resize(rows);

@@ -87,8 +87,8 @@ void IvfList::keep(const std::vector<bool>& kept) {
         fast->move_row(row, out);
       else
         std::copy_n(codes.row(row), codes.code_bytes(), codes.row(out));
-      ids[out] = ids[row];
-      if (!norms.empty()) norms[out] = norms[row];
+      ids.mutate()[out] = ids[row];
+      if (!norms.empty()) norms.mutate()[out] = norms[row];
     }
     ++out;
   }
@@ -97,8 +97,8 @@ void IvfList::keep(const std::vector<bool>& kept) {
     fast->truncate(out);
   else
     codes.resize(out);
-  ids.resize(out);
-  if (!norms.empty()) norms.resize(out);
+  ids.mutate().resize(out);
+  if (!norms.empty()) norms.mutate().resize(out);
 }
 
 std::vector<float> IvfIndex::State::prepared_rows(const float* x, size_t n) const {
@@ -230,8 +230,8 @@ void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
     IvfList& list = s.lists[c];
     list.append_codes(encoded[c]);
     for (size_t i : members[c]) {
-      list.ids.push_back(new_ids[i]);
-      if (!norms.empty()) list.norms.push_back(norms[i]);
+      list.ids.mutate().push_back(new_ids[i]);
+      if (!norms.empty()) list.norms.mutate().push_back(norms[i]);
       list.refine.append(rows.data() + i * s.dim, 1);
     }
   }
@@ -279,6 +279,25 @@ size_t IvfIndex::bytes_per_vector() const {
   const State& s = *state_;
   return s.lists.front().stored_row_bytes() + sizeof(int64_t) + (s.options.metric == Metric::kL2 ? 2 : 0) +
          s.lists.front().refine.bytes_per_vector();
+}
+
+namespace {
+
+template <typename T, typename Allocator>
+size_t mapped_bytes_of(const ListArray<T, Allocator>& array) {
+  return array.mapped() ? array.size() * sizeof(T) : 0;
+}
+
+}  // namespace
+
+size_t IvfIndex::mapped_bytes() const {
+  size_t total = 0;
+  for (const IvfList& list : state_->lists) {
+    if (list.fast) total += mapped_bytes_of(list.fast->block_bytes()) + mapped_bytes_of(list.fast->tail_bytes());
+    total += mapped_bytes_of(list.ids) + mapped_bytes_of(list.norms) + mapped_bytes_of(list.refine.halves()) +
+             mapped_bytes_of(list.refine.bytes()) + mapped_bytes_of(list.refine.scales());
+  }
+  return total;
 }
 
 size_t IvfIndex::bytes() const {

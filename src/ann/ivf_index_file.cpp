@@ -5,12 +5,15 @@
 //       k_factor, norm, next id, rows, trained
 //   codec spec (u64 length, bytes)
 //   centroids (nlist x dim floats, when trained)
-//   per list: u64 rows, with norm=log8 (when trained) the f32 reference of its norms, codes (rows
-//     x the codec's row layout, the norm in one byte with norm=log8; the same whatever the lists'),
-//     ids (rows x i64), norms (rows x fp16, metric l2), refine copies (rows x dim fp16, or
-//     rows x dim i8 then rows x f32 scales)
+//   per list: u64 rows, with norm=log8 (when trained) the f32 reference of its norms, then its
+//     arrays as the list holds them, each at an offset aligned to its element size so that a
+//     mapped file serves them in place: codes (fast-scan lists: the blocks of 32 rows, then each
+//     row's norm bytes, one with norm=log8; other lists: rows x the codec's row layout), ids (rows x
+//     i64), norms (rows x fp16, metric l2), refine copies (rows x dim fp16, or rows x dim i8 then
+//     rows x f32 scales)
 //   trailer: u64 payload bytes, u32 CRC-32, u32 reserved
 #include <cmath>
+#include <cstring>
 #include <unordered_set>
 
 #include "ann/ivf_state.hpp"
@@ -32,8 +35,34 @@ constexpr uint32_t kVersion = 3;
 class IvfIndexFile {
  public:
   static void write(const IvfIndex::State& s, BinaryWriter& out);
-  static IvfIndex read(const std::vector<uint8_t>& bytes, size_t end, const std::string& path);
+  // map: the lists' arrays stay views of bytes (which outlive the index); otherwise copies.
+  static IvfIndex read(const uint8_t* bytes, size_t end, const std::string& path, bool map);
 };
+
+namespace {
+
+template <typename T, typename Allocator>
+void write_array(BinaryWriter& out, const ListArray<T, Allocator>& array) {
+  out.align(sizeof(T));
+  out.raw(array.data(), array.size() * sizeof(T));
+}
+
+template <typename T, typename Allocator>
+void read_array(BinaryReader& in, ListArray<T, Allocator>& array, size_t count, const char* what, bool map) {
+  in.align(sizeof(T), what);
+  require(count <= in.remaining() / sizeof(T), "load: {} is truncated or corrupted: {} claims {} items", in.path(),
+          what, count);
+  const uint8_t* data = in.take(count * sizeof(T), what);
+  if (map) {
+    array.view(reinterpret_cast<const T*>(data), count);
+    return;
+  }
+  auto& owned = array.mutate();
+  owned.resize(count);
+  if (count) std::memcpy(owned.data(), data, count * sizeof(T));
+}
+
+}  // namespace
 
 void IvfIndex::save(const std::string& path) const {
   BinaryWriter out;
@@ -51,11 +80,19 @@ std::vector<uint8_t> IvfIndex::to_bytes() const {
 IvfIndex IvfIndex::load(const std::string& path) {
   size_t end = 0;
   const std::vector<uint8_t> bytes = load_checked_file(path, kMagic, "kvsketch IVF index", end);
-  return IvfIndexFile::read(bytes, end, path);
+  return IvfIndexFile::read(bytes.data(), end, path, false);
+}
+
+IvfIndex IvfIndex::map(const std::string& path) {
+  auto file = std::make_shared<MappedFile>(path);
+  const size_t end = checked_payload_end(file->data(), file->size(), kMagic, "kvsketch IVF index", path);
+  IvfIndex index = IvfIndexFile::read(file->data(), end, path, true);
+  index.state_->mapping = std::move(file);
+  return index;
 }
 
 IvfIndex IvfIndex::from_bytes(const std::vector<uint8_t>& bytes, const std::string& what) {
-  return IvfIndexFile::read(bytes, checked_payload_end(bytes, kMagic, "kvsketch IVF index", what), what);
+  return IvfIndexFile::read(bytes.data(), checked_payload_end(bytes, kMagic, "kvsketch IVF index", what), what, false);
 }
 
 void IvfIndexFile::write(const IvfIndex::State& s, BinaryWriter& out) {
@@ -72,22 +109,23 @@ void IvfIndexFile::write(const IvfIndex::State& s, BinaryWriter& out) {
   out.raw(s.centroids.data(), s.centroids.size() * sizeof(float));
   const bool references = s.options.norm == ListNorm::kLog8 && s.trained();
   for (const IvfList& list : s.lists) {
-    std::vector<uint8_t> code(list.stored_row_bytes());
     out.u64(list.rows());
     if (references) out.f32(list.fast->reference());
-    for (size_t row = 0; row < list.rows(); ++row) {
-      list.copy_code(row, code.data());
-      out.raw(code.data(), code.size());
+    if (list.fast) {
+      write_array(out, list.fast->block_bytes());
+      write_array(out, list.fast->tail_bytes());
+    } else {
+      out.raw(list.codes.data().data(), list.codes.bytes());
     }
-    out.raw(list.ids.data(), list.ids.size() * sizeof(int64_t));
-    out.raw(list.norms.data(), list.norms.size() * 2);
-    out.raw(list.refine.halves().data(), list.refine.halves().size() * 2);
-    out.raw(list.refine.bytes().data(), list.refine.bytes().size());
-    out.raw(list.refine.scales().data(), list.refine.scales().size() * sizeof(float));
+    write_array(out, list.ids);
+    write_array(out, list.norms);
+    write_array(out, list.refine.halves());
+    write_array(out, list.refine.bytes());
+    write_array(out, list.refine.scales());
   }
 }
 
-IvfIndex IvfIndexFile::read(const std::vector<uint8_t>& bytes, size_t end, const std::string& path) {
+IvfIndex IvfIndexFile::read(const uint8_t* bytes, size_t end, const std::string& path, bool map) {
   BinaryReader in(bytes, end, path);
   in.take(sizeof(kMagic), "magic");
   const uint32_t version = in.u32("version");
@@ -138,40 +176,41 @@ IvfIndex IvfIndexFile::read(const std::vector<uint8_t>& bytes, size_t end, const
     const uint64_t count = in.u64("list rows");
     require(count <= rows && (count == 0 || trained), "load: {} has a list of {} rows in an index of {}", path, count,
             rows);
+    require(count <= in.remaining() / sizeof(int64_t), "load: {} is truncated or corrupted: a list claims {} rows", path,
+            count);  // each row has an id: this bounds the sizes computed below
     if (trained && options.norm == ListNorm::kLog8) {
       const float reference = in.f32("norm reference");
       require(std::isfinite(reference) && reference > 0.0f, "load: {} has a list norm reference {}", path, reference);
       list.fast->set_reference(reference);
     }
-    const size_t code_bytes = list.stored_row_bytes();
-    require(count <= in.remaining() / code_bytes, "load: {} is truncated or corrupted: a list claims {} rows", path,
-            count);
-    const uint8_t* codes = in.take(count * code_bytes, "codes");
-    if (!list.fast) {
-      CodeBuffer rows_read(code_bytes);
-      rows_read.data().assign(codes, codes + count * code_bytes);
-      const size_t bad = s.codec->first_non_finite_row(rows_read);
-      require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
-    }
-    list.append_stored(codes, count);
     if (list.fast) {
-      const size_t bad = list.fast->first_non_finite_row();
+      FastScanStore& fast = *list.fast;
+      read_array(in, fast.block_bytes(), fast.block_bytes_for(count), "fast-scan blocks", map);
+      read_array(in, fast.tail_bytes(), count * fast.tail_bytes_per_row(), "fast-scan norms", map);
+      fast.set_rows(count);
+      const size_t bad = fast.first_non_finite_row();
+      require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
+    } else {
+      const size_t code_bytes = list.codes.code_bytes();
+      require(count <= in.remaining() / code_bytes, "load: {} is truncated or corrupted: a list claims {} rows", path,
+              count);
+      const uint8_t* codes = in.take(count * code_bytes, "codes");
+      list.codes.data().assign(codes, codes + count * code_bytes);
+      const size_t bad = s.codec->first_non_finite_row(list.codes);
       require(bad == count, "load: {} has codes that decode to NaN or Inf (row {} of a list)", path, bad);
     }
-    in.into(list.ids, count, "ids");
+    read_array(in, list.ids, count, "ids", map);
     for (int64_t id : list.ids)
       require(id >= 0 && (id < s.next_id || id == INT64_MAX) && id <= s.next_id && ids.insert(id).second,
               "load: {} has id {}: negative, repeated or beyond the next id", path, id);
-    if (options.metric == Metric::kL2) {
-      in.into(list.norms, count, "norms");
-      for (uint16_t norm : list.norms) require(half_is_finite(norm), "load: {} has a norm that is not finite", path);
-    }
+    const size_t l2_norms = options.metric == Metric::kL2 ? count : 0;
+    read_array(in, list.norms, l2_norms, "norms", map);
+    for (uint16_t norm : list.norms) require(half_is_finite(norm), "load: {} has a norm that is not finite", path);
     RefineStore& refine = list.refine;
-    if (options.refine == Refine::kFp16) in.into(refine.halves(), count * dim, "refine copies");
-    if (options.refine == Refine::kInt8) {
-      in.into(refine.bytes(), count * dim, "refine copies");
-      in.into(refine.scales(), count, "refine scales");
-    }
+    const bool fp16 = options.refine == Refine::kFp16, int8 = options.refine == Refine::kInt8;
+    read_array(in, refine.halves(), fp16 ? count * dim : 0, "refine copies", map);
+    read_array(in, refine.bytes(), int8 ? count * dim : 0, "refine copies", map);
+    read_array(in, refine.scales(), int8 ? count : 0, "refine scales", map);
     refine.set_rows(count);
     require(refine.first_non_finite_row() == count, "load: {} has a refine copy that is not finite", path);
     s.rows += count;

@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "ann/fast_scan_store.hpp"
+#include "ann/list_array.hpp"
 #include "ann/refine_store.hpp"
+#include "io/checked_file.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/ivf_index.hpp"
 
@@ -13,8 +15,8 @@ namespace kvsketch {
 struct IvfList {
   CodeBuffer codes;                     // the codec's row layout, unless fast holds the codes
   std::unique_ptr<FastScanStore> fast;  // the fast-scan layout
-  std::vector<int64_t> ids;
-  std::vector<uint16_t> norms;  // metric l2: fp16 ||x|| per row
+  ListArray<int64_t> ids;
+  ListArray<uint16_t> norms;  // metric l2: fp16 ||x|| per row
   RefineStore refine;
 
   IvfList(const VectorCodec& codec, bool fast_scan, bool log_norms, Refine refine_kind);
@@ -39,6 +41,7 @@ struct IvfIndex::State {
   std::vector<float> centroid_squares;
   std::vector<IvfList> lists;
   int64_t next_id = 0;  // one past the largest id ever added
+  std::shared_ptr<MappedFile> mapping;  // the file whose pages the lists' arrays view (IvfIndex::map)
   size_t rows = 0;
 
   State(size_t dim_, IvfIndexOptions options_);

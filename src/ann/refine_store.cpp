@@ -35,16 +35,19 @@ size_t RefineStore::bytes_per_vector() const {
 void RefineStore::append(const float* rows, size_t n) {
   if (kind_ == Refine::kNone) return;
   if (kind_ == Refine::kFp16) {
-    for (size_t i = 0; i < n * dim_; ++i) halves_.push_back(float_to_half(rows[i]));
+    auto& halves = halves_.mutate();
+    for (size_t i = 0; i < n * dim_; ++i) halves.push_back(float_to_half(rows[i]));
   } else {
+    auto& bytes = bytes_.mutate();
+    auto& scales = scales_.mutate();
     for (size_t r = 0; r < n; ++r) {
       const float* row = rows + r * dim_;
       float largest = 0.0f;
       for (size_t j = 0; j < dim_; ++j) largest = std::max(largest, std::fabs(row[j]));
       const float scale = largest > 0.0f ? largest / 127.0f : 1.0f;
-      scales_.push_back(scale);
+      scales.push_back(scale);
       for (size_t j = 0; j < dim_; ++j)
-        bytes_.push_back(static_cast<int8_t>(std::clamp(std::lround(row[j] / scale), -127L, 127L)));
+        bytes.push_back(static_cast<int8_t>(std::clamp(std::lround(row[j] / scale), -127L, 127L)));
     }
   }
   rows_ += n;
@@ -55,24 +58,27 @@ void RefineStore::keep(const std::vector<bool>& kept) {
     rows_ = static_cast<size_t>(std::count(kept.begin(), kept.end(), true));
     return;
   }
+  auto& halves = halves_.mutate();
+  auto& scales = scales_.mutate();
+  auto& bytes = bytes_.mutate();
   size_t out = 0;
   for (size_t row = 0; row < rows_; ++row) {
     if (!kept[row]) continue;
     if (out != row) {
       if (kind_ == Refine::kFp16) {
-        std::copy_n(halves_.begin() + row * dim_, dim_, halves_.begin() + out * dim_);
+        std::copy_n(halves.begin() + row * dim_, dim_, halves.begin() + out * dim_);
       } else {
-        std::copy_n(bytes_.begin() + row * dim_, dim_, bytes_.begin() + out * dim_);
-        scales_[out] = scales_[row];
+        std::copy_n(bytes.begin() + row * dim_, dim_, bytes.begin() + out * dim_);
+        scales[out] = scales[row];
       }
     }
     ++out;
   }
   rows_ = out;
-  if (kind_ == Refine::kFp16) halves_.resize(out * dim_);
+  if (kind_ == Refine::kFp16) halves.resize(out * dim_);
   if (kind_ == Refine::kInt8) {
-    bytes_.resize(out * dim_);
-    scales_.resize(out);
+    bytes.resize(out * dim_);
+    scales.resize(out);
   }
 }
 

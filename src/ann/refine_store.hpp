@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ann/list_array.hpp"
 #include "kvsketch/ivf_index.hpp"
 
 namespace kvsketch {
@@ -31,12 +32,12 @@ class RefineStore {
   void similarity_terms(const float* q, size_t row, float* scratch, float& dot, float& square) const;
 
   // Raw storage, for files: the values, then (int8) the scales.
-  std::vector<uint16_t>& halves() { return halves_; }
-  std::vector<int8_t>& bytes() { return bytes_; }
-  std::vector<float>& scales() { return scales_; }
-  const std::vector<uint16_t>& halves() const { return halves_; }
-  const std::vector<int8_t>& bytes() const { return bytes_; }
-  const std::vector<float>& scales() const { return scales_; }
+  ListArray<uint16_t>& halves() { return halves_; }
+  ListArray<int8_t>& bytes() { return bytes_; }
+  ListArray<float>& scales() { return scales_; }
+  const ListArray<uint16_t>& halves() const { return halves_; }
+  const ListArray<int8_t>& bytes() const { return bytes_; }
+  const ListArray<float>& scales() const { return scales_; }
   void set_rows(size_t rows) { rows_ = rows; }
   // The first row whose copy is not finite (only a corrupted file has one), or rows().
   size_t first_non_finite_row() const;
@@ -44,9 +45,9 @@ class RefineStore {
  private:
   Refine kind_;
   size_t dim_, rows_ = 0;
-  std::vector<uint16_t> halves_;  // fp16: rows x dim
-  std::vector<int8_t> bytes_;     // int8: rows x dim
-  std::vector<float> scales_;     // int8: per row, x ~= scale * byte
+  ListArray<uint16_t> halves_;  // fp16: rows x dim
+  ListArray<int8_t> bytes_;     // int8: rows x dim
+  ListArray<float> scales_;     // int8: per row, x ~= scale * byte
 };
 
 }  // namespace kvsketch

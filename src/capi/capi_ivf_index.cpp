@@ -59,4 +59,8 @@ kvs_status kvs_ivf_index_load(const char* path, kvs_ivf_index** index) {
   return load_handle(path, index, "index", [](const char* file) { return kvsketch::IvfIndex::load(file); });
 }
 
+kvs_status kvs_ivf_index_map(const char* path, kvs_ivf_index** index) {
+  return load_handle(path, index, "index", [](const char* file) { return kvsketch::IvfIndex::map(file); });
+}
+
 }  // extern "C"

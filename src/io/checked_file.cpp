@@ -1,7 +1,13 @@
 #include "io/checked_file.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -57,15 +63,19 @@ std::vector<uint8_t> load_checked_file(const std::string& path, const char (&mag
 
 size_t checked_payload_end(const std::vector<uint8_t>& bytes, const char (&magic)[16], const char* what_kind,
                            const std::string& path) {
-  require(bytes.size() >= sizeof(magic) + kTrailerBytes, "load: {} is too short ({} bytes) to be a {} file", path,
-          bytes.size(), what_kind);
-  require(std::memcmp(bytes.data(), magic, sizeof(magic)) == 0, "load: {} is not a {} file (bad magic)", path,
+  return checked_payload_end(bytes.data(), bytes.size(), magic, what_kind, path);
+}
+
+size_t checked_payload_end(const uint8_t* bytes, size_t size, const char (&magic)[16], const char* what_kind,
+                           const std::string& path) {
+  require(size >= sizeof(magic) + kTrailerBytes, "load: {} is too short ({} bytes) to be a {} file", path, size,
           what_kind);
-  const size_t end = bytes.size() - kTrailerBytes;
+  require(std::memcmp(bytes, magic, sizeof(magic)) == 0, "load: {} is not a {} file (bad magic)", path, what_kind);
+  const size_t end = size - kTrailerBytes;
   uint64_t payload;
   uint32_t crc;
-  std::memcpy(&payload, bytes.data() + end, 8);
-  std::memcpy(&crc, bytes.data() + end + 8, 4);
+  std::memcpy(&payload, bytes + end, 8);
+  std::memcpy(&crc, bytes + end + 8, 4);
   // A file cut short ends inside its payload, so the "length" read there is noise: named only when
   // it is shorter than the file (bytes appended after a whole file).
   require(payload <= end,
@@ -74,8 +84,32 @@ size_t checked_payload_end(const std::vector<uint8_t>& bytes, const char (&magic
           path, kTrailerBytes, end, what_kind);
   require(payload == end, "load: {} has {} trailing bytes after a {}-byte payload (or is damaged)", path,
           end - payload, payload);
-  require(crc32_of(bytes.data(), end) == crc, "load: {} is corrupted (CRC-32 mismatch)", path);
+  require(crc32_of(bytes, end) == crc, "load: {} is corrupted (CRC-32 mismatch)", path);
   return end;
+}
+
+MappedFile::MappedFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  require(fd >= 0, "map: cannot open {}: {}", path, std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("map: {} is not a regular file", path));
+  }
+  size_ = static_cast<size_t>(info.st_size);
+  if (size_ > 0) {
+    void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int error = errno;
+    ::close(fd);
+    require(mapped != MAP_FAILED, "map: cannot map {}: {}", path, std::strerror(error));
+    data_ = static_cast<const uint8_t*>(mapped);
+  } else {
+    ::close(fd);
+  }
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace kvsketch

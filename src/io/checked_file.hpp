@@ -22,6 +22,12 @@ class BinaryWriter {
   void u64(uint64_t v) { raw(&v, 8); }
   void u32(uint32_t v) { raw(&v, 4); }
   void f32(float v) { raw(&v, 4); }
+  // Zero bytes up to the next multiple of alignment from the start, so that an array written next
+  // lies aligned in a mapped file.
+  void align(size_t alignment) {
+    const size_t pad = (alignment - bytes_.size() % alignment) % alignment;
+    bytes_.resize(bytes_.size() + pad, 0);
+  }
   void text(const std::string& s) {
     u64(s.size());
     raw(s.data(), s.size());
@@ -36,11 +42,12 @@ class BinaryWriter {
 class BinaryReader {
  public:
   BinaryReader(const std::vector<uint8_t>& bytes, size_t end, const std::string& path)
-      : bytes_(bytes), end_(end), path_(path) {}
+      : BinaryReader(bytes.data(), end, path) {}
+  BinaryReader(const uint8_t* bytes, size_t end, const std::string& path) : bytes_(bytes), end_(end), path_(path) {}
   const uint8_t* take(size_t n, const char* what) {
     require(n <= end_ - position_, "load: {} is truncated or corrupted: {} needs {} bytes at offset {}, {} remain",
             path_, what, n, position_, end_ - position_);
-    const uint8_t* p = bytes_.data() + position_;
+    const uint8_t* p = bytes_ + position_;
     position_ += n;
     return p;
   }
@@ -71,12 +78,14 @@ class BinaryReader {
     out.resize(count);
     if (count) std::memcpy(out.data(), take(count * sizeof(T), what), count * sizeof(T));
   }
+  // Skips what BinaryWriter::align wrote.
+  void align(size_t alignment, const char* what) { take((alignment - position_ % alignment) % alignment, what); }
   size_t position() const { return position_; }
   size_t remaining() const { return end_ - position_; }
   const std::string& path() const { return path_; }
 
  private:
-  const std::vector<uint8_t>& bytes_;
+  const uint8_t* bytes_;
   size_t end_, position_ = 0;
   const std::string& path_;
 };
@@ -95,5 +104,23 @@ std::vector<uint8_t> load_checked_file(const std::string& path, const char (&mag
 // The same checks on bytes in memory (a file image from append_checked_trailer); path names them.
 size_t checked_payload_end(const std::vector<uint8_t>& bytes, const char (&magic)[16], const char* what_kind,
                            const std::string& path);
+size_t checked_payload_end(const uint8_t* bytes, size_t size, const char (&magic)[16], const char* what_kind,
+                           const std::string& path);
+
+// A file mapped read-only into memory (private: the file must not change while mapped), unmapped
+// when the last owner lets go.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);  // errors name the path
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 }  // namespace kvsketch

@@ -441,6 +441,12 @@ static void test_ivf_index(const char* directory) {
   OK(kvs_ivf_index_load(path, &loaded));
   OK(kvs_ivf_index_search(loaded, x + 40 * kIvfDim, kQueries, kK, 0, again, again_scores));
   CHECK(memcmp(ids, again, sizeof ids) == 0 && memcmp(scores, again_scores, sizeof scores) == 0);
+  kvs_ivf_index_destroy(loaded);
+  OK(kvs_ivf_index_map(path, &loaded));
+  OK(kvs_ivf_index_search(loaded, x + 40 * kIvfDim, kQueries, kK, 0, again, again_scores));
+  CHECK(memcmp(ids, again, sizeof ids) == 0 && memcmp(scores, again_scores, sizeof scores) == 0);
+  BAD(kvs_ivf_index_map(NULL, &fresh), KVS_ERROR_ARGUMENT, "path");
+  BAD(kvs_ivf_index_map("/nonexistent/x.kvivf", &fresh), KVS_ERROR_REFUSED, "nonexistent");
   OK(kvs_ivf_index_remove(index, doomed, 2, &removed));
   CHECK(removed == 2);
   BAD(kvs_ivf_index_create(kIvfDim, "ivf:nlist=x|tq_mse:b=4", 0, &fresh), KVS_ERROR_REFUSED, "ivf factory");
