@@ -20,6 +20,7 @@
 #include "ann/kmeans.hpp"
 #include "core/require.hpp"
 #include "io/checked_file.hpp"
+#include "io/mapped_file.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/limits.hpp"
 

@@ -6,7 +6,7 @@
 #include "ann/fast_scan_store.hpp"
 #include "ann/list_array.hpp"
 #include "ann/refine_store.hpp"
-#include "io/checked_file.hpp"
+#include "io/mapped_file.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/ivf_index.hpp"
 

@@ -1,13 +1,7 @@
 #include "io/checked_file.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -86,30 +80,6 @@ size_t checked_payload_end(const uint8_t* bytes, size_t size, const char (&magic
           end - payload, payload);
   require(crc32_of(bytes, end) == crc, "load: {} is corrupted (CRC-32 mismatch)", path);
   return end;
-}
-
-MappedFile::MappedFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  require(fd >= 0, "map: cannot open {}: {}", path, std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    throw Error(fmt::format("map: {} is not a regular file", path));
-  }
-  size_ = static_cast<size_t>(info.st_size);
-  if (size_ > 0) {
-    void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int error = errno;
-    ::close(fd);
-    require(mapped != MAP_FAILED, "map: cannot map {}: {}", path, std::strerror(error));
-    data_ = static_cast<const uint8_t*>(mapped);
-  } else {
-    ::close(fd);
-  }
-}
-
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace kvsketch

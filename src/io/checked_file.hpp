@@ -107,20 +107,5 @@ size_t checked_payload_end(const std::vector<uint8_t>& bytes, const char (&magic
 size_t checked_payload_end(const uint8_t* bytes, size_t size, const char (&magic)[16], const char* what_kind,
                            const std::string& path);
 
-// A file mapped read-only into memory (private: the file must not change while mapped), unmapped
-// when the last owner lets go.
-class MappedFile {
- public:
-  explicit MappedFile(const std::string& path);  // errors name the path
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile();
-  const uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 }  // namespace kvsketch

@@ -1,18 +1,14 @@
 #include "model/safetensors_file.hpp"
 
-#include <fcntl.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <limits>
 
 #include "io/json_sizes.hpp"
 #include "core/require.hpp"
+#include "io/mapped_file.hpp"
 #include "kvsketch/half.hpp"
 
 namespace kvsketch::model {
@@ -69,60 +65,30 @@ TensorInfo parse_entry(const std::string& path, const std::string& name, const n
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  require(fd >= 0, "cannot open '{}': {}", path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(fmt::format("'{}' is not a regular file", path));
-  }
-  mapped_bytes_ = static_cast<size_t>(st.st_size);
-  if (mapped_bytes_ >= 8) {
-    void* p = ::mmap(nullptr, mapped_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    require(p != MAP_FAILED, "cannot map '{}': {}", path, std::strerror(errno));
-    mapping_ = static_cast<const uint8_t*>(p);
-  } else {
-    ::close(fd);
-    throw Error(fmt::format("'{}' is not a .safetensors file ({} bytes, shorter than its header length)", path,
-                            mapped_bytes_));
-  }
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), file_(std::make_unique<MappedFile>(path)) {
+  const size_t mapped_bytes = file_->size();
+  require(mapped_bytes >= 8, "'{}' is not a .safetensors file ({} bytes, shorter than its header length)", path,
+          mapped_bytes);
+  const uint8_t* mapping = file_->data();
+  uint64_t header_bytes;
+  std::memcpy(&header_bytes, mapping, 8);
+  require(header_bytes <= kMaxHeaderBytes && header_bytes <= mapped_bytes - 8,
+          "'{}': header length {} runs past the end of the file ({} bytes)", path, header_bytes, mapped_bytes);
+  nlohmann::json header;
   try {
-    uint64_t header_bytes;
-    std::memcpy(&header_bytes, mapping_, 8);
-    require(header_bytes <= kMaxHeaderBytes && header_bytes <= mapped_bytes_ - 8,
-            "'{}': header length {} runs past the end of the file ({} bytes)", path, header_bytes, mapped_bytes_);
-    nlohmann::json header;
-    try {
-      header = nlohmann::json::parse(mapping_ + 8, mapping_ + 8 + header_bytes);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("'{}': malformed header: {}", path, e.what()));
-    }
-    require(header.is_object(), "'{}': malformed header (not a JSON object)", path);
-    data_ = mapping_ + 8 + header_bytes;
-    const size_t data_bytes = mapped_bytes_ - 8 - header_bytes;
-    for (const auto& [name, entry] : header.items())
-      if (name != "__metadata__") tensors_.emplace(name, parse_entry(path, name, entry, data_bytes));
-  } catch (...) {
-    ::munmap(const_cast<uint8_t*>(mapping_), mapped_bytes_);
-    mapping_ = nullptr;
-    throw;
+    header = nlohmann::json::parse(mapping + 8, mapping + 8 + header_bytes);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("'{}': malformed header: {}", path, e.what()));
   }
+  require(header.is_object(), "'{}': malformed header (not a JSON object)", path);
+  data_ = mapping + 8 + header_bytes;
+  const size_t data_bytes = mapped_bytes - 8 - header_bytes;
+  for (const auto& [name, entry] : header.items())
+    if (name != "__metadata__") tensors_.emplace(name, parse_entry(path, name, entry, data_bytes));
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (mapping_) ::munmap(const_cast<uint8_t*>(mapping_), mapped_bytes_);
-}
-
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      mapping_(other.mapping_),
-      mapped_bytes_(other.mapped_bytes_),
-      data_(other.data_),
-      tensors_(std::move(other.tensors_)) {
-  other.mapping_ = nullptr;
-}
+SafetensorsFile::~SafetensorsFile() = default;
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept = default;
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   const auto it = tensors_.find(name);

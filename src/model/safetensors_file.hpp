@@ -6,8 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace kvsketch {
+class MappedFile;
+}
 
 namespace kvsketch::model {
 
@@ -34,8 +39,7 @@ class SafetensorsFile {
 
  private:
   std::string path_;
-  const uint8_t* mapping_ = nullptr;
-  size_t mapped_bytes_ = 0;
+  std::unique_ptr<MappedFile> file_;
   const uint8_t* data_ = nullptr;  // the data section
   std::map<std::string, TensorInfo> tensors_;
 };
