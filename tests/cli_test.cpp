@@ -127,6 +127,17 @@ TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
 }
 
 // The row keys; with --kv-heads a whole layer's step, its bytes those of every KV head.
+TEST(Cli, BenchAppendJsonHasThePagedAndCopyRates) {
+  auto [status, output] = run("bench append --tokens 2048 --policies 'fp16;tq_mse:b=3' --json");
+  ASSERT_EQ(status, 0) << output;
+  const auto rows = nlohmann::json::parse(output);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows)
+    for (const char* key : {"prefill_tokens_per_s", "decode_tokens_per_s", "paged_prefill_tokens_per_s",
+                            "paged_decode_tokens_per_s", "copy_tokens_per_s"})
+      EXPECT_GT(row[key].get<double>(), 0.0) << key;
+}
+
 TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
   const std::string common = "bench attention --tokens 1024 --threads 1 --repetitions 1 --layers 2 "
                              "--policies 'fp16;tq_mse:b=3' --json";

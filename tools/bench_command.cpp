@@ -148,14 +148,18 @@ void run_append(const BenchArguments& args) {
     for (const auto& r : rows)
       out.push_back({{"policy", r.policy}, {"tokens", r.tokens}, {"head_dim", args.dim},
                      {"prefill_tokens_per_s", r.prefill_tokens_per_s}, {"decode_tokens_per_s", r.decode_tokens_per_s},
-                     {"target", simd::active_target()}});
+                     {"paged_prefill_tokens_per_s", r.paged_prefill_tokens_per_s},
+                     {"paged_decode_tokens_per_s", r.paged_decode_tokens_per_s},
+                     {"copy_tokens_per_s", r.copy_tokens_per_s}, {"target", simd::active_target()}});
     std::cout << out.dump(2) << "\n";
     return;
   }
-  TextTable table({"<policy", "tokens", "prefill tok/s", "decode tok/s"});
+  TextTable table({"<policy", "tokens", "prefill tok/s", "decode tok/s", "paged prefill", "paged decode",
+                   "memcpy tok/s"});
   for (const auto& r : rows)
     table.add({r.policy, std::to_string(r.tokens), fmt::format("{:.0f}", r.prefill_tokens_per_s),
-               fmt::format("{:.0f}", r.decode_tokens_per_s)});
+               fmt::format("{:.0f}", r.decode_tokens_per_s), fmt::format("{:.0f}", r.paged_prefill_tokens_per_s),
+               fmt::format("{:.0f}", r.paged_decode_tokens_per_s), fmt::format("{:.0f}", r.copy_tokens_per_s)});
   table.print(std::cout);
 }
 

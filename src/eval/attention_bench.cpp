@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -15,6 +16,7 @@
 #include "kvsketch/attention.hpp"
 #include "core/require.hpp"
 #include "kvsketch/kv_cache.hpp"
+#include "kvsketch/paged_cache.hpp"
 #include "kvsketch/eval/synthetic_cache.hpp"
 #include "simd/kernels.hpp"
 
@@ -186,9 +188,9 @@ std::vector<AppendBenchRow> bench_append(const std::vector<std::string>& policie
   omp_set_num_threads(1);
   std::vector<AppendBenchRow> rows;
   for (size_t p = 0; p < policies.size(); ++p) {
-    AppendBenchRow row{policies[p], tokens, 0.0, 0.0};
+    AppendBenchRow row{policies[p], tokens};
     const KVPolicy& parsed = parsed_policies[p];
-    std::vector<double> prefill, decode;
+    std::vector<double> prefill, decode, paged_prefill, paged_decode, copy;
     for (int r = 0; r < 3; ++r) {
       KVCache block(1, 1, head_dim, parsed, seed);
       auto start = Clock::now();
@@ -199,9 +201,30 @@ std::vector<AppendBenchRow> bench_append(const std::vector<std::string>& policie
       for (size_t t = 0; t < tokens; ++t)
         stream.append(0, data.keys.data() + t * head_dim, data.values.data() + t * head_dim, 1);
       decode.push_back(static_cast<double>(tokens) / seconds_since(start));
+      PagedKVCache paged(1, 1, head_dim, parsed, seed);
+      const SequenceId whole = paged.add_sequence();
+      start = Clock::now();
+      paged.append(whole, 0, data.keys.data(), data.values.data(), tokens);
+      paged_prefill.push_back(static_cast<double>(tokens) / seconds_since(start));
+      PagedKVCache paged_stream(1, 1, head_dim, parsed, seed);
+      const SequenceId streamed = paged_stream.add_sequence();
+      start = Clock::now();
+      for (size_t t = 0; t < tokens; ++t)
+        paged_stream.append(streamed, 0, data.keys.data() + t * head_dim, data.values.data() + t * head_dim, 1);
+      paged_decode.push_back(static_cast<double>(tokens) / seconds_since(start));
+      // Into memory never touched before, as appends write into new blocks.
+      const size_t floats = tokens * head_dim;
+      const std::unique_ptr<float[]> copied(new float[2 * floats]);
+      start = Clock::now();
+      std::memcpy(copied.get(), data.keys.data(), floats * sizeof(float));
+      std::memcpy(copied.get() + floats, data.values.data(), floats * sizeof(float));
+      copy.push_back(static_cast<double>(tokens) / seconds_since(start));
     }
     row.prefill_tokens_per_s = median(prefill);
     row.decode_tokens_per_s = median(decode);
+    row.paged_prefill_tokens_per_s = median(paged_prefill);
+    row.paged_decode_tokens_per_s = median(paged_decode);
+    row.copy_tokens_per_s = median(copy);
     rows.push_back(row);
   }
   omp_set_num_threads(previous_threads);

@@ -58,6 +58,10 @@ struct AppendBenchRow {
   size_t tokens = 0;
   double prefill_tokens_per_s = 0.0;  // one block append, per KV head, one thread
   double decode_tokens_per_s = 0.0;   // one token per append, per KV head, one thread
+  double paged_prefill_tokens_per_s = 0.0;  // the same into a PagedKVCache sequence (fixed blocks)
+  double paged_decode_tokens_per_s = 0.0;
+  // The memory-copy reference: the input keys and values (floats) copied into a fresh buffer.
+  double copy_tokens_per_s = 0.0;
 };
 
 // Read bandwidth of memory, GB/s: `threads` threads summing a buffer of `bytes` bytes; best of
