@@ -121,8 +121,7 @@ std::vector<float> train_kmeans(const float* x, size_t n, size_t dim, size_t nli
     std::fill(sums.begin(), sums.end(), 0.0);
     std::fill(counts.begin(), counts.end(), size_t{0});
     for (size_t i = 0; i < n; ++i) {
-      double* sum = sums.data() + assignment[i] * dim;
-      for (size_t j = 0; j < dim; ++j) sum[j] += x[i * dim + j];
+      simd::add_to_double_sums(x + i * dim, sums.data() + assignment[i] * dim, dim);
       ++counts[assignment[i]];
     }
     std::vector<bool> taken(n, false);
