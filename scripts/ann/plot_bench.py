@@ -2,7 +2,7 @@
 dataset, recall@k against queries per second (log) for one query per call and for the batch, at one
 and two threads; and a Markdown table of each index's best queries per second at recall >= 0.90 and
 >= 0.95 (ann-benchmarks' reading of a curve: the fastest point that reaches the recall), with its
-build time and bytes per vector.
+build time, bytes per vector and the best recall of its curve.
 
   python3 scripts/ann/plot_bench.py ours.json peers.json --png docs/img/ann_fashion.png --table
 """
@@ -34,14 +34,15 @@ def table(rows, targets=(0.90, 0.95)):
         data = [r for r in rows if r["dataset"] == dataset]
         out.append(f"\n**{dataset}** ({data[0]['base']} x {data[0]['dim']}, {data[0]['queries']} queries, "
                    f"{data[0]['metric']}, recall@{data[0]['k']})\n")
-        header = "| index | bytes/vector | build s |"
+        header = "| index | bytes/vector | build s | best recall |"
         for t in targets:
             header += f" q/s @{t:.2f} 1 thr (1 / batch) | q/s @{t:.2f} 2 thr (1 / batch) |"
         out.append(header)
-        out.append("|" + "---|" * (3 + 2 * len(targets)))
+        out.append("|" + "---|" * (4 + 2 * len(targets)))
         for index in dict.fromkeys(r["index"] for r in data):
             mine = [r for r in data if r["index"] == index]
-            line = f"| `{index}` | {mine[0]['bytes_per_vector']:.1f} | {mine[0]['train_s'] + mine[0]['add_s']:.1f} |"
+            line = (f"| `{index}` | {mine[0]['bytes_per_vector']:.1f} | {mine[0]['train_s'] + mine[0]['add_s']:.1f} | "
+                    f"{max(r['recall'] for r in mine):.3f} |")
             for t in targets:
                 for threads in (1, 2):
                     pts = [r for r in mine if r["threads"] == threads]
