@@ -31,8 +31,9 @@ std::vector<uint32_t> brute_force(const std::vector<float>& x, size_t n, size_t 
 }
 
 TEST(CoarseQuantizer, PicksWhatFixedOrderRankingPicksEvenAtNearTies) {
-  for (const size_t dim : {size_t{7}, size_t{64}, size_t{300}}) {
-    const size_t nlist = 61, n = 45;
+  // 45 rows take the row-major tiles, 130 the packed panels.
+  for (const auto& [dim, n] : {std::pair<size_t, size_t>{7, 45}, {64, 45}, {300, 45}, {7, 130}, {64, 130}, {300, 130}}) {
+    const size_t nlist = 61;
     std::vector<float> centroids = testutil::gaussian_matrix(nlist, dim, 1);
     // Near ties: copies of centroid 0 (exact ties), and of centroid 1 nudged by one ulp-sized step.
     for (size_t j = 0; j < dim; ++j) {
@@ -54,7 +55,7 @@ TEST(CoarseQuantizer, PicksWhatFixedOrderRankingPicksEvenAtNearTies) {
         std::vector<float> dots(n * top);
         nearest_centroids(x.data(), n, dim, centroids, metric, top, lists.data(), dots.data());
         EXPECT_EQ(lists, brute_force(x, n, dim, centroids, metric, top))
-            << "dim " << dim << " top " << top << (metric ? " l2" : " ip");
+            << "dim " << dim << " rows " << n << " top " << top << (metric ? " l2" : " ip");
         for (size_t i = 0; i < n * top; ++i)
           ASSERT_EQ(dots[i], simd::fixed_order_dot(x.data() + i / top * dim, centroids.data() + lists[i] * dim, dim));
       }
@@ -62,9 +63,9 @@ TEST(CoarseQuantizer, PicksWhatFixedOrderRankingPicksEvenAtNearTies) {
   }
 }
 
-// The panel kernel against fixed-order dot products, over tile edges (rows past a tile of 8 or 4,
+// The row-major tiles and the panel kernel against fixed-order dot products, over tile edges (rows past a tile of 8 or 4,
 // columns past a panel of 48 or 16, a strip of 16), on the instruction set chosen at run time.
-TEST(CoarseQuantizer, PanelKernelGivesEveryDotProductWithinItsBound) {
+TEST(CoarseQuantizer, TileAndPanelKernelsGiveEveryDotProductWithinTheBound) {
   for (const size_t n : {size_t{1}, size_t{5}, size_t{64}, size_t{131}})
     for (const size_t nb : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{50}, size_t{97}})
       for (const size_t na : {size_t{1}, size_t{7}, size_t{9}, size_t{19}}) {
@@ -73,6 +74,8 @@ TEST(CoarseQuantizer, PanelKernelGivesEveryDotProductWithinItsBound) {
         std::vector<float> packed(columns * n), out(na * columns + 3, 7.0f);
         simd::pack_dot_panel(b.data(), nb, n, packed.data());
         simd::dot_panel(a.data(), na, packed.data(), columns, n, out.data(), columns);
+        std::vector<float> tiled(na * nb);
+        simd::dot_tile(a.data(), na, b.data(), nb, n, tiled.data(), nb);
         for (size_t i = 0; i < na; ++i)
           for (size_t j = 0; j < columns; ++j) {
             const float got = out[i * columns + j];
@@ -83,8 +86,9 @@ TEST(CoarseQuantizer, PanelKernelGivesEveryDotProductWithinItsBound) {
             float magnitude = 0.0f;
             for (size_t k = 0; k < n; ++k) magnitude += std::abs(a[i * n + k] * b[j * n + k]);
             const float bound = 2.0f * static_cast<float>(n) * 6e-8f * magnitude + 1e-30f;
-            ASSERT_NEAR(got, simd::fixed_order_dot(a.data() + i * n, b.data() + j * n, n), bound)
-                << "n " << n << " nb " << nb << " na " << na << " at " << i << "," << j;
+            const float exact = simd::fixed_order_dot(a.data() + i * n, b.data() + j * n, n);
+            ASSERT_NEAR(got, exact, bound) << "n " << n << " nb " << nb << " na " << na << " at " << i << "," << j;
+            ASSERT_NEAR(tiled[i * nb + j], exact, bound) << "row-major tiles, n " << n << " at " << i << "," << j;
           }
         for (size_t t = na * columns; t < out.size(); ++t) ASSERT_EQ(out[t], 7.0f) << "wrote past the rows";
       }

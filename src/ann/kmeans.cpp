@@ -25,9 +25,12 @@ void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<f
                        const std::vector<float>* squared, size_t top, uint32_t* lists, float* dots) {
   const size_t nlist = centroids.size() / dim;
   constexpr size_t kRowBlock = 32;
-  const size_t ldb = simd::dot_panel_columns(nlist);
-  std::vector<float> packed(dim * ldb);
-  simd::pack_dot_panel(centroids.data(), nlist, dim, packed.data());
+  // Packing the centroids for the panel kernel costs a pass over them: worth it from a few dozen
+  // rows (k-means, adds, batches of queries); fewer rows (a query) take the row-major tiles.
+  const bool panel = n >= 2 * kRowBlock;
+  const size_t ldb = panel ? simd::dot_panel_columns(nlist) : nlist;
+  std::vector<float> packed(panel ? dim * ldb : 0);
+  if (panel) simd::pack_dot_panel(centroids.data(), nlist, dim, packed.data());
   float largest_norm = 0.0f, largest_square = 0.0f;
   for (size_t c = 0; c < nlist; ++c) {
     const float square = squared ? (*squared)[c] : simd::sum_of_squares(centroids.data() + c * dim, dim);
@@ -45,7 +48,10 @@ void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<f
 #pragma omp for schedule(dynamic, 1)
     for (size_t block = 0; block < blocks; ++block) {
       const size_t first = block * kRowBlock, rows = std::min(kRowBlock, n - first);
-      simd::dot_panel(x + first * dim, rows, packed.data(), ldb, dim, similarity.data(), ldb);
+      if (panel)
+        simd::dot_panel(x + first * dim, rows, packed.data(), ldb, dim, similarity.data(), ldb);
+      else
+        simd::dot_tile(x + first * dim, rows, centroids.data(), nlist, dim, similarity.data(), ldb);
       for (size_t i = 0; i < rows; ++i) {
         const float* row = x + (first + i) * dim;
         float* s = similarity.data() + i * ldb;

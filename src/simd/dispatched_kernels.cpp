@@ -227,6 +227,46 @@ float SubtractSumOfSquaresImpl(const float* in, const float* centre, float* out,
 }
 
 
+// A kRows x kCols block of dot products: every loaded vector of a serves kCols products, every
+// vector of b kRows; the tail of n (under a vector) is summed in scalars.
+template <size_t kRows, size_t kCols>
+HWY_INLINE void DotBlock(const float* a, const float* b, size_t n, float* out, size_t out_stride) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  hn::Vec<decltype(d)> acc[kRows][kCols];
+  for (size_t r = 0; r < kRows; ++r)
+    for (size_t c = 0; c < kCols; ++c) acc[r][c] = hn::Zero(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::Vec<decltype(d)> bv[kCols];
+    for (size_t c = 0; c < kCols; ++c) bv[c] = hn::LoadU(d, b + c * n + i);
+    for (size_t r = 0; r < kRows; ++r) {
+      const auto av = hn::LoadU(d, a + r * n + i);
+      for (size_t c = 0; c < kCols; ++c) acc[r][c] = hn::MulAdd(av, bv[c], acc[r][c]);
+    }
+  }
+  for (size_t r = 0; r < kRows; ++r)
+    for (size_t c = 0; c < kCols; ++c) {
+      float sum = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
+      for (size_t j = i; j < n; ++j) sum += a[r * n + j] * b[c * n + j];
+      out[r * out_stride + c] = sum;
+    }
+}
+
+void DotTileImpl(const float* a, size_t na, const float* b, size_t nb, size_t n, float* out, size_t out_stride) {
+  size_t r = 0;
+  for (; r + 4 <= na; r += 4) {
+    size_t c = 0;
+    for (; c + 4 <= nb; c += 4) DotBlock<4, 4>(a + r * n, b + c * n, n, out + r * out_stride + c, out_stride);
+    for (; c < nb; ++c) DotBlock<4, 1>(a + r * n, b + c * n, n, out + r * out_stride + c, out_stride);
+  }
+  for (; r < na; ++r) {
+    size_t c = 0;
+    for (; c + 4 <= nb; c += 4) DotBlock<1, 4>(a + r * n, b + c * n, n, out + r * out_stride + c, out_stride);
+    for (; c < nb; ++c) DotBlock<1, 1>(a + r * n, b + c * n, n, out + r * out_stride + c, out_stride);
+  }
+}
+
 // A kRows x (kVecs vectors) tile of dot products against packed columns: each k broadcasts one
 // value of every row and loads kVecs vectors of columns, so no horizontal sums are needed. Every
 // product sums k in order with fused multiply-adds. Packed columns lie in strips of 16 (see
@@ -428,6 +468,7 @@ HWY_EXPORT(SumOfSquaresImpl);
 HWY_EXPORT(FixedOrderDotImpl);
 HWY_EXPORT(FixedOrderSumImpl);
 HWY_EXPORT(MatvecColumnsImpl);
+HWY_EXPORT(DotTileImpl);
 HWY_EXPORT(DotPanelImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
@@ -456,6 +497,9 @@ void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* 
   HWY_DYNAMIC_DISPATCH(MatvecColumnsImpl)(matrix, rows, cols, x, out);
 }
 float dot(const float* a, const float* b, size_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
+void dot_tile(const float* a, size_t na, const float* b, size_t nb, size_t n, float* out, size_t out_stride) {
+  HWY_DYNAMIC_DISPATCH(DotTileImpl)(a, na, b, nb, n, out, out_stride);
+}
 void pack_dot_panel(const float* b, size_t nb, size_t n, float* packed) {
   constexpr size_t kStrip = 16;
   std::fill(packed, packed + dot_panel_columns(nb) * n, 0.0f);

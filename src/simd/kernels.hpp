@@ -50,6 +50,11 @@ void sign_bits(const float* x, size_t n, uint8_t* packed);
 void matvec_columns(const float* matrix, size_t rows, size_t cols, const float* x, float* out);
 // Dot product, any order (query-time only).
 float dot(const float* a, const float* b, size_t n);
+// out[i * out_stride + j] ~= <a_i, b_j> for rows a_0..a_{na-1} and b_0..b_{nb-1} (n floats each,
+// row-major): register tiles of fused multiply-adds, the order of the sums depending on the
+// instruction set. Within 2 * gamma_n * sum |a_i b_i| of fixed_order_dot. For a few rows a; many
+// rows amortize packing b for dot_panel, which runs nearer the FMA peak.
+void dot_tile(const float* a, size_t na, const float* b, size_t nb, size_t n, float* out, size_t out_stride);
 // Columns that dot_panel computes for nb vectors: nb rounded up to a multiple of 16 floats (every
 // target's vector width divides it).
 constexpr size_t dot_panel_columns(size_t nb) { return (nb + 15) / 16 * 16; }
