@@ -35,9 +35,10 @@ namespace kvsketch {
 enum class Refine { kNone, kFp16, kInt8 };
 
 // How the lists hold each vector's norm (or rescale factor): as the codec writes it (fp16 or fp32),
-// or in one byte on a logarithmic scale around a reference per list (log8: steps of 4.4%, at most
-// 2.2% off, clamped beyond 240 times the reference either way; fast-scan lists only). The
-// reference is the median norm of the training vectors the list received.
+// or in one byte on a logarithmic scale per list (log8; fast-scan lists only): around the median
+// norm of the training vectors the list received, 16 to 128 steps per octave, the finest that
+// holds those norms within half its range (64 steps, 0.54% at most off, when they lie within a
+// factor of 2 of the median). Norms beyond the range are clamped to its ends.
 enum class ListNorm { kCodec, kLog8 };
 
 struct IvfIndexOptions {
@@ -115,8 +116,8 @@ class IvfIndex {
 
   // Everything held: codes (norms and scales inside, and the fast-scan blocks' padding), ids (8
   // bytes each), l2 norms (2 bytes each, metric l2), the refine store, the centroids (nlist x dim
-  // floats), their squared norms (nlist floats) and, with norm=log8, the lists' references (nlist
-  // floats).
+  // floats), their squared norms (nlist floats) and, with norm=log8, the lists' norm scales (8
+  // bytes each).
   size_t bytes() const;
   size_t bytes_per_vector() const;  // codes + id (+ norm) (+ refine copy)
   // Of bytes(), those used in place in a mapped file's pages (0 unless made by map).

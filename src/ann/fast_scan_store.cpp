@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ann/log_norm.hpp"
+
 #include "codec/pca_turboquant.hpp"
 #include "codec/spec_of.hpp"
 #include "core/huge_pages.hpp"
@@ -47,19 +47,19 @@ FastScanStore::FastScanStore(const VectorCodec& codec, bool log_norms)
   }
 }
 
-void FastScanStore::set_reference(float reference) {
-  require(log_norms_, "fast scan: a reference without log-coded norms");
-  require(rows_ == 0, "fast scan: the reference of log-coded norms changes only while the store is empty");
-  require(std::isfinite(reference) && reference > 0.0f, "fast scan: the norms' reference {} is not finite and positive",
-          reference);
-  reference_ = reference;
+void FastScanStore::set_norm_scale(const log_norm::Scale& scale) {
+  require(log_norms_, "fast scan: a norm scale without log-coded norms");
+  require(rows_ == 0, "fast scan: the scale of log-coded norms changes only while the store is empty");
+  require(log_norm::valid(scale), "fast scan: the norms' scale (reference {}, {} steps per octave) is not valid",
+          scale.reference, scale.steps);
+  scale_ = scale;
 }
 
 void FastScanStore::store_tail(const uint8_t* row, bool stored, uint8_t* out) const {
   if (stored || !log_norms_)
     std::copy_n(row + layout_.index_bytes, tail_bytes_, out);
   else
-    *out = log_norm::encode(load_norm(layout_.norm, row + layout_.norm_offset), reference_);
+    *out = log_norm::encode(load_norm(layout_.norm, row + layout_.norm_offset), scale_);
 }
 
 uint8_t FastScanStore::nibble(size_t row, size_t group) const {
@@ -74,7 +74,7 @@ void FastScanStore::set_nibble(size_t row, size_t group, uint8_t value) {
 }
 
 float FastScanStore::scale(size_t row) const {
-  if (log_norms_) return log_norm::decode(tails_[row], reference_);
+  if (log_norms_) return log_norm::decode(tails_[row], scale_);
   return load_norm(layout_.norm, tails_.data() + row * tail_bytes_ + (layout_.norm_offset - layout_.index_bytes));
 }
 

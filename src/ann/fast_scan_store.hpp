@@ -14,6 +14,7 @@
 
 #include "codec/turboquant.hpp"
 #include "ann/list_array.hpp"
+#include "ann/log_norm.hpp"
 #include "core/default_init_allocator.hpp"
 #include "simd/fast_scan_kernels.hpp"
 
@@ -24,7 +25,7 @@ class FastScanStore {
   // Whether codec has a layout this store can hold (TurboQuant_mse at 1, 2 or 4 bits, or tq_pca
   // while it is that codec).
   static bool supports(const VectorCodec& codec);
-  // log_norms: keep each norm in one byte around reference() (the codec's norm must be its whole tail).
+  // log_norms: keep each norm in one byte on norm_scale() (the codec's norm must be its whole tail).
   explicit FastScanStore(const VectorCodec& codec, bool log_norms = false);
 
   size_t rows() const { return rows_; }
@@ -34,9 +35,9 @@ class FastScanStore {
   // and one byte with log-coded norms.
   size_t row_bytes() const { return layout_.index_bytes + tail_bytes_; }
   bool log_norms() const { return log_norms_; }
-  float reference() const { return reference_; }
-  // Before any row is appended: the reference of log-coded norms (finite, > 0).
-  void set_reference(float reference);
+  const log_norm::Scale& norm_scale() const { return scale_; }
+  // Before any row is appended: the scale of log-coded norms.
+  void set_norm_scale(const log_norm::Scale& scale);
 
   void append(const CodeBuffer& encoded);  // rows as the codec writes them
   void append_stored(const uint8_t* rows, size_t n);  // rows as stored (row_bytes each)
@@ -84,7 +85,7 @@ class FastScanStore {
   TurboQuant::ScanLayout layout_;
   size_t dim_, groups_, tail_bytes_, rows_ = 0;  // tail_bytes_: as stored
   bool log_norms_ = false;
-  float reference_ = 1.0f;
+  log_norm::Scale scale_;
   // Grown without zero fill (append writes every new byte); views of a mapped file's pages until
   // the store changes.
   ListArray<uint8_t, DefaultInitAllocator<uint8_t>> blocks_, tails_;

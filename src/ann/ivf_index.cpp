@@ -160,9 +160,9 @@ void IvfIndex::train(const float* x, size_t n) {
 }
 
 void IvfIndex::State::set_norm_references(const float* sample, size_t n) {
-  // Each list's reference: the median norm of what the codec will store for the training vectors
-  // it receives (their residuals, or themselves), or the median over all lists for a list that
-  // receives none.
+  // Each list's scale: from the norms of what the codec will store for the training vectors it
+  // receives (their residuals, or themselves); a list that receives few takes the steps of the
+  // scale of all of them.
   std::vector<uint32_t> assignment(n);
   assign_nearest(sample, n, dim, centroids, centroid_squares, assignment.data());
   std::vector<std::vector<float>> norms(options.nlist);
@@ -174,9 +174,9 @@ void IvfIndex::State::set_norm_references(const float* sample, size_t n) {
     all[i] = std::sqrt(simd::sum_of_squares(residual.data(), dim));
     norms[assignment[i]].push_back(all[i]);
   }
-  const float overall = log_norm::reference_of(all.data(), n, 1.0f);
+  const log_norm::Scale overall = log_norm::scale_of(all.data(), n, log_norm::Scale{});
   for (size_t c = 0; c < options.nlist; ++c)
-    lists[c].fast->set_reference(log_norm::reference_of(norms[c].data(), norms[c].size(), overall));
+    lists[c].fast->set_norm_scale(log_norm::scale_of(norms[c].data(), norms[c].size(), overall));
 }
 
 void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
@@ -303,7 +303,7 @@ size_t IvfIndex::mapped_bytes() const {
 size_t IvfIndex::bytes() const {
   const State& s = *state_;
   size_t total = (s.centroids.size() + s.centroid_squares.size()) * sizeof(float);
-  if (s.options.norm == ListNorm::kLog8 && s.trained()) total += s.options.nlist * sizeof(float);  // references
+  if (s.options.norm == ListNorm::kLog8 && s.trained()) total += s.options.nlist * 8;  // the lists' norm scales
   for (const IvfList& list : s.lists)
     total += list.code_bytes_held() + list.ids.size() * sizeof(int64_t) + list.norms.size() * 2 +
              list.rows() * list.refine.bytes_per_vector();

@@ -5,7 +5,8 @@
 //       k_factor, norm, next id, rows, trained
 //   codec spec (u64 length, bytes)
 //   centroids (nlist x dim floats, when trained)
-//   per list: u64 rows, with norm=log8 (when trained) the f32 reference of its norms, then its
+//   per list: u64 rows, with norm=log8 (when trained) its norms' scale (f32 reference, u32 steps
+//     per octave), then its
 //     arrays as the list holds them, each at an offset aligned to its element size so that a
 //     mapped file serves them in place: codes (fast-scan lists: the blocks of 32 rows, then each
 //     row's norm bytes, one with norm=log8; other lists: rows x the codec's row layout), ids (rows x
@@ -17,6 +18,7 @@
 #include <unordered_set>
 
 #include "ann/ivf_state.hpp"
+#include "ann/log_norm.hpp"
 #include "ann/kmeans.hpp"
 #include "core/require.hpp"
 #include "io/checked_file.hpp"
@@ -111,7 +113,10 @@ void IvfIndexFile::write(const IvfIndex::State& s, BinaryWriter& out) {
   const bool references = s.options.norm == ListNorm::kLog8 && s.trained();
   for (const IvfList& list : s.lists) {
     out.u64(list.rows());
-    if (references) out.f32(list.fast->reference());
+    if (references) {
+      out.f32(list.fast->norm_scale().reference);
+      out.u32(list.fast->norm_scale().steps);
+    }
     if (list.fast) {
       write_array(out, list.fast->block_bytes());
       write_array(out, list.fast->tail_bytes());
@@ -180,9 +185,12 @@ IvfIndex IvfIndexFile::read(const uint8_t* bytes, size_t end, const std::string&
     require(count <= in.remaining() / sizeof(int64_t), "load: {} is truncated or corrupted: a list claims {} rows", path,
             count);  // each row has an id: this bounds the sizes computed below
     if (trained && options.norm == ListNorm::kLog8) {
-      const float reference = in.f32("norm reference");
-      require(std::isfinite(reference) && reference > 0.0f, "load: {} has a list norm reference {}", path, reference);
-      list.fast->set_reference(reference);
+      log_norm::Scale scale;
+      scale.reference = in.f32("norm scale");
+      scale.steps = in.u32("norm scale");
+      require(log_norm::valid(scale), "load: {} has a list norm scale (reference {}, {} steps per octave)", path,
+              scale.reference, scale.steps);
+      list.fast->set_norm_scale(scale);
     }
     if (list.fast) {
       FastScanStore& fast = *list.fast;
