@@ -14,6 +14,16 @@ namespace {
 
 std::pair<int, std::string> run(const std::string& arguments) { return kvsketch::testutil::run_tool(arguments); }
 
+// The JSON rows a command prints, checked to be `count` (empty, with a test failure, otherwise).
+nlohmann::json json_rows(const std::string& arguments, size_t count) {
+  const auto [status, output] = run(arguments);
+  EXPECT_EQ(status, 0) << output;
+  if (status != 0) return nlohmann::json::array();
+  const auto rows = nlohmann::json::parse(output);
+  EXPECT_EQ(rows.size(), count) << output;
+  return rows.size() == count ? rows : nlohmann::json::array();
+}
+
 }  // namespace
 
 TEST(Cli, DistortionJsonHasExactlyTheDocumentedKeys) {
@@ -82,9 +92,7 @@ TEST(Cli, CapturedTensorsAreCheckedWhereUsed) {
 }
 
 TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
-  auto [status, output] = run("attention --synthetic flat --tokens 600 --num-queries 4 --policies 'fp16;tq_mse:b=3' --json");
-  ASSERT_EQ(status, 0) << output;
-  const auto rows = nlohmann::json::parse(output);
+  const auto rows = json_rows("attention --synthetic flat --tokens 600 --num-queries 4 --policies 'fp16;tq_mse:b=3' --json", 2);
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& row : rows)
     for (const char* key : {"policy", "regime", "bits_per_value", "bytes", "rel_error", "kl", "top8_overlap",
@@ -94,7 +102,7 @@ TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
   EXPECT_LT(rows[1]["bits_per_value"].get<double>(), 8.0);  // 600 tokens: the fp16 window weighs
   EXPECT_GT(rows[1]["speedup_vs_fp16"].get<double>(), 0.0);
   // Without fp16 in the run there is no speed-up to report: null, not 0.
-  std::tie(status, output) =
+  auto [status, output] =
       run("attention --synthetic flat --tokens 600 --num-queries 4 --policies 'tq_mse:b=3' --json");
   ASSERT_EQ(status, 0) << output;
   EXPECT_TRUE(nlohmann::json::parse(output)[0]["speedup_vs_fp16"].is_null()) << output;
@@ -126,18 +134,15 @@ TEST(Cli, AttentionJsonHasTheDocumentedKeys) {
   }
 }
 
-// The row keys; with --kv-heads a whole layer's step, its bytes those of every KV head.
 TEST(Cli, BenchAppendJsonHasThePagedAndCopyRates) {
-  auto [status, output] = run("bench append --tokens 2048 --policies 'fp16;tq_mse:b=3' --json");
-  ASSERT_EQ(status, 0) << output;
-  const auto rows = nlohmann::json::parse(output);
-  ASSERT_EQ(rows.size(), 2u);
+  const auto rows = json_rows("bench append --tokens 2048 --policies 'fp16;tq_mse:b=3' --json", 2);
   for (const auto& row : rows)
     for (const char* key : {"prefill_tokens_per_s", "decode_tokens_per_s", "paged_prefill_tokens_per_s",
                             "paged_decode_tokens_per_s", "copy_tokens_per_s"})
       EXPECT_GT(row[key].get<double>(), 0.0) << key;
 }
 
+// The row keys; with --kv-heads a whole layer's step, its bytes those of every KV head.
 TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
   const std::string common = "bench attention --tokens 1024 --threads 1 --repetitions 1 --layers 2 "
                              "--policies 'fp16;tq_mse:b=3' --json";
