@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-
 #include "codec/pca_turboquant.hpp"
 #include "codec/spec_of.hpp"
 #include "core/huge_pages.hpp"
@@ -55,8 +54,8 @@ void FastScanStore::set_norm_scale(const log_norm::Scale& scale) {
   scale_ = scale;
 }
 
-void FastScanStore::store_tail(const uint8_t* row, bool stored, uint8_t* out) const {
-  if (stored || !log_norms_)
+void FastScanStore::store_tail(const uint8_t* row, uint8_t* out) const {
+  if (!log_norms_)
     std::copy_n(row + layout_.index_bytes, tail_bytes_, out);
   else
     *out = log_norm::encode(load_norm(layout_.norm, row + layout_.norm_offset), scale_);
@@ -85,13 +84,7 @@ size_t FastScanStore::first_non_finite_row() const {
 }
 
 void FastScanStore::append(const CodeBuffer& encoded) {
-  append_rows(encoded.data().data(), encoded.code_bytes(), encoded.size(), false);
-}
-
-void FastScanStore::append_stored(const uint8_t* rows, size_t n) { append_rows(rows, row_bytes(), n, true); }
-
-void FastScanStore::append_rows(const uint8_t* encoded, size_t row_stride, size_t n, bool stored) {
-  const size_t total = rows_ + n, block_bytes = groups_ * 16;
+  const size_t n = encoded.size(), total = rows_ + n, block_bytes = groups_ * 16;
   // New bytes are not zeroed by resize: the whole blocks packed below are written in full, and the
   // blocks that rows fill one at a time (read-modify-write of nibbles) are zeroed here.
   auto &blocks = blocks_.mutate(), &tails = tails_.mutate();
@@ -104,13 +97,13 @@ void FastScanStore::append_rows(const uint8_t* encoded, size_t row_stride, size_
   for (; rows_ % kBlockRows == 0 && i + kBlockRows <= n; i += kBlockRows, rows_ += kBlockRows) {
     uint8_t* block = blocks.data() + (rows_ / kBlockRows) * groups_ * 16;
     const uint8_t* rows[kBlockRows];
-    for (size_t j = 0; j < kBlockRows; ++j) rows[j] = encoded + (i + j) * row_stride;
+    for (size_t j = 0; j < kBlockRows; ++j) rows[j] = encoded.row(i + j);
     simd::fast_scan_pack_block(rows, layout_.index_bytes, block);
-    for (size_t j = 0; j < kBlockRows; ++j) store_tail(rows[j], stored, tails.data() + (rows_ + j) * tail_bytes_);
+    for (size_t j = 0; j < kBlockRows; ++j) store_tail(rows[j], tails.data() + (rows_ + j) * tail_bytes_);
   }
   for (; i < n; ++i, ++rows_) {
     const size_t r = rows_;
-    const uint8_t* row = encoded + i * row_stride;
+    const uint8_t* row = encoded.row(i);
     // Nibble g of the row goes to byte g * 16 of its block's slot (rows 16..31: the high half).
     uint8_t* slot = blocks.data() + (r / kBlockRows) * groups_ * 16 + r % 16;
     const bool high = r % kBlockRows >= 16;
@@ -121,7 +114,7 @@ void FastScanStore::append_rows(const uint8_t* encoded, size_t row_stride, size_
       *a = high ? static_cast<uint8_t>((*a & 0x0F) | (low_nibble << 4)) : static_cast<uint8_t>((*a & 0xF0) | low_nibble);
       *b = high ? static_cast<uint8_t>((*b & 0x0F) | (high_nibble << 4)) : static_cast<uint8_t>((*b & 0xF0) | high_nibble);
     }
-    store_tail(row, stored, tails.data() + r * tail_bytes_);
+    store_tail(row, tails.data() + r * tail_bytes_);
   }
 }
 

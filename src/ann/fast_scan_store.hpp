@@ -31,8 +31,8 @@ class FastScanStore {
   size_t rows() const { return rows_; }
   size_t bytes_per_vector() const { return groups_ * 16 / simd::kFastScanBlockRows + tail_bytes_; }
   size_t bytes() const { return blocks_.size() + tails_.size(); }
-  // Bytes of a row as stored (copy_row, append_stored): the codec's code_bytes, or its index bytes
-  // and one byte with log-coded norms.
+  // Bytes of a row as stored (copy_row): the codec's code_bytes, or its index bytes and one byte
+  // with log-coded norms.
   size_t row_bytes() const { return layout_.index_bytes + tail_bytes_; }
   bool log_norms() const { return log_norms_; }
   const log_norm::Scale& norm_scale() const { return scale_; }
@@ -40,7 +40,6 @@ class FastScanStore {
   void set_norm_scale(const log_norm::Scale& scale);
 
   void append(const CodeBuffer& encoded);  // rows as the codec writes them
-  void append_stored(const uint8_t* rows, size_t n);  // rows as stored (row_bytes each)
   void reserve(size_t rows);
   void move_row(size_t from, size_t to);  // row `to` becomes a copy of row `from`
   // Row `row` as stored (row_bytes): as the encoder wrote it, its norm log-coded if so.
@@ -77,9 +76,8 @@ class FastScanStore {
   uint8_t nibble(size_t row, size_t group) const;
   void set_nibble(size_t row, size_t group, uint8_t value);
   float scale(size_t row) const;
-  // Appends n rows of row_stride bytes; their tails are as stored, or the codec's (log-coded here).
-  void append_rows(const uint8_t* rows, size_t row_stride, size_t n, bool stored);
-  void store_tail(const uint8_t* row, bool stored, uint8_t* out) const;
+  // A codec row's tail as stored: copied, or its norm log-coded.
+  void store_tail(const uint8_t* row, uint8_t* out) const;
 
   const TurboQuant& codec_;
   TurboQuant::ScanLayout layout_;

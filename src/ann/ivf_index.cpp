@@ -62,12 +62,6 @@ void IvfList::append_codes(const CodeBuffer& encoded) {
     codes.data().insert(codes.data().end(), encoded.data().begin(), encoded.data().end());
 }
 
-void IvfList::append_stored(const uint8_t* rows, size_t n) {
-  if (fast)
-    fast->append_stored(rows, n);
-  else
-    codes.data().insert(codes.data().end(), rows, rows + n * codes.code_bytes());
-}
 
 void IvfList::copy_code(size_t row, uint8_t* out) const {
   if (fast)

@@ -22,10 +22,9 @@ struct IvfList {
   IvfList(const VectorCodec& codec, bool fast_scan, bool log_norms, Refine refine_kind);
   size_t rows() const { return ids.size(); }
   void append_codes(const CodeBuffer& encoded);  // rows as the codec writes them
-  // Bytes of a row as the list stores it (files hold that layout): the codec's row layout, its norm
-  // in one byte with log-coded norms.
+  // Bytes of a row as the list stores it: the codec's row layout, its norm in one byte with
+  // log-coded norms.
   size_t stored_row_bytes() const { return fast ? fast->row_bytes() : codes.code_bytes(); }
-  void append_stored(const uint8_t* rows, size_t n);
   void copy_code(size_t row, uint8_t* out) const;
   size_t code_bytes_held() const;
   // Keeps the rows whose flag is set, in order.
