@@ -307,17 +307,18 @@ class Cache(_HFCache):
                             key_valid: torch.Tensor | None, scaling: float) -> torch.Tensor:
         t = query.shape[2]
         chunk_valid = None if key_valid is None else key_valid[:, -t:]
+        past = [self.kv.tokens(s, layer) for s in self.sequences]  # tokens each row holds
         if key_valid is not None:
             held = key_valid[:, :-t].sum(dim=1).tolist()
-            for row, s in enumerate(self.sequences):
-                if held[row] != self.kv.tokens(s, layer):
+            for row in range(len(self.sequences)):
+                if held[row] != past[row]:
                     raise ValueError(
                         f"kvsketch.hf: the attention mask marks {held[row]} past tokens of row {row} as real, but the cache "
-                        f"holds {self.kv.tokens(s, layer)}: only left padding is understood (padding is never appended, "
+                        f"holds {past[row]}: only left padding is understood (padding is never appended, "
                         "and a held token cannot be masked later)")
         output, lse = exact_attention(query, key, value, chunk_valid, scaling)
-        if any(self.kv.tokens(s, layer) for s in self.sequences):
-            past_out, past_lse = self._past_attention(layer, query, scaling)
+        if any(past):
+            past_out, past_lse = self._past_attention(layer, query, scaling, past)
             output = _merge(output.transpose(1, 2), lse.transpose(1, 2), past_out, past_lse).transpose(1, 2)
         for i, s in enumerate(self.sequences):
             k, v = key[i], value[i]  # (Hkv, T, D)
@@ -327,11 +328,12 @@ class Cache(_HFCache):
                 self.kv.append(s, layer, as_numpy(k.contiguous(), "keys"), as_numpy(v.contiguous(), "values"))
         return output
 
-    def _past_attention(self, layer: int, query: torch.Tensor, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every query (B, Hq, T, D) against its row's compressed past, through kvsketch's decode:
-        (output (B, T, Hq, D), lse (B, T, Hq)); a row with no past gives 0 and -inf."""
+    def _past_attention(self, layer: int, query: torch.Tensor, scaling: float,
+                        past: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every query (B, Hq, T, D) against its row's compressed past (past: the tokens each row
+        holds), through kvsketch's decode: (output (B, T, Hq, D), lse (B, T, Hq)); a row with no
+        past gives 0 and -inf."""
         b, hq, t, d = query.shape
-        past = [self.kv.tokens(s, layer) for s in self.sequences]
         # kvsketch scales scores by 1/sqrt(head_dim); other scalings go into the queries.
         q = (query.float() * (scaling * math.sqrt(d))).transpose(1, 2)  # (B, T, Hq, D)
         past_out, past_lse = torch.zeros(b, t, hq, d), torch.full((b, t, hq), -math.inf)

@@ -49,7 +49,7 @@ def teacher_forced_logits(model, tokens, cache, attn, prefill=48):
 class ReadBackCache(kh.Cache):
     """The reference: the same cache, its past attended exactly (float64) over the rows it holds."""
 
-    def _past_attention(self, layer, query, scaling):
+    def _past_attention(self, layer, query, scaling, past):
         b, hq, t, d = query.shape
         out, lse = torch.zeros(b, t, hq, d), torch.full((b, t, hq), -float("inf"))
         for i in range(b):
