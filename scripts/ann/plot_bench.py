@@ -41,7 +41,8 @@ def table(rows, targets=(0.90, 0.95)):
         out.append("|" + "---|" * (4 + 2 * len(targets)))
         for index in dict.fromkeys(r["index"] for r in data):
             mine = [r for r in data if r["index"] == index]
-            line = (f"| `{index}` | {mine[0]['bytes_per_vector']:.1f} | {mine[0]['train_s'] + mine[0]['add_s']:.1f} | "
+            cell = index.replace("|", "\\|")  # a factory's '|' would end the Markdown cell
+            line = (f"| `{cell}` | {mine[0]['bytes_per_vector']:.1f} | {mine[0]['train_s'] + mine[0]['add_s']:.1f} | "
                     f"{max(r['recall'] for r in mine):.3f} |")
             for t in targets:
                 for threads in (1, 2):
