@@ -130,12 +130,6 @@ void FastScanStore::move_row(size_t from, size_t to) {
   std::copy_n(tails.data() + from * tail_bytes_, tail_bytes_, tails.data() + to * tail_bytes_);
 }
 
-void FastScanStore::copy_row(size_t row, uint8_t* out) const {
-  for (size_t k = 0; k < layout_.index_bytes; ++k)
-    out[k] = static_cast<uint8_t>(nibble(row, 2 * k) | (nibble(row, 2 * k + 1) << 4));
-  std::copy_n(tails_.data() + row * tail_bytes_, tail_bytes_, out + layout_.index_bytes);
-}
-
 void FastScanStore::truncate(size_t rows) {
   for (size_t row = rows; row < rows_; ++row)
     for (size_t g = 0; g < groups_; ++g) set_nibble(row, g, 0);  // padding rows stay zero

@@ -3,7 +3,7 @@
 // coordinate at 4 bits, two at 2, four at 1) and transposed into blocks of 32 rows, plus each row's
 // trailing bytes (its norm or rescale factor). Same bytes per vector as the codec's rows, plus the
 // zero padding of the last block; or, with log-coded norms (ann/log_norm.hpp), the norm in one byte
-// around the store's reference.
+// on the store's scale.
 //
 // Scoring: per query, 16-entry float tables per group (<rotated q, centroids>), quantized to bytes
 // for the integer scan; the best candidates of the scan are then re-scored with the float tables,
@@ -31,10 +31,9 @@ class FastScanStore {
   size_t rows() const { return rows_; }
   size_t bytes_per_vector() const { return groups_ * 16 / simd::kFastScanBlockRows + tail_bytes_; }
   size_t bytes() const { return blocks_.size() + tails_.size(); }
-  // Bytes of a row as stored (copy_row): the codec's code_bytes, or its index bytes and one byte
-  // with log-coded norms.
+  // Bytes of a row as stored: the codec's code_bytes, or its index bytes and one byte with
+  // log-coded norms.
   size_t row_bytes() const { return layout_.index_bytes + tail_bytes_; }
-  bool log_norms() const { return log_norms_; }
   const log_norm::Scale& norm_scale() const { return scale_; }
   // Before any row is appended: the scale of log-coded norms.
   void set_norm_scale(const log_norm::Scale& scale);
@@ -42,8 +41,6 @@ class FastScanStore {
   void append(const CodeBuffer& encoded);  // rows as the codec writes them
   void reserve(size_t rows);
   void move_row(size_t from, size_t to);  // row `to` becomes a copy of row `from`
-  // Row `row` as stored (row_bytes): as the encoder wrote it, its norm log-coded if so.
-  void copy_row(size_t row, uint8_t* out) const;
   void truncate(size_t rows);
 
   struct Tables {

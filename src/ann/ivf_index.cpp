@@ -62,14 +62,6 @@ void IvfList::append_codes(const CodeBuffer& encoded) {
     codes.data().insert(codes.data().end(), encoded.data().begin(), encoded.data().end());
 }
 
-
-void IvfList::copy_code(size_t row, uint8_t* out) const {
-  if (fast)
-    fast->copy_row(row, out);
-  else
-    std::copy_n(codes.row(row), codes.code_bytes(), out);
-}
-
 size_t IvfList::code_bytes_held() const { return fast ? fast->bytes() : codes.bytes(); }
 
 void IvfList::keep(const std::vector<bool>& kept) {
@@ -150,10 +142,15 @@ void IvfIndex::train(const float* x, size_t n) {
   sample = s.prepared_rows(sample.data(), n);
   s.centroids = train_kmeans(sample.data(), n, s.dim, nlist, s.options.iterations, s.options.seed);
   s.centroid_squares = squared_norms(s.centroids, s.dim);
-  if (s.options.norm == ListNorm::kLog8) s.set_norm_references(sample.data(), n);
+  if (s.options.norm == ListNorm::kLog8) s.set_norm_scales(sample.data(), n);
 }
 
-void IvfIndex::State::set_norm_references(const float* sample, size_t n) {
+void IvfIndex::State::codec_input(const float* row, size_t list, float* out) const {
+  const float* centroid = centroids.data() + list * dim;
+  for (size_t j = 0; j < dim; ++j) out[j] = options.residual ? row[j] - centroid[j] : row[j];
+}
+
+void IvfIndex::State::set_norm_scales(const float* sample, size_t n) {
   // Each list's scale: from the norms of what the codec will store for the training vectors it
   // receives (their residuals, or themselves); a list that receives few takes the steps of the
   // scale of all of them.
@@ -162,9 +159,7 @@ void IvfIndex::State::set_norm_references(const float* sample, size_t n) {
   std::vector<std::vector<float>> norms(options.nlist);
   std::vector<float> all(n), residual(dim);
   for (size_t i = 0; i < n; ++i) {
-    const float* row = sample + i * dim;
-    const float* centroid = centroids.data() + assignment[i] * dim;
-    for (size_t j = 0; j < dim; ++j) residual[j] = options.residual ? row[j] - centroid[j] : row[j];
+    codec_input(sample + i * dim, assignment[i], residual.data());
     all[i] = std::sqrt(simd::sum_of_squares(residual.data(), dim));
     norms[assignment[i]].push_back(all[i]);
   }
@@ -211,12 +206,8 @@ void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
   for (size_t c = 0; c < s.options.nlist; ++c) {
     if (members[c].empty()) continue;
     block.resize(members[c].size() * s.dim);
-    const float* centroid = s.centroids.data() + c * s.dim;
-    for (size_t m = 0; m < members[c].size(); ++m) {
-      const float* row = rows.data() + members[c][m] * s.dim;
-      float* out = block.data() + m * s.dim;
-      for (size_t j = 0; j < s.dim; ++j) out[j] = s.options.residual ? row[j] - centroid[j] : row[j];
-    }
+    for (size_t m = 0; m < members[c].size(); ++m)
+      s.codec_input(rows.data() + members[c][m] * s.dim, c, block.data() + m * s.dim);
     s.codec->encode(block.data(), members[c].size(), encoded[c]);
   }
   for (size_t c = 0; c < s.options.nlist; ++c) {

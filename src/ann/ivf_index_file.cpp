@@ -6,15 +6,13 @@
 //   codec spec (u64 length, bytes)
 //   centroids (nlist x dim floats, when trained)
 //   per list: u64 rows, with norm=log8 (when trained) its norms' scale (f32 reference, u32 steps
-//     per octave), then its
-//     arrays as the list holds them, each at an offset aligned to its element size so that a
-//     mapped file serves them in place: codes (fast-scan lists: the blocks of 32 rows, then each
+//     per octave), then its arrays as the list holds them, each at an offset aligned to its
+//     element size so that a mapped file serves them in place: codes (fast-scan lists: the blocks of 32 rows, then each
 //     row's norm bytes, one with norm=log8; other lists: rows x the codec's row layout), ids (rows x
 //     i64), norms (rows x fp16, metric l2), refine copies (rows x dim fp16, or rows x dim i8 then
 //     rows x f32 scales)
 //   trailer: u64 payload bytes, u32 CRC-32, u32 reserved
 #include <cmath>
-#include <cstring>
 #include <unordered_set>
 
 #include "ann/ivf_state.hpp"
@@ -53,16 +51,13 @@ void write_array(BinaryWriter& out, const ListArray<T, Allocator>& array) {
 template <typename T, typename Allocator>
 void read_array(BinaryReader& in, ListArray<T, Allocator>& array, size_t count, const char* what, bool map) {
   in.align(sizeof(T), what);
-  require(count <= in.remaining() / sizeof(T), "load: {} is truncated or corrupted: {} claims {} items", in.path(),
-          what, count);
-  const uint8_t* data = in.take(count * sizeof(T), what);
-  if (map) {
-    array.view(reinterpret_cast<const T*>(data), count);
+  if (!map) {
+    in.into(array.mutate(), count, what);
     return;
   }
-  auto& owned = array.mutate();
-  owned.resize(count);
-  if (count) std::memcpy(owned.data(), data, count * sizeof(T));
+  require(count <= in.remaining() / sizeof(T), "load: {} is truncated or corrupted: {} claims {} items", in.path(),
+          what, count);
+  array.view(reinterpret_cast<const T*>(in.take(count * sizeof(T), what)), count);
 }
 
 }  // namespace

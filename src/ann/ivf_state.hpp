@@ -25,7 +25,6 @@ struct IvfList {
   // Bytes of a row as the list stores it: the codec's row layout, its norm in one byte with
   // log-coded norms.
   size_t stored_row_bytes() const { return fast ? fast->row_bytes() : codes.code_bytes(); }
-  void copy_code(size_t row, uint8_t* out) const;
   size_t code_bytes_held() const;
   // Keeps the rows whose flag is set, in order.
   void keep(const std::vector<bool>& kept);
@@ -45,8 +44,11 @@ struct IvfIndex::State {
 
   State(size_t dim_, IvfIndexOptions options_);
   bool trained() const { return !centroids.empty(); }
-  // With norm=log8, after training on the sample: each list's reference.
-  void set_norm_references(const float* sample, size_t n);
+  // What the codec encodes for a (prepared) row in a list: its residual to the list's centroid, or
+  // the row itself (residual=0). dim floats into out.
+  void codec_input(const float* row, size_t list, float* out) const;
+  // With norm=log8, after training on the sample: each list's norm scale.
+  void set_norm_scales(const float* sample, size_t n);
   // Rows as stored: normalized for cosine.
   std::vector<float> prepared_rows(const float* x, size_t n) const;
   // Candidates kept per query by the code scan, and by the codec's estimate before refinement.

@@ -19,8 +19,6 @@ class ListArray {
   const T& operator[](size_t i) const { return data()[i]; }
   const T* begin() const { return data(); }
   const T* end() const { return data() + size(); }
-  // Heap bytes held (a view holds none).
-  size_t allocated_bytes() const { return owned_.capacity() * sizeof(T); }
   bool mapped() const { return view_ != nullptr; }
 
   // The own vector, to change; a view is copied into it first.

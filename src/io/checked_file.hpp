@@ -107,5 +107,4 @@ size_t checked_payload_end(const std::vector<uint8_t>& bytes, const char (&magic
 size_t checked_payload_end(const uint8_t* bytes, size_t size, const char (&magic)[16], const char* what_kind,
                            const std::string& path);
 
-
 }  // namespace kvsketch
