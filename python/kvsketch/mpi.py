@@ -129,7 +129,11 @@ class ShardedIvfIndex:
         rows in order would number them. Given ids must be distinct across all ranks and new."""
         comm = self.comm
         n = _agreed(comm, lambda: self._rows_of(x))
-        counts = comm.allgather(n)
+        counts, given = zip(*comm.allgather((n, ids is not None)))
+        if any(given) and not all(given):
+            # The two kinds of add gather different things: one rank cannot give ids without the others.
+            raise Error(f"ShardedIvfIndex: add: ranks {[r for r, g in enumerate(given) if g]} give ids and the others "
+                        "do not; give ids on every rank or on none")
         if ids is None:
             total = sum(counts)
             if self._next_id > _INT64_MAX - total:

@@ -92,6 +92,9 @@ check(refused_everywhere(lambda: sharded.add(bad), f"rank {ranks - 1}"), "a NaN 
 check(sharded.ntotal == 100, f"{sharded.ntotal} vectors after a refused add")
 taken = np.array([5 if rank == ranks - 1 else 10_000 + rank], dtype=np.int64)
 check(refused_everywhere(lambda: sharded.add(x[:1], taken), "already taken"), "a taken id")
+if ranks > 1:
+    check(refused_everywhere(lambda: sharded.add(x[:1], np.array([30_000], np.int64) if rank == 0 else None),
+                             "on every rank or on none"), "ids on one rank only")
 repeated = np.array([20_000], dtype=np.int64)
 check(refused_everywhere(lambda: sharded.add(x[:1], repeated), "repeat"), "an id given on two ranks")
 check(sharded.ntotal == 100, f"{sharded.ntotal} vectors after refused ids")
