@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <thread>
 
 #include "kvsketch/attention.hpp"
@@ -738,8 +740,63 @@ TEST(PagedKVCache, BadCallsNameTheProblem) {
 namespace kvsketch {
 namespace {
 
-// Allocations of one warm decode call (the same call made twice before).
-size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch, Arithmetic arithmetic) {
+// Runs call c's tasks on its own thread c, started idle beforehand: the counted call runs on a
+// thread that has never run a task, as a pool's threads take an engine's tasks in any order.
+class ThreadPerCallExecutor final : public Executor {
+ public:
+  explicit ThreadPerCallExecutor(size_t calls) : slots_(calls) {
+    for (Slot& slot : slots_) slot.thread = std::thread([&slot] { slot.serve(); });
+  }
+  ~ThreadPerCallExecutor() override {
+    for (Slot& slot : slots_) slot.post(0, nullptr, nullptr);
+    for (Slot& slot : slots_) slot.thread.join();
+  }
+  void run(size_t count, TaskFunction task, void* context) override {
+    require(next_ < slots_.size(), "ThreadPerCallExecutor: more calls than threads");
+    slots_[next_++].post(count, task, context);
+  }
+
+ private:
+  struct Slot {
+    std::thread thread;
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool posted = false, done = false;
+    size_t count = 0;
+    TaskFunction task = nullptr;
+    void* context = nullptr;
+    // Hands the batch (or, with a null task, the order to stop) to the thread and waits for it.
+    void post(size_t n, TaskFunction f, void* c) {
+      std::unique_lock lock(mutex);
+      count = n;
+      task = f;
+      context = c;
+      posted = true;
+      changed.notify_all();
+      changed.wait(lock, [&] { return done; });
+      done = false;
+    }
+    void serve() {
+      for (;;) {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return posted; });
+        posted = false;
+        const bool stop = task == nullptr;
+        for (size_t i = 0; i < count && task; ++i) task(context, i);
+        done = true;
+        changed.notify_all();
+        if (stop) return;
+      }
+    }
+  };
+  std::vector<Slot> slots_;
+  size_t next_ = 0;
+};
+
+// Allocations of one warm decode call (the same call made twice before), on OpenMP threads, or with
+// `cold_thread` on a thread that has never run a task.
+size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch, Arithmetic arithmetic,
+                               bool cold_thread = false) {
   const TokenStream stream(3000, 60);
   PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse(spec), 2);
   std::vector<SequenceId> ids;
@@ -753,6 +810,8 @@ size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch, A
   AttentionOptions options;
   options.threads = static_cast<int>(threads);
   options.arithmetic = arithmetic;
+  ThreadPerCallExecutor per_call(3);
+  if (cold_thread) options.executor = &per_call;
   for (int warm = 0; warm < 2; ++warm)
     cache.decode(0, ids.data(), batch, queries.data(), q_heads, output.data(), lse.data(), options);
   testutil::reset_allocations();
@@ -773,6 +832,16 @@ TEST(PagedKVCache, WarmDecodeAllocatesNothing) {
                        (arithmetic == Arithmetic::kFloat ? " float" : " integer"));
           EXPECT_EQ(warm_decode_allocations(spec, threads, batch, arithmetic), 0u);
         }
+}
+
+// Which thread runs which task is the executor's choice: memory a call needs belongs to its steps,
+// not to the threads that happened to run them before.
+TEST(PagedKVCache, WarmDecodeAllocatesNothingOnAThreadNewToIt) {
+  for (const char* spec : {"fp16", "tq_mse:b=3", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=2.5|tq_mse:b=3"})
+    for (Arithmetic arithmetic : {Arithmetic::kInteger, Arithmetic::kFloat}) {
+      SCOPED_TRACE(std::string(spec) + (arithmetic == Arithmetic::kFloat ? " float" : " integer"));
+      EXPECT_EQ(warm_decode_allocations(spec, 1, 3, arithmetic, true), 0u);
+    }
 }
 
 }  // namespace kvsketch

@@ -59,6 +59,7 @@ class CodeBuffer {
 
 class VectorCodec;
 struct AttentionParts;
+class AttentionScratch;  // codec/attention_scratch.hpp (internal)
 
 // Rows [first, first + rows) of a key and a value code buffer: one segment of a decode step's body
 // (a range of one cache's body, or one page of a paged cache).
@@ -170,10 +171,11 @@ class VectorCodec {
                     float* sum, float* accumulators, Arithmetic arithmetic) const;
   // The same over segments read one after another as one range (the pages of a sequence): the
   // kernel's per-query setup is done once for all of them. Each segment starts a block of the
-  // integer kernels' weights.
+  // integer kernels' weights. `memory` is what the call reuses from earlier calls (the library's
+  // decode steps own one per task); null: the calling thread's own.
   bool attend_segments(const PreparedQuery* const* queries, size_t heads, const VectorCodec& value_codec,
                        const CodeSegment* segments, size_t count, float* max, float* sum, float* accumulators,
-                       Arithmetic arithmetic) const;
+                       Arithmetic arithmetic, AttentionScratch* memory = nullptr) const;
 
  protected:
   explicit VectorCodec(size_t dim) : dim_(dim) {}

@@ -64,18 +64,18 @@ void half_rows_attention(const float* queries, size_t heads, const ExactPiece& p
 // accumulate_partial_multi. The prepared queries carry the logit scale.
 void body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
                     const std::vector<const PreparedQuery*>& prepared, const CodeSegment* task, size_t count,
-                    Arithmetic arithmetic, Partials& parts, std::vector<float>& scratch) {
+                    Arithmetic arithmetic, Partials& parts, ItemScratch& scratch) {
   const size_t heads = prepared.size();
   size_t total = 0;
   for (size_t s = 0; s < count; ++s) total += task[s].rows;
   if (total == 0 || key_codec.attend_segments(prepared.data(), heads, value_codec, task, count, parts.max.data(),
-                                              parts.sum.data(), parts.acc.data(), arithmetic))
+                                              parts.sum.data(), parts.acc.data(), arithmetic, &scratch.attention))
     return;
   // The separate kernels where the fused one does not take them (no fused kernel, or rows in quads
   // that this CPU copies back): every segment's scores into one row of logits per head, one
   // softmax, then every segment's weighted sum, as over one range. Every logit is written by
   // scores_multi: no zeroing pass.
-  float* logits = scratch_floats(scratch, heads * total);
+  float* logits = scratch_floats(scratch.logits, heads * total);
   size_t column = 0;
   for (size_t s = 0; s < count; ++s) {
     key_codec.scores_multi(prepared.data(), heads, *task[s].keys, task[s].first, task[s].rows, logits + column, total,
@@ -192,7 +192,7 @@ void GroupStep::finish() {
 
 void GroupStep::run(size_t i) {
   if (i < exact_.size()) {
-    half_rows_attention(queries_, heads_, exact_[i], dim_, scale_, parts_[i], scratch_[i]);
+    half_rows_attention(queries_, heads_, exact_[i], dim_, scale_, parts_[i], scratch_[i].logits);
     return;
   }
   const size_t task = i - exact_.size(), first = task ? task_ends_[task - 1] : 0;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "codec/attention_scratch.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/executor.hpp"
@@ -53,6 +54,12 @@ struct PreparedQueries {
 // One KV head's step for its query heads: exact pieces, then body tasks (each a run of code
 // segments), each an item that any thread may run; then the merge. A step is reusable: begin()
 // starts a new one in the memory of the last, so that a warm decode call allocates nothing.
+// What an item of a step reuses from call to call: held by the step, not by the thread that runs it.
+struct ItemScratch {
+  std::vector<float> logits;
+  AttentionScratch attention;
+};
+
 class GroupStep {
  public:
   GroupStep() = default;
@@ -92,7 +99,7 @@ class GroupStep {
   std::vector<size_t> task_ends_;      // task t is segments_[t ? task_ends_[t - 1] : 0, task_ends_[t])
   std::vector<std::vector<float>> storage_;
   std::vector<Partials> parts_;              // items' partial sums: the exact pieces', then the tasks'
-  std::vector<std::vector<float>> scratch_;  // items' logits
+  std::vector<ItemScratch> scratch_;         // items' memory, kept from call to call
   std::vector<float> merge_acc_;
   PreparedQueries prepared_;
 };

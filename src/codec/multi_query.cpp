@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "codec/attention_parts.hpp"
+#include "codec/attention_scratch.hpp"
 #include "core/kernel_memory.hpp"
 #include "codec/spec_of.hpp"
 #include "kvsketch/codec.hpp"
@@ -46,26 +46,30 @@ void VectorCodec::check_queries(const PreparedQuery* const* queries, size_t head
             "{}: query {} was prepared by a different codec than {}", operation, h, SpecOf{*this});
 }
 
+namespace {
+
+// Without the caller's memory, attend_segments takes this thread's of earlier calls (the kernels it
+// calls never call it again on the same thread). Its own function: a thread-local is built where
+// its declaration is first passed, and building one allocates (the parts' deques).
+AttentionScratch& thread_attention_scratch() {
+  thread_local AttentionScratch memory;
+  return memory;
+}
+
+}  // namespace
+
 bool VectorCodec::attend_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& keys,
                                const VectorCodec& value_codec, const CodeBuffer& values, size_t first, size_t n,
                                float* max, float* sum, float* accumulators, Arithmetic arithmetic) const {
   const CodeSegment segment{&keys, &values, first, n};
-  return attend_segments(queries, heads, value_codec, &segment, 1, max, sum, accumulators, arithmetic);
+  return attend_segments(queries, heads, value_codec, &segment, 1, max, sum, accumulators, arithmetic, nullptr);
 }
 
 bool VectorCodec::attend_segments(const PreparedQuery* const* queries, size_t heads, const VectorCodec& value_codec,
                                   const CodeSegment* segments, size_t count, float* max, float* sum,
-                                  float* accumulators, Arithmetic arithmetic) const {
+                                  float* accumulators, Arithmetic arithmetic, AttentionScratch* memory) const {
   check_queries(queries, heads, "attention");
-  // This thread's memory of earlier calls: a warm call allocates nothing. (The kernels called below
-  // never call attend_segments again on the same thread.)
-  thread_local struct Scratch {
-    std::vector<const CodeSegment*> live;  // segments with rows
-    std::vector<size_t> rows;
-    std::vector<std::ptrdiff_t> key_shift, value_shift;
-    std::vector<simd::AttentionKeyGroup> groups;
-    AttentionParts key_view, value_view;
-  } scratch;
+  AttentionScratch& scratch = memory ? *memory : thread_attention_scratch();
   std::vector<const CodeSegment*>& live = scratch.live;
   live.clear();
   for (size_t s = 0; s < count; ++s) {
