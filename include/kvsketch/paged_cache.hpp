@@ -96,9 +96,11 @@ class PagedKVCache {
   // h / (q_heads / kv_heads)); output ([batch][q_heads][head_dim]) and lse ([batch][q_heads], may
   // be null) are the caller's. Each sequence's answer has the bits it has decoded alone, on any
   // executor or thread count. A sequence may appear more than once. Once warm (a call of the same
-  // batch and shape made before, on the same threads), a call allocates no heap memory: the cache
-  // keeps the steps' memory in a pool and the kernels theirs per thread. (fp16, tq_mse, tq_prod
-  // and the split widths are tested; other codecs may still allocate their prepared queries.)
+  // batch and shape made before), a call allocates no heap memory, whichever threads run its tasks:
+  // the cache keeps the steps' memory, the kernels' scratch included, in a pool. (fp16, tq_mse,
+  // tq_prod and the split widths are tested; other codecs may still allocate their prepared
+  // queries, and the float kernels of channel splits take temporaries from per-thread free lists
+  // that a thread fills on its first call.)
   void decode(size_t layer, const SequenceId* sequences, size_t batch, const float* queries, size_t q_heads,
               float* output, float* lse, const AttentionOptions& options = {}) const;
 
