@@ -142,6 +142,7 @@ class PagedKVCache {
   size_t allocated_bytes() const;
 
  private:
+  friend class PagedSelectionCache;  // reads the pages and fp16 rows it attends
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -34,6 +34,11 @@ struct BodyView {
   const CodeBuffer* key_codes = nullptr;
   const VectorCodec* value_codec = nullptr;
   const CodeBuffer* value_codes = nullptr;
+  // Or codes in pages (a PagedKVCache sequence's body), with key_codec and value_codec: row r is
+  // row (first_row + r) % page_rows of key_pages[(first_row + r) / page_rows], values alike.
+  const CodeBuffer* const* key_pages = nullptr;
+  const CodeBuffer* const* value_pages = nullptr;
+  size_t page_rows = 0, first_row = 0;
 
   static BodyView half(const uint16_t* keys, const uint16_t* values, size_t tokens, size_t dim) {
     return {nullptr, nullptr, tokens, dim, keys, values};
@@ -43,6 +48,10 @@ struct BodyView {
                              const CodeBuffer& values);
   // The compressed body of one layer and KV head of a cache: its tokens sinks .. sinks + body_count.
   static BodyView of(const KVCache& cache, size_t layer, size_t kv_head);
+  // Rows [first_row, first_row + tokens) of pages of page_rows rows each.
+  static BodyView paged(const VectorCodec& key_codec, const CodeBuffer* const* key_pages,
+                        const VectorCodec& value_codec, const CodeBuffer* const* value_pages, size_t page_rows,
+                        size_t first_row, size_t tokens);
 };
 
 struct TokenSelection {

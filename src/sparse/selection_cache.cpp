@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/require.hpp"
-#include "kvsketch/half.hpp"
+#include "sparse/held_rows.hpp"
 
 namespace kvsketch {
 namespace {
@@ -49,12 +49,8 @@ void SelectionCache::append(size_t layer, const float* keys, const float* values
   for (size_t h = 0; h < kv_heads; ++h) {
     HeadSelector& head = at(layer, h);
     const size_t to_sinks = cache_.head(layer, h).sink_count - sinks_before[h];
-    for (size_t t = to_sinks; t < tokens; ++t)
-      for (size_t j = 0; j < d; ++j) {
-        // What the cache holds: the fp16 value.
-        head.pending_keys.push_back(half_to_float(float_to_half(keys[(h * tokens + t) * d + j])));
-        head.pending_values.push_back(half_to_float(float_to_half(values[(h * tokens + t) * d + j])));
-      }
+    append_as_held(head.pending_keys, keys + (h * tokens + to_sinks) * d, (tokens - to_sinks) * d);
+    append_as_held(head.pending_values, values + (h * tokens + to_sinks) * d, (tokens - to_sinks) * d);
     const size_t entered = cache_.head(layer, h).body_count() - body_before[h];
     for (size_t done = 0; done < entered; done += block) {
       const size_t n = std::min(block, entered - done);

@@ -21,6 +21,22 @@ BodyView BodyView::compressed(const VectorCodec& key_codec, const CodeBuffer& ke
   return body;
 }
 
+BodyView BodyView::paged(const VectorCodec& key_codec, const CodeBuffer* const* key_pages,
+                         const VectorCodec& value_codec, const CodeBuffer* const* value_pages, size_t page_rows,
+                         size_t first_row, size_t tokens) {
+  BodyView body;
+  body.tokens = tokens;
+  body.dim = key_codec.dim();
+  body.key_codec = &key_codec;
+  body.key_pages = key_pages;
+  body.value_codec = &value_codec;
+  body.value_pages = value_pages;
+  body.page_rows = page_rows;
+  body.first_row = first_row;
+  check_body(body, "paged body");
+  return body;
+}
+
 BodyView BodyView::of(const KVCache& cache, size_t layer, size_t kv_head) {
   const HeadCache& head = cache.head(layer, kv_head);
   return compressed(cache.key_codec(layer, kv_head), head.body_keys, cache.value_codec(layer, kv_head),
