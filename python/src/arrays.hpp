@@ -83,4 +83,20 @@ py::array_t<T> new_array(std::vector<py::ssize_t> shape) {
   return py::array_t<T>(shape);
 }
 
+// (output, lse) of an attention step over queries of `shape` (rows, q_heads, head_dim): the
+// arrays made, then step(output, lse) run without the GIL.
+template <typename Step>
+py::tuple attention_outputs(const std::vector<size_t>& shape, Step&& step) {
+  auto output = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1]),
+                                  static_cast<py::ssize_t>(shape[2])});
+  auto lse = new_array<float>({static_cast<py::ssize_t>(shape[0]), static_cast<py::ssize_t>(shape[1])});
+  float* out = output.mutable_data();
+  float* l = lse.mutable_data();
+  {
+    py::gil_scoped_release release;
+    step(out, l);
+  }
+  return py::make_tuple(output, lse);
+}
+
 }  // namespace kvsketch::python

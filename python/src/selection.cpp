@@ -1,5 +1,6 @@
-// kvsketch.SelectionCache: one sequence attended through a token selector (MagicPIG, BalanceKV,
-// top-k, uniform) over its compressed body, on NumPy arrays.
+// kvsketch.SelectionCache and kvsketch.PagedSelectionCache: one sequence, or the sequences of a
+// paged cache, attended through token selectors (MagicPIG, BalanceKV, top-k, uniform) over their
+// compressed bodies, on NumPy arrays.
 #include <pybind11/stl.h>
 
 #include <set>
@@ -9,6 +10,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "kvsketch/kv_policy.hpp"
+#include "kvsketch/paged_selection_cache.hpp"
 #include "kvsketch/selection_cache.hpp"
 
 namespace kvsketch::python {
@@ -60,6 +62,57 @@ void bind_selection(py::module_& module) {
            "Bytes of the KV cache (codes, fp16 sinks and window, calibration).")
       .def("index_bytes", &SelectionCache::index_bytes, "Bytes of the selectors' indexes, every layer and head.")
       .def("dense", &SelectionCache::dense, py::arg("layer"));
+
+  py::class_<PagedSelectionCache>(module, "PagedSelectionCache", R"(Sequences of a paged KV cache, each attended through its own token selectors.
+
+    PagedSelectionCache(layers, kv_heads, head_dim, policy, selector, dense_layers=(), seed=0)
+    Sequences as KVCache's: add_sequence, fork (copies the selectors), truncate, remove_sequence.
+    A selector indexes whole blocks before the tokens the policy's rollback keeps in fp16; the rest
+    of the body, the sinks and the window are attended exactly.)")
+      .def(py::init([](size_t layers, size_t kv_heads, size_t head_dim, const std::string& policy,
+                       const std::string& selector, const std::set<size_t>& dense_layers, uint64_t seed) {
+             return PagedSelectionCache(layers, kv_heads, head_dim, KVPolicy::parse(policy), selector, dense_layers,
+                                        seed);
+           }),
+           py::arg("layers"), py::arg("kv_heads"), py::arg("head_dim"), py::arg("policy"), py::arg("selector"),
+           py::arg("dense_layers") = std::set<size_t>{}, py::arg("seed") = 0)
+      .def("add_sequence", &PagedSelectionCache::add_sequence)
+      .def("fork", &PagedSelectionCache::fork, py::arg("sequence"))
+      .def("truncate", &PagedSelectionCache::truncate, py::arg("sequence"), py::arg("tokens"))
+      .def("remove_sequence", &PagedSelectionCache::remove_sequence, py::arg("sequence"))
+      .def(
+          "append",
+          [](PagedSelectionCache& cache, uint64_t sequence, size_t layer, const py::array& keys, const py::array& values) {
+            const KeyValueInput input = key_value_input(keys, values, cache.cache().kv_heads(), cache.cache().head_dim());
+            py::gil_scoped_release release;
+            cache.append(sequence, layer, input.keys, input.values, input.tokens);
+          },
+          py::arg("sequence"), py::arg("layer"), py::arg("keys"), py::arg("values"),
+          "Appends tokens to a layer of a sequence: keys and values (kv_heads, tokens, head_dim).")
+      .def(
+          "attention",
+          [](const PagedSelectionCache& cache, size_t layer, const std::vector<SequenceId>& sequences,
+             const py::array& queries, uint64_t draw) {
+            std::vector<size_t> shape;
+            const float* q = float32_input(queries, "queries",
+                                           {static_cast<py::ssize_t>(sequences.size()), -1,
+                                            static_cast<py::ssize_t>(cache.cache().head_dim())},
+                                           &shape);
+            return attention_outputs(shape, [&](float* out, float* lse) {
+              cache.attention(layer, sequences.data(), sequences.size(), q, shape[1], out, lse, draw);
+            });
+          },
+          py::arg("layer"), py::arg("sequences"), py::arg("queries"), py::arg("draw") = 0,
+          "One decode step for a batch: queries (batch, q_heads, head_dim) float32 -> (output, lse).")
+      .def("tokens", [](const PagedSelectionCache& cache, SequenceId sequence, size_t layer) {
+             return cache.cache().tokens(sequence, layer);
+           }, py::arg("sequence"), py::arg("layer") = 0)
+      .def("indexed_tokens", &PagedSelectionCache::indexed_tokens, py::arg("sequence"), py::arg("layer") = 0,
+           "Body tokens of the layer that the sequence's selectors index.")
+      .def("bytes", [](const PagedSelectionCache& cache) { return cache.cache().bytes(); },
+           "Bytes of the KV cache (shared pages once, fp16 sinks and windows, calibration).")
+      .def("index_bytes", &PagedSelectionCache::index_bytes, "Bytes of the selectors' indexes, every sequence.")
+      .def("dense", &PagedSelectionCache::dense, py::arg("layer"));
 }
 
 }  // namespace kvsketch::python

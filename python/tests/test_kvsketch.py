@@ -416,3 +416,35 @@ def test_selection_cache_attends_through_its_selector():
     with pytest.raises(kvsketch.Error, match="layer"):
         sampled.append(5, keys[:, :4].copy(), values[:, :4].copy())
     assert sampled.tokens(0) == 600
+
+
+def test_paged_selection_cache_follows_fork_and_answers_as_the_one_sequence_cache():
+    rng = np.random.default_rng(41)
+    keys = rng.standard_normal((2, 500, 64)).astype(np.float32)
+    values = rng.standard_normal((2, 500, 64)).astype(np.float32)
+    queries = rng.standard_normal((2, 4, 64)).astype(np.float32)
+    policy = "tq_mse:b=3|window=32|block=16|page=64"
+    served = kvsketch.PagedSelectionCache(2, 2, 64, policy, "magicpig:K=4,L=40", seed=3)
+    single = kvsketch.SelectionCache(2, 2, 64, policy, "magicpig:K=4,L=40", seed=3)
+    s = served.add_sequence()
+    for layer in (0, 1):
+        served.append(s, layer, keys[:, :300].copy(), values[:, :300].copy())
+        single.append(layer, keys[:, :300].copy(), values[:, :300].copy())
+    t = served.fork(s)
+    for layer in (0, 1):
+        served.append(s, layer, keys[:, 300:].copy(), values[:, 300:].copy())
+        single.append(layer, keys[:, 300:].copy(), values[:, 300:].copy())
+    assert served.tokens(s) == 500 and served.tokens(t) == 300
+    assert served.indexed_tokens(s) == 464 and served.indexed_tokens(t) == 256
+    # Without rollback one sequence has the one-sequence cache's bits; the fork its own answer.
+    out, lse = served.attention(0, [s, t], queries, draw=2)
+    want_out, want_lse = single.attention(0, queries[0], draw=2)
+    assert np.array_equal(out[0], want_out) and np.array_equal(lse[0], want_lse)
+    assert not np.allclose(out[1], out[0])
+    assert served.index_bytes() > single.index_bytes()
+    served.remove_sequence(t)
+    assert served.index_bytes() == single.index_bytes()
+    with pytest.raises(kvsketch.Error, match="no sequence"):
+        served.attention(0, [t], queries[:1].copy())
+    with pytest.raises(ValueError, match="queries"):
+        served.attention(0, [s], queries)
