@@ -186,6 +186,32 @@ KVS_API kvs_status kvs_selection_cache_tokens(const kvs_selection_cache* cache, 
 /* kv_bytes: the KV cache's bytes; index_bytes: the selectors' indexes (either may be NULL). */
 KVS_API kvs_status kvs_selection_cache_bytes(const kvs_selection_cache* cache, size_t* kv_bytes, size_t* index_bytes);
 
+/* The same for the sequences of a paged cache: sequences as kvs_cache's, each with its own
+ * selectors, made from the same parameters (the policy's layout=auto read as plain rows). fork
+ * copies the selectors. A selector indexes whole blocks before the tokens whose fp16 the policy's
+ * rollback keeps, so truncate never takes back an indexed token; the rest of the body (fewer than
+ * rollback + block tokens), the sinks and the window are attended exactly. */
+typedef struct kvs_paged_selection kvs_paged_selection;
+
+KVS_API kvs_status kvs_paged_selection_create(const kvs_selection_params* params, kvs_paged_selection** cache);
+KVS_API void kvs_paged_selection_destroy(kvs_paged_selection* cache);
+KVS_API kvs_status kvs_paged_selection_add_sequence(kvs_paged_selection* cache, uint64_t* sequence);
+KVS_API kvs_status kvs_paged_selection_fork(kvs_paged_selection* cache, uint64_t source, uint64_t* sequence);
+KVS_API kvs_status kvs_paged_selection_truncate(kvs_paged_selection* cache, uint64_t sequence, size_t tokens);
+KVS_API kvs_status kvs_paged_selection_remove_sequence(kvs_paged_selection* cache, uint64_t sequence);
+KVS_API kvs_status kvs_paged_selection_append(kvs_paged_selection* cache, uint64_t sequence, size_t layer,
+                                              kvs_dtype dtype, const void* keys, const void* values, size_t tokens);
+/* One decode step of a layer for a batch: queries and output [batch][q_heads][head_dim], lse
+ * [batch][q_heads] or NULL; `draw` numbers the step for the sampling selectors. */
+KVS_API kvs_status kvs_paged_selection_attention(const kvs_paged_selection* cache, size_t layer,
+                                                 const uint64_t* sequences, size_t batch, const float* queries,
+                                                 size_t q_heads, uint64_t draw, float* output, float* lse);
+/* tokens: the sequence's tokens in the layer; indexed: those its selectors index (either may be NULL). */
+KVS_API kvs_status kvs_paged_selection_tokens(const kvs_paged_selection* cache, uint64_t sequence, size_t layer,
+                                              size_t* tokens, size_t* indexed);
+/* kv_bytes: the paged cache's bytes; index_bytes: every sequence's selectors (either may be NULL). */
+KVS_API kvs_status kvs_paged_selection_bytes(const kvs_paged_selection* cache, size_t* kv_bytes, size_t* index_bytes);
+
 /* ---- The flat vector index ------------------------------------------------------------------- */
 typedef struct kvs_index kvs_index;
 

@@ -22,8 +22,8 @@ import torch
 from . import _kvsketch
 from .distortion import distortion
 
-__all__ = ["Calibration", "Codec", "Error", "Index", "IvfIndex", "KVCache", "SelectionCache", "as_numpy", "as_tensor",
-           "distortion", "merge_attention"]
+__all__ = ["Calibration", "Codec", "Error", "Index", "IvfIndex", "KVCache", "PagedSelectionCache", "SelectionCache",
+           "as_numpy", "as_tensor", "distortion", "merge_attention"]
 
 Error = _kvsketch.Error
 Calibration = _kvsketch.Calibration
@@ -135,6 +135,11 @@ class KVCache(_TensorAdapter):
 class SelectionCache(_TensorAdapter):
     """kvsketch.SelectionCache on tensors: one sequence attended through a token selector."""
     _wrapped_type = _kvsketch.SelectionCache
+
+
+class PagedSelectionCache(_TensorAdapter):
+    """kvsketch.PagedSelectionCache on tensors: sequences of a paged cache, each with its selectors."""
+    _wrapped_type = _kvsketch.PagedSelectionCache
 
 
 class Index(_TensorAdapter):

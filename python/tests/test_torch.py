@@ -50,6 +50,22 @@ def test_cache_reads_bf16_and_fp16_tensors_in_place():
     assert cache.bytes() == reference.bytes()
 
 
+def test_paged_selection_on_bf16_tensors_gives_the_numpy_bits():
+    keys, values = gaussian(2, 300, 64, seed=4).to(torch.bfloat16), gaussian(2, 300, 64, seed=5).to(torch.bfloat16)
+    queries = gaussian(2, 4, 64, seed=6)
+    made = [cls(1, 2, 64, "tq_mse:b=3|window=32|block=16", "magicpig:K=4,L=40", seed=2)
+            for cls in (kt.PagedSelectionCache, kvsketch.PagedSelectionCache)]
+    ids = [cache.add_sequence() for cache in made]
+    made[0].append(ids[0], 0, keys, values)
+    made[1].append(ids[1], 0, keys.float().numpy(), values.float().numpy())
+    forks = [cache.fork(i) for cache, i in zip(made, ids)]
+    out, lse = made[0].attention(0, [ids[0], forks[0]], queries, draw=1)
+    ref_out, ref_lse = made[1].attention(0, [ids[1], forks[1]], queries.numpy(), draw=1)
+    assert isinstance(out, torch.Tensor) and out.shape == (2, 4, 64)
+    assert np.array_equal(out.numpy(), ref_out) and np.array_equal(lse.numpy(), ref_lse)
+    assert made[0].index_bytes() == made[1].index_bytes() > 0
+
+
 def test_files_load_as_tensor_objects(tmp_path):
     cache = kt.KVCache(layers=1, kv_heads=2, head_dim=64, policy="tq_mse:b=3", seed=5)
     s = cache.add_sequence()

@@ -22,6 +22,7 @@
 #include "kvsketch/ivf_index.hpp"
 #include "kvsketch/kvsketch.h"
 #include "kvsketch/paged_cache.hpp"
+#include "kvsketch/paged_selection_cache.hpp"
 #include "kvsketch/selection_cache.hpp"
 
 struct kvs_codec {
@@ -35,6 +36,9 @@ struct kvs_cache {
 };
 struct kvs_selection_cache {
   kvsketch::SelectionCache cache;
+};
+struct kvs_paged_selection {
+  kvsketch::PagedSelectionCache cache;
 };
 struct kvs_index {
   kvsketch::FlatIndex index;

@@ -542,6 +542,79 @@ static void test_selection_cache(void) {
   free(values);
 }
 
+/* Selection over a paged cache: one sequence without rollback answers as the one-sequence cache,
+ * bit for bit; a fork has its own selectors; bad calls are refused. */
+static void test_paged_selection(void) {
+  enum { kSelHeads = 2, kSelQHeads = 4, kSelTokens = 400 };
+  kvs_selection_params params = kvs_selection_default_params();
+  kvs_selection_cache* single = NULL;
+  kvs_paged_selection *paged = NULL, *fresh = NULL;
+  float* keys = malloc(kSelHeads * kSelTokens * kDim * sizeof(float));
+  float* values = malloc(kSelHeads * kSelTokens * kDim * sizeof(float));
+  float queries[2 * kSelQHeads * kDim], output[2 * kSelQHeads * kDim], lse[2 * kSelQHeads];
+  float want[kSelQHeads * kDim], want_lse[kSelQHeads];
+  size_t tokens = 0, indexed = 0, kv_bytes = 0, index_bytes = 0, single_index = 0, h;
+  uint64_t a = 0, b = 0, pair[2];
+  fill(keys, kSelHeads * kSelTokens * kDim);
+  fill(values, kSelHeads * kSelTokens * kDim);
+  fill(queries, 2 * kSelQHeads * kDim);
+  params.layers = 1;
+  params.kv_heads = kSelHeads;
+  params.head_dim = kDim;
+  params.policy = "tq_mse:b=3|window=32|block=16|page=64";
+  params.selector = "magicpig:K=4,L=40";
+  params.seed = 5;
+  OK(kvs_selection_cache_create(&params, &single));
+  OK(kvs_paged_selection_create(&params, &paged));
+  OK(kvs_selection_cache_append(single, 0, KVS_FLOAT32, keys, values, kSelTokens));
+  OK(kvs_paged_selection_add_sequence(paged, &a));
+  OK(kvs_paged_selection_append(paged, a, 0, KVS_FLOAT32, keys, values, kSelTokens));
+  OK(kvs_paged_selection_fork(paged, a, &b));
+  OK(kvs_paged_selection_truncate(paged, b, kSelTokens - 3)); /* window tokens only */
+  OK(kvs_paged_selection_tokens(paged, b, 0, &tokens, &indexed));
+  CHECK(tokens == kSelTokens - 3 && indexed == 352);
+  OK(kvs_paged_selection_tokens(paged, a, 0, NULL, NULL));
+  pair[0] = a;
+  pair[1] = b;
+  OK(kvs_paged_selection_attention(paged, 0, pair, 2, queries, kSelQHeads, 4, output, lse));
+  OK(kvs_selection_cache_attention(single, 0, queries, kSelQHeads, 4, want, want_lse));
+  for (h = 0; h < kSelQHeads * kDim; ++h) CHECK(output[h] == want[h]);
+  for (h = 0; h < kSelQHeads; ++h) CHECK(lse[h] == want_lse[h]);
+  CHECK(relative_error(output + kSelQHeads * kDim, want, kSelQHeads * kDim) > 1e-6); /* other queries */
+  OK(kvs_paged_selection_bytes(paged, &kv_bytes, &index_bytes));
+  OK(kvs_selection_cache_bytes(single, NULL, &single_index));
+  /* The fork holds a copy of the index (its vectors at their size, not the original capacity). */
+  CHECK(kv_bytes > 0 && index_bytes > single_index && index_bytes <= 2 * single_index);
+  OK(kvs_paged_selection_remove_sequence(paged, b));
+  OK(kvs_paged_selection_bytes(paged, NULL, &index_bytes));
+  CHECK(index_bytes == single_index);
+  OK(kvs_paged_selection_bytes(paged, NULL, NULL));
+  BAD(kvs_paged_selection_attention(paged, 0, pair, 2, queries, kSelQHeads, 0, output, lse), KVS_ERROR_REFUSED,
+      "no sequence");
+  BAD(kvs_paged_selection_attention(paged, 0, NULL, 1, queries, kSelQHeads, 0, output, lse), KVS_ERROR_ARGUMENT,
+      "sequences");
+  BAD(kvs_paged_selection_attention(paged, 0, &a, 1, queries, 3, 0, output, lse), KVS_ERROR_REFUSED, "query heads");
+  BAD(kvs_paged_selection_fork(paged, b, &a), KVS_ERROR_REFUSED, "no sequence");
+  BAD(kvs_paged_selection_fork(paged, a, NULL), KVS_ERROR_ARGUMENT, "sequence");
+  BAD(kvs_paged_selection_add_sequence(paged, NULL), KVS_ERROR_ARGUMENT, "sequence");
+  BAD(kvs_paged_selection_truncate(paged, a, 10), KVS_ERROR_REFUSED, "rollback");
+  BAD(kvs_paged_selection_remove_sequence(paged, b), KVS_ERROR_REFUSED, "no sequence");
+  BAD(kvs_paged_selection_tokens(paged, b, 0, &tokens, NULL), KVS_ERROR_REFUSED, "no sequence");
+  BAD(kvs_paged_selection_append(paged, a, 0, (kvs_dtype)9, keys, values, 1), KVS_ERROR_ARGUMENT, "dtype");
+  keys[5] = NAN;
+  BAD(kvs_paged_selection_append(paged, a, 0, KVS_FLOAT32, keys, values, 1), KVS_ERROR_REFUSED, "");
+  OK(kvs_paged_selection_tokens(paged, a, 0, &tokens, NULL));
+  CHECK(tokens == kSelTokens); /* refused calls changed nothing */
+  params.selector = "magicpig:K=0";
+  BAD(kvs_paged_selection_create(&params, &fresh), KVS_ERROR_REFUSED, "magicpig");
+  CHECK(fresh == NULL);
+  kvs_paged_selection_destroy(paged);
+  kvs_selection_cache_destroy(single);
+  BAD(kvs_paged_selection_bytes(paged, &kv_bytes, NULL), KVS_ERROR_ARGUMENT, "not a live handle");
+  free(keys);
+  free(values);
+}
+
 int main(int argc, char** argv) {
   const char* directory = argc > 1 ? argv[1] : ".";
   test_version();
@@ -551,6 +624,7 @@ int main(int argc, char** argv) {
   test_index(directory);
   test_ivf_index(directory);
   test_selection_cache();
+  test_paged_selection();
   printf("c_api_test: %d bad calls refused as expected; %d failures\n", bad_calls, failures);
   return failures == 0 ? 0 : 1;
 }
