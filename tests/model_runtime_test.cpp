@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kvsketch/model/language_model.hpp"
+#include "model/policy_store.hpp"
 #include "model/safetensors_file.hpp"
 #include "test_util.hpp"
 
@@ -102,6 +103,50 @@ TEST_P(GoldenLogits, Fp16CacheStaysCloseAndCompressedCachesDrift) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GoldenLogits, ::testing::ValuesIn(kFixtures));
+
+// A policy with select= decodes token by token through the selectors and prefills densely: every
+// body token selected gives the fp16 cache's logits, a prompt chunk gives them whatever the
+// selector, and MagicPIG's samples move the decoded logits a little and cost their index's bytes.
+TEST(ModelRuntimeSelection, PromptsPrefillDenselyAndDecodeStepsGoThroughTheSelectors) {
+  const std::string folder = kModels + "llama_f32";
+  const LanguageModel model = LanguageModel::load(folder);
+  const Golden golden = read_golden(folder);
+  const auto& prompt = golden.prompts[1];
+  ASSERT_GE(prompt.size(), 20u);
+  const std::string cache = "fp16|sinks=2|window=8|block=4";
+  const auto logits_of = [&](const std::string& policy, size_t chunk) {
+    PolicyStore store(model, policy, 3);
+    auto logits = run(model, store.kv(), prompt, chunk);
+    return std::make_pair(std::move(logits), store.bits_per_value());
+  };
+  const auto [dense, dense_bits] = logits_of(cache, 1);
+  const auto [everything, everything_bits] = logits_of(cache + "|select=topk:budget=1", 1);
+  EXPECT_LE(max_abs_difference(everything, dense), 1e-4);
+  EXPECT_EQ(everything_bits, dense_bits);
+  const auto [prefilled, prefilled_bits] = logits_of(cache + "|select=magicpig:K=2,L=100", prompt.size());
+  EXPECT_EQ(prefilled, logits_of(cache, prompt.size()).first);  // the same prefill kernels, the same bits
+  const auto [sampled, sampled_bits] = logits_of(cache + "|select=magicpig:K=2,L=100", 1);
+  const double moved = max_abs_difference(sampled, dense);
+  std::printf("magicpig decode: max abs logit difference %.3e, %.2f bits per value (fp16 cache %.2f)\n", moved,
+              sampled_bits, dense_bits);
+  EXPECT_GT(moved, 1e-6);
+  EXPECT_LT(moved, 0.5 * max_abs(dense));
+  EXPECT_GT(sampled_bits, dense_bits);  // the index is counted
+  const auto [one_dense_layer, unused] = logits_of(cache + "|select=magicpig:K=2,L=100|dense=0,1", 1);
+  EXPECT_LE(max_abs_difference(one_dense_layer, dense), 1e-4);  // every layer dense: the cache's decode
+  (void)unused;
+  EXPECT_TRUE(policy_is_randomized(cache + "|select=magicpig:K=2,L=100", 16));
+  EXPECT_FALSE(policy_is_randomized(cache + "|select=topk:budget=0.5", 16));
+  const auto error = [&](const std::string& policy) { return testutil::error_of([&] { PolicyStore(model, policy, 0); }); };
+  EXPECT_NE(error(cache + "|select=").find("names no selector"), std::string::npos);
+  EXPECT_NE(error(cache + "|dense=1").find("needs select="), std::string::npos);
+  EXPECT_NE(error(cache + "|select=exact|dense=a").find("layer numbers"), std::string::npos);
+  EXPECT_NE(error(cache + "|select=exact|dense=5").find("dense layer 5"), std::string::npos);
+  EXPECT_NE(error(cache + "|select=exact|select=exact").find("twice"), std::string::npos);
+  EXPECT_NE(error(cache + "|select=magicpig:K=0").find("K"), std::string::npos);
+}
+
+
 
 // A copy of a fixture in a scratch folder, for breaking.
 struct ScratchModel {

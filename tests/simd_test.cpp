@@ -463,7 +463,12 @@ TEST(Simd, ExpShiftedSumAccurateAndSameOnEveryTarget) {
     }
     EXPECT_EQ(x.back(), 1.0f);
     EXPECT_NEAR(sum, exact_sum, 1e-6 * exact_sum);
-    if (hwy::SupportedTargets() > HWY_AVX2) return;  // without FMA the polynomial rounds differently
+    // Without FMA the polynomial rounds differently: x86 before AVX2, and the emulated targets.
+#if HWY_ARCH_X86
+    if (hwy::SupportedTargets() > HWY_AVX2) return;
+#else
+    if (hwy::SupportedTargets() & (HWY_EMU128 | HWY_SCALAR)) return;
+#endif
     if (first.empty()) {
       first = x;
       first_sum = sum;

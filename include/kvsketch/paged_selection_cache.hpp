@@ -60,8 +60,10 @@ class PagedSelectionCache {
   // Body tokens of a sequence's layer that its selectors index (the rest of the body is attended
   // in full).
   size_t indexed_tokens(SequenceId sequence, size_t layer) const;
-  // The selectors' indexes, over every sequence, layer and head (KV bytes: cache().bytes()).
+  // The selectors' indexes, over every sequence, layer and head (KV bytes: cache().bytes()), or
+  // over one sequence's.
   size_t index_bytes() const;
+  size_t index_bytes(SequenceId sequence) const;
 
  private:
   struct HeadSelector {

@@ -111,7 +111,10 @@ void bind_selection(py::module_& module) {
            "Body tokens of the layer that the sequence's selectors index.")
       .def("bytes", [](const PagedSelectionCache& cache) { return cache.cache().bytes(); },
            "Bytes of the KV cache (shared pages once, fp16 sinks and windows, calibration).")
-      .def("index_bytes", &PagedSelectionCache::index_bytes, "Bytes of the selectors' indexes, every sequence.")
+      .def("index_bytes", py::overload_cast<>(&PagedSelectionCache::index_bytes, py::const_),
+           "Bytes of the selectors' indexes, every sequence.")
+      .def("sequence_index_bytes", py::overload_cast<SequenceId>(&PagedSelectionCache::index_bytes, py::const_),
+           py::arg("sequence"), "Bytes of one sequence's selectors.")
       .def("dense", &PagedSelectionCache::dense, py::arg("layer"));
 }
 

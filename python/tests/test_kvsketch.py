@@ -442,6 +442,7 @@ def test_paged_selection_cache_follows_fork_and_answers_as_the_one_sequence_cach
     assert np.array_equal(out[0], want_out) and np.array_equal(lse[0], want_lse)
     assert not np.allclose(out[1], out[0])
     assert served.index_bytes() > single.index_bytes()
+    assert served.sequence_index_bytes(s) == single.index_bytes()
     served.remove_sequence(t)
     assert served.index_bytes() == single.index_bytes()
     with pytest.raises(kvsketch.Error, match="no sequence"):

@@ -17,21 +17,51 @@ CompressedKV::CompressedKV(PagedKVCache& cache, SequenceId sequence, AttentionOp
 
 size_t CompressedKV::tokens() const { return cache_.tokens(sequence_, 0); }
 
-void CompressedKV::append_and_attend(size_t layer, const float* keys, const float* values, size_t count,
-                                     const float* queries, size_t q_heads, float* output) {
-  const size_t heads = cache_.kv_heads(), dim = cache_.head_dim();
-  keys_.resize(count * heads * dim);
-  values_.resize(keys_.size());
+namespace {
+
+// A chunk's keys and values, [count][heads][dim] as the model makes them, into the caches' order,
+// [heads][count][dim].
+void to_head_major(const float* keys, const float* values, size_t count, size_t heads, size_t dim,
+                   std::vector<float>& keys_out, std::vector<float>& values_out) {
+  keys_out.resize(count * heads * dim);
+  values_out.resize(keys_out.size());
   for (size_t t = 0; t < count; ++t)
     for (size_t h = 0; h < heads; ++h) {
-      std::copy_n(keys + (t * heads + h) * dim, dim, keys_.data() + (h * count + t) * dim);
-      std::copy_n(values + (t * heads + h) * dim, dim, values_.data() + (h * count + t) * dim);
+      std::copy_n(keys + (t * heads + h) * dim, dim, keys_out.data() + (h * count + t) * dim);
+      std::copy_n(values + (t * heads + h) * dim, dim, values_out.data() + (h * count + t) * dim);
     }
+}
+
+}  // namespace
+
+void CompressedKV::append_and_attend(size_t layer, const float* keys, const float* values, size_t count,
+                                     const float* queries, size_t q_heads, float* output) {
+  to_head_major(keys, values, count, cache_.kv_heads(), cache_.head_dim(), keys_, values_);
   cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
   cache_.prefill(layer, sequence_, count, queries, q_heads, output, nullptr, options_);
 }
 
 size_t CompressedKV::bytes() const { return cache_.sequence_bytes(sequence_); }
+
+SelectedKV::SelectedKV(PagedSelectionCache& cache) : cache_(cache), sequence_(cache.add_sequence()) {}
+
+size_t SelectedKV::tokens() const { return cache_.cache().tokens(sequence_, 0); }
+
+void SelectedKV::append_and_attend(size_t layer, const float* keys, const float* values, size_t count,
+                                   const float* queries, size_t q_heads, float* output) {
+  const PagedKVCache& cache = cache_.cache();
+  to_head_major(keys, values, count, cache.kv_heads(), cache.head_dim(), keys_, values_);
+  const size_t position = cache.tokens(sequence_, layer);
+  cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
+  if (count == 1)
+    cache_.attention(layer, &sequence_, 1, queries, q_heads, output, nullptr, position);
+  else
+    cache.prefill(layer, sequence_, count, queries, q_heads, output, nullptr);
+}
+
+size_t SelectedKV::bytes() const {
+  return cache_.cache().sequence_bytes(sequence_) + cache_.index_bytes(sequence_);
+}
 
 ExactKV::ExactKV(size_t layers, size_t kv_heads, size_t head_dim)
     : kv_heads_(kv_heads), head_dim_(head_dim), keys_(layers), values_(layers) {}

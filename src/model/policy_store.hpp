@@ -1,5 +1,8 @@
 // A model's KV store for a policy named as on the command line: "exact" (float32 attention) or a
-// KVPolicy spec (a PagedKVCache holding one sequence), with the bytes it holds.
+// KVPolicy spec (a PagedKVCache holding one sequence), with the bytes it holds. A KVPolicy spec may
+// add `|select=SELECTOR` (decode steps through token selectors: a PagedSelectionCache, e.g.
+// "tq_mse:b=3|select=magicpig:K=10,L=150") and `|dense=L,L` (layers attended in full, as MagicPIG
+// keeps layers 0 and 16 of Llama).
 #pragma once
 #include <memory>
 #include <optional>
@@ -16,12 +19,13 @@ class PolicyStore {
   PolicyStore(const LanguageModel& model, const std::string& policy, uint64_t seed);
   KVStore& kv() { return *kv_; }
   // Bytes held per value stored (keys and values of every layer and KV head), everything counted:
-  // codes, norms, sinks, window and calibration.
+  // codes, norms, sinks, window, calibration and the selectors' indexes.
   double bits_per_value() const;
 
  private:
   const ModelConfig* config_;
   std::optional<PagedKVCache> cache_;
+  std::optional<PagedSelectionCache> selection_;
   std::unique_ptr<KVStore> kv_;
 };
 

@@ -37,9 +37,11 @@ void HalfToFloatRowImpl(const uint16_t* in, size_t n, float* out) {
 
 void FloatToHalfRowImpl(const float* in, size_t n, uint16_t* out) {
   size_t i = 0;
-#if HWY_TARGET != HWY_SSE4 && HWY_TARGET != HWY_SSSE3 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SSE4 && HWY_TARGET != HWY_SSSE3 && HWY_TARGET != HWY_EMU128 && \
+    HWY_TARGET != HWY_SCALAR
   // F16C (AVX2 and up) rounds to nearest even, as float_to_half does. Highway emulates the
-  // conversion on the targets without it by truncating, which would store other halves there.
+  // conversion on the targets without it by truncating, which would store other halves there
+  // (other architectures take the scalar conversion too: the same bits everywhere).
   const FloatTag df;
   const HalfTag dh;
   const size_t lanes = hn::Lanes(df);

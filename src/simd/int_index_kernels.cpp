@@ -58,7 +58,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 #pragma GCC target("avx512vnni,amx-tile,amx-int8")  // see KVSKETCH_KERNEL_ATTR above
 #endif
 
-#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+// The integer kernels are written with x86 instructions (pshufb, pmaddubsw, vpdpbusd); other
+// architectures and the portable targets take the reference arithmetic, with the same bits.
+#if !HWY_ARCH_X86 || HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 void IntScoresImpl(const RowSource& rows, size_t n, const float* queries, size_t heads, float scale, float* out,
                    size_t out_stride, const RowFactor* factors) {
   reference::int_index_scores(rows, n, queries, heads, scale, out, out_stride, factors);

@@ -1,6 +1,7 @@
 #include "kvsketch/paged_selection_cache.hpp"
 
 #include <algorithm>
+#include <exception>
 
 #include "cache/paged_cache_state.hpp"
 #include "core/require.hpp"
@@ -154,34 +155,45 @@ void PagedSelectionCache::attention(size_t layer, const SequenceId* sequences, s
   const size_t group = q_heads / kv_heads, items = batch * q_heads;
   static const CodeBuffer* const kNoPage = nullptr;  // where a body has no page yet
   // Sequences and query heads are independent and selectors answer concurrently: the same bits on
-  // any thread count.
+  // any thread count. An error inside is carried out of the parallel loop and thrown after it.
+  std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic, 1) if (items > 1)
   for (long item = 0; item < static_cast<long>(items); ++item) {
-    const size_t b = static_cast<size_t>(item) / q_heads, q = static_cast<size_t>(item) % q_heads, g = q / group;
-    const SequenceLayer& layer_rows = *rows[b];
-    const HeadRows& head = layer_rows.heads[g];
-    const TokenSelector& selector = *(*heads[b])[layer * kv_heads + g].selector;
-    const auto& keys = key_pages[b * kv_heads + g];
-    const auto& values = value_pages[b * kv_heads + g];
-    const auto body = [&](size_t first, size_t count) {
-      return BodyView::paged(cache_.key_codec(layer, g), keys.empty() ? &kNoPage : keys.data(),
-                             cache_.value_codec(layer, g), values.empty() ? &kNoPage : values.data(), s.page, first,
-                             count);
-    };
-    const float* query = queries + static_cast<size_t>(item) * d;
-    const size_t indexed = selector.tokens();
-    const BodyView view = body(0, indexed);
-    const uint64_t step = (draw * cache_.layers() + layer) * kv_heads + g;  // a distinct draw per layer and head
-    AttentionResult out = weighted_attention(query, view, selector.select(query, view, step));
-    if (layer_rows.body > indexed) merge_attention(out, dense_attention(query, body(indexed, layer_rows.body - indexed)));
-    merge_attention(out, dense_attention(query, BodyView::half(head.sink_keys.data(), head.sink_values.data(),
-                                                               head.sinks, d)));
-    const size_t live = head.retained * d;  // the window's tokens not yet encoded
-    merge_attention(out, dense_attention(query, BodyView::half(head.window_keys.data() + live,
-                                                               head.window_values.data() + live, head.window, d)));
-    std::copy(out.output.begin(), out.output.end(), output + static_cast<size_t>(item) * d);
-    if (lse) lse[item] = out.lse[0];
+    try {
+      const size_t b = static_cast<size_t>(item) / q_heads, q = static_cast<size_t>(item) % q_heads, g = q / group;
+      const SequenceLayer& layer_rows = *rows[b];
+      const HeadRows& head = layer_rows.heads[g];
+      const TokenSelector& selector = *(*heads[b])[layer * kv_heads + g].selector;
+      const auto& keys = key_pages[b * kv_heads + g];
+      const auto& values = value_pages[b * kv_heads + g];
+      const auto body = [&](size_t first, size_t count) {
+        return BodyView::paged(cache_.key_codec(layer, g), keys.empty() ? &kNoPage : keys.data(),
+                               cache_.value_codec(layer, g), values.empty() ? &kNoPage : values.data(), s.page,
+                               first, count);
+      };
+      const float* query = queries + static_cast<size_t>(item) * d;
+      const size_t indexed = selector.tokens();
+      const BodyView view = body(0, indexed);
+      const uint64_t step = (draw * cache_.layers() + layer) * kv_heads + g;  // a distinct draw per layer and head
+      AttentionResult out = weighted_attention(query, view, selector.select(query, view, step));
+      if (layer_rows.body > indexed)
+        merge_attention(out, dense_attention(query, body(indexed, layer_rows.body - indexed)));
+      // The fp16 sinks and the window's tokens not yet encoded; an empty part adds nothing.
+      if (head.sinks > 0)
+        merge_attention(out, dense_attention(query, BodyView::half(head.sink_keys.data(), head.sink_values.data(),
+                                                                   head.sinks, d)));
+      const size_t live = head.retained * d;
+      if (head.window > 0)
+        merge_attention(out, dense_attention(query, BodyView::half(head.window_keys.data() + live,
+                                                                   head.window_values.data() + live, head.window, d)));
+      std::copy(out.output.begin(), out.output.end(), output + static_cast<size_t>(item) * d);
+      if (lse) lse[item] = out.lse[0];
+    } catch (...) {
+#pragma omp critical(kvsketch_paged_selection_failure)
+      if (!failure) failure = std::current_exception();
+    }
   }
+  if (failure) std::rethrow_exception(failure);
 }
 
 const PagedSelectionCache::Heads& PagedSelectionCache::heads_of(SequenceId sequence, const char* operation) const {
@@ -207,9 +219,14 @@ size_t PagedSelectionCache::indexed_tokens(SequenceId sequence, size_t layer) co
 
 size_t PagedSelectionCache::index_bytes() const {
   size_t total = 0;
-  for (const auto& [id, heads] : sequences_)
-    for (const HeadSelector& head : heads)
-      if (head.selector) total += head.selector->index_bytes();
+  for (const auto& [id, heads] : sequences_) total += index_bytes(id);
+  return total;
+}
+
+size_t PagedSelectionCache::index_bytes(SequenceId sequence) const {
+  size_t total = 0;
+  for (const HeadSelector& head : heads_of(sequence, "index_bytes"))
+    if (head.selector) total += head.selector->index_bytes();
   return total;
 }
 

@@ -3,6 +3,9 @@
 // over everything stored up to each query's own position.
 //   CompressedKV   a sequence of a PagedKVCache: any kvsketch policy (codecs, splits, sinks, window,
 //                  per-layer overrides), the chunk attended through the cache's prefill kernels
+//   SelectedKV     a sequence of a PagedSelectionCache: a prompt chunk attended as CompressedKV
+//                  attends it, each decoded token through the sequence's token selectors
+//                  (MagicPIG, BalanceKV, top-k), as the sampling papers serve a model
 //   ExactKV        float32 keys and values and exact softmax attention: the reference against
 //                  which transformers' logits are checked
 #pragma once
@@ -11,6 +14,7 @@
 
 #include "kvsketch/attention.hpp"
 #include "kvsketch/paged_cache.hpp"
+#include "kvsketch/paged_selection_cache.hpp"
 
 #pragma GCC visibility push(default)
 namespace kvsketch::model {
@@ -45,6 +49,26 @@ class CompressedKV final : public KVStore {
   PagedKVCache& cache_;
   SequenceId sequence_;
   AttentionOptions options_;
+  std::vector<float> keys_, values_;  // the chunk transposed to [kv_heads][count][head_dim]
+};
+
+// One sequence of a PagedSelectionCache (which must outlive it and have the model's shape). A chunk
+// of several tokens goes through the paged cache's prefill kernels, every token attending densely
+// to the compressed past; a chunk of one token (a decode step) through the selectors, its position
+// numbering the draw of the sampling selectors. A new sequence is added.
+class SelectedKV final : public KVStore {
+ public:
+  explicit SelectedKV(PagedSelectionCache& cache);
+  size_t tokens() const override;
+  void append_and_attend(size_t layer, const float* keys, const float* values, size_t count, const float* queries,
+                         size_t q_heads, float* output) override;
+  // The sequence's cache bytes and its selectors' indexes.
+  size_t bytes() const override;
+  SequenceId sequence() const { return sequence_; }
+
+ private:
+  PagedSelectionCache& cache_;
+  SequenceId sequence_;
   std::vector<float> keys_, values_;  // the chunk transposed to [kv_heads][count][head_dim]
 };
 
