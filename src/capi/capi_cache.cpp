@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/capi_sequence_verbs.hpp"
 #include "capi/capi_support.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_policy.hpp"
@@ -116,29 +117,17 @@ void kvs_cache_destroy(kvs_cache* cache) {
   if (cache) Registry<kvs_cache>::release(cache);
 }
 
-kvs_status kvs_cache_add_sequence(kvs_cache* cache, uint64_t* sequence) {
-  return guarded([&] {
-    auto& c = handle(cache, "cache");
-    require_pointer(sequence, "sequence");
-    *sequence = c.cache.add_sequence();
-  });
-}
+kvs_status kvs_cache_add_sequence(kvs_cache* cache, uint64_t* sequence) { return sequence_add(cache, sequence); }
 
 kvs_status kvs_cache_fork(kvs_cache* cache, uint64_t source, uint64_t* sequence) {
-  return guarded([&] {
-    auto& c = handle(cache, "cache");
-    require_pointer(sequence, "sequence");
-    *sequence = c.cache.fork(source);
-  });
+  return sequence_fork(cache, source, sequence);
 }
 
 kvs_status kvs_cache_truncate(kvs_cache* cache, uint64_t sequence, size_t tokens) {
-  return guarded([&] { handle(cache, "cache").cache.truncate(sequence, tokens); });
+  return sequence_truncate(cache, sequence, tokens);
 }
 
-kvs_status kvs_cache_remove_sequence(kvs_cache* cache, uint64_t sequence) {
-  return guarded([&] { handle(cache, "cache").cache.remove_sequence(sequence); });
-}
+kvs_status kvs_cache_remove_sequence(kvs_cache* cache, uint64_t sequence) { return sequence_remove(cache, sequence); }
 
 kvs_status kvs_cache_tokens(const kvs_cache* cache, uint64_t sequence, size_t layer, size_t* tokens) {
   return guarded([&] {
@@ -150,17 +139,8 @@ kvs_status kvs_cache_tokens(const kvs_cache* cache, uint64_t sequence, size_t la
 
 kvs_status kvs_cache_append(kvs_cache* cache, uint64_t sequence, size_t layer, kvs_dtype dtype, const void* keys,
                             const void* values, size_t tokens) {
-  return guarded([&] {
-    auto& c = handle(cache, "cache");
-    require_pointer(keys, "keys");
-    require_pointer(values, "values");
-    const size_t count =
-        product(product(c.cache.kv_heads(), tokens, "kv_heads x tokens"), c.cache.head_dim(), "kv_heads x tokens x head_dim");
-    std::vector<float> key_storage, value_storage;
-    const float* k = as_floats(dtype, keys, count, key_storage);
-    const float* v = as_floats(dtype, values, count, value_storage);
-    c.cache.append(sequence, layer, k, v, tokens);
-  });
+  return sequence_append(cache, sequence, layer, dtype, keys, values, tokens,
+                         [](const kvsketch::PagedKVCache& c) -> const kvsketch::PagedKVCache& { return c; });
 }
 
 kvs_status kvs_cache_decode(const kvs_cache* cache, size_t layer, const uint64_t* sequences, size_t batch,

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/capi_sequence_verbs.hpp"
 #include "capi/capi_support.hpp"
 #include "kvsketch/kv_policy.hpp"
 
@@ -118,42 +119,27 @@ void kvs_paged_selection_destroy(kvs_paged_selection* cache) {
 }
 
 kvs_status kvs_paged_selection_add_sequence(kvs_paged_selection* cache, uint64_t* sequence) {
-  return guarded([&] {
-    auto& c = handle(cache, "cache");
-    require_pointer(sequence, "sequence");
-    *sequence = c.cache.add_sequence();
-  });
+  return sequence_add(cache, sequence);
 }
 
 kvs_status kvs_paged_selection_fork(kvs_paged_selection* cache, uint64_t source, uint64_t* sequence) {
-  return guarded([&] {
-    auto& c = handle(cache, "cache");
-    require_pointer(sequence, "sequence");
-    *sequence = c.cache.fork(source);
-  });
+  return sequence_fork(cache, source, sequence);
 }
 
 kvs_status kvs_paged_selection_truncate(kvs_paged_selection* cache, uint64_t sequence, size_t tokens) {
-  return guarded([&] { handle(cache, "cache").cache.truncate(sequence, tokens); });
+  return sequence_truncate(cache, sequence, tokens);
 }
 
 kvs_status kvs_paged_selection_remove_sequence(kvs_paged_selection* cache, uint64_t sequence) {
-  return guarded([&] { handle(cache, "cache").cache.remove_sequence(sequence); });
+  return sequence_remove(cache, sequence);
 }
 
 kvs_status kvs_paged_selection_append(kvs_paged_selection* cache, uint64_t sequence, size_t layer, kvs_dtype dtype,
                                       const void* keys, const void* values, size_t tokens) {
-  return guarded([&] {
-    auto& c = handle(cache, "cache");
-    require_pointer(keys, "keys");
-    require_pointer(values, "values");
-    const kvsketch::PagedKVCache& kv = c.cache.cache();
-    const size_t count = product(product(kv.kv_heads(), tokens, "kv_heads x tokens"), kv.head_dim(),
-                                 "kv_heads x tokens x head_dim");
-    std::vector<float> key_storage, value_storage;
-    c.cache.append(sequence, layer, as_floats(dtype, keys, count, key_storage),
-                   as_floats(dtype, values, count, value_storage), tokens);
-  });
+  return sequence_append(cache, sequence, layer, dtype, keys, values, tokens,
+                         [](const kvsketch::PagedSelectionCache& c) -> const kvsketch::PagedKVCache& {
+                           return c.cache();
+                         });
 }
 
 kvs_status kvs_paged_selection_attention(const kvs_paged_selection* cache, size_t layer, const uint64_t* sequences,

@@ -5,16 +5,10 @@
 
 #include "cache/paged_cache_state.hpp"
 #include "core/require.hpp"
-#include "sparse/held_rows.hpp"
+#include "sparse/selection_support.hpp"
 
 namespace kvsketch {
 namespace {
-
-// The policy with layout=auto taken as plain (paged_selection_cache.hpp).
-KVPolicy with_rows_for_selection(KVPolicy policy) {
-  if (policy.layout == RowLayout::kAuto) policy.layout = RowLayout::kPlain;
-  return policy;
-}
 
 // One side (keys or values) of KV head g of a layer's pages, for BodyView::paged.
 std::vector<const CodeBuffer*> head_pages(const SequenceLayer& rows, size_t g, bool keys) {

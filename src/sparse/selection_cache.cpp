@@ -5,18 +5,9 @@
 #include <algorithm>
 
 #include "core/require.hpp"
-#include "sparse/held_rows.hpp"
+#include "sparse/selection_support.hpp"
 
 namespace kvsketch {
-namespace {
-
-// The policy with layout=auto taken as plain (selection_cache.hpp).
-KVPolicy with_rows_for_selection(KVPolicy policy) {
-  if (policy.layout == RowLayout::kAuto) policy.layout = RowLayout::kPlain;
-  return policy;
-}
-
-}  // namespace
 
 SelectionCache::SelectionCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy,
                                const std::string& selector, std::set<size_t> dense_layers, uint64_t seed)
