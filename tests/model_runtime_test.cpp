@@ -104,6 +104,72 @@ TEST_P(GoldenLogits, Fp16CacheStaysCloseAndCompressedCachesDrift) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GoldenLogits, ::testing::ValuesIn(kFixtures));
 
+// A decode step for a batch runs the projections over all rows and the attention of a cache's
+// sequences in one call: each row's logits are those of its sequence decoded alone (up to the
+// matrix product's rounding), whatever stores the rows hold.
+TEST(ModelRuntimeBatch, ABatchStepGivesEachSequenceItsOwnLogits) {
+  const std::string folder = kModels + "llama_f32";
+  const LanguageModel model = LanguageModel::load(folder);
+  const Golden golden = read_golden(folder);
+  const size_t vocab = model.config().vocab_size;
+  const auto& long_prompt = golden.prompts[1];
+  const std::vector<std::vector<int32_t>> prompts{
+      long_prompt, {long_prompt.begin(), long_prompt.begin() + 9}, {long_prompt.begin() + 3, long_prompt.end()}};
+  const KVPolicy policy = KVPolicy::parse("tq_mse:b=3|sinks=2|window=8|block=4");
+  PagedKVCache batched_cache = model.make_cache(policy, 5), alone_cache = model.make_cache(policy, 5);
+  std::vector<CompressedKV> batched, alone;
+  ExactKV exact(model.config().layers, model.config().kv_heads, model.config().head_dim);
+  ExactKV exact_alone(model.config().layers, model.config().kv_heads, model.config().head_dim);
+  for (const auto& prompt : prompts) {
+    batched.emplace_back(batched_cache);
+    alone.emplace_back(alone_cache);
+    model.forward(batched.back(), prompt.data(), prompt.size(), nullptr, 0);
+    model.forward(alone.back(), prompt.data(), prompt.size(), nullptr, 0);
+  }
+  model.forward(exact, prompts[1].data(), prompts[1].size(), nullptr, 0);
+  model.forward(exact_alone, prompts[1].data(), prompts[1].size(), nullptr, 0);
+  std::vector<int32_t> next{5, 17, 250};
+  double worst = 0, scale = 0;
+  for (int step = 0; step < 4; ++step) {
+    // One cache's sequences (one batched decode call), and a batch mixing stores (one by one).
+    std::vector<KVStore*> rows{&batched[0], &batched[1], &batched[2]};
+    std::vector<float> logits(3 * vocab), mixed(2 * vocab), want(vocab);
+    model.forward_batch(rows.data(), next.data(), 3, logits.data());
+    std::vector<KVStore*> mixed_rows{&exact, &alone[2]};
+    const int32_t mixed_tokens[2] = {next[1], next[2]};
+    model.forward_batch(mixed_rows.data(), mixed_tokens, 2, mixed.data());
+    for (size_t b = 0; b < 3; ++b) {
+      if (b < 2) model.forward(alone[b], &next[b], 1, want.data(), 1);
+      else std::copy(mixed.begin() + vocab, mixed.end(), want.begin());
+      for (size_t i = 0; i < vocab; ++i) {
+        worst = std::max(worst, std::abs(double(logits[b * vocab + i]) - want[i]));
+        scale = std::max(scale, std::abs(double(want[i])));
+      }
+    }
+    model.forward(exact_alone, &next[1], 1, want.data(), 1);
+    for (size_t i = 0; i < vocab; ++i) worst = std::max(worst, std::abs(double(mixed[i]) - want[i]));
+    for (size_t b = 0; b < 3; ++b)
+      next[b] = static_cast<int32_t>(std::max_element(logits.begin() + b * vocab, logits.begin() + (b + 1) * vocab) -
+                                     (logits.begin() + b * vocab));
+  }
+  std::printf("batch step: max abs logit difference to single steps %.2e (logits up to %.2f)\n", worst, scale);
+  EXPECT_GT(scale, 0.5);
+  EXPECT_LE(worst, 1e-4);
+  for (size_t b = 0; b < 3; ++b) EXPECT_EQ(batched[b].tokens(), prompts[b].size() + 4);
+  // Refusals come before anything is appended.
+  std::vector<KVStore*> twice{&batched[0], &batched[0]};
+  std::vector<float> logits(2 * vocab);
+  const int32_t tokens[2] = {1, 2}, outside[2] = {1, 100000};
+  EXPECT_NE(testutil::error_of([&] { model.forward_batch(twice.data(), tokens, 2, logits.data()); })
+                .find("same sequence"),
+            std::string::npos);
+  std::vector<KVStore*> two{&batched[0], &batched[1]};
+  EXPECT_NE(testutil::error_of([&] { model.forward_batch(two.data(), outside, 2, logits.data()); })
+                .find("outside the vocabulary"),
+            std::string::npos);
+  EXPECT_EQ(batched[0].tokens(), prompts[0].size() + 4);
+}
+
 // A policy with select= decodes token by token through the selectors and prefills densely: every
 // body token selected gives the fp16 cache's logits, a prompt chunk gives them whatever the
 // selector, and MagicPIG's samples move the decoded logits a little and cost their index's bytes.

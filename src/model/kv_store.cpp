@@ -43,6 +43,21 @@ void CompressedKV::append_and_attend(size_t layer, const float* keys, const floa
 
 size_t CompressedKV::bytes() const { return cache_.sequence_bytes(sequence_); }
 
+void CompressedKV::append_and_attend_batch(CompressedKV* const* stores, size_t batch, size_t layer, const float* keys,
+                                           const float* values, const float* queries, size_t q_heads, float* output) {
+  if (batch == 0) return;
+  PagedKVCache& cache = stores[0]->cache_;
+  const size_t row = cache.kv_heads() * cache.head_dim();
+  std::vector<SequenceId> ids(batch);
+  for (size_t b = 0; b < batch; ++b) {
+    require(&stores[b]->cache_ == &cache, "append_and_attend_batch: store {} holds a sequence of another cache", b);
+    ids[b] = stores[b]->sequence_;
+  }
+  // One token's [kv_heads][head_dim] is the cache's [kv_heads][1][head_dim]: appended as it is.
+  for (size_t b = 0; b < batch; ++b) cache.append(ids[b], layer, keys + b * row, values + b * row, 1);
+  cache.decode(layer, ids.data(), batch, queries, q_heads, output, nullptr, stores[0]->options_);
+}
+
 SelectedKV::SelectedKV(PagedSelectionCache& cache) : cache_(cache), sequence_(cache.add_sequence()) {}
 
 size_t SelectedKV::tokens() const { return cache_.cache().tokens(sequence_, 0); }

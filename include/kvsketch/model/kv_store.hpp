@@ -44,6 +44,14 @@ class CompressedKV final : public KVStore {
                          size_t q_heads, float* output) override;
   size_t bytes() const override;
   SequenceId sequence() const { return sequence_; }
+  PagedKVCache& cache() const { return cache_; }
+
+  // One decode step of a layer for a batch of stores of one cache, one token each (keys and values
+  // [batch][kv_heads][head_dim], queries and output [batch][q_heads][head_dim]): appended to each
+  // sequence, then attended in one batched decode call with the first store's options. Each gets
+  // the bits its append_and_attend of one token gives.
+  static void append_and_attend_batch(CompressedKV* const* stores, size_t batch, size_t layer, const float* keys,
+                                      const float* values, const float* queries, size_t q_heads, float* output);
 
  private:
   PagedKVCache& cache_;

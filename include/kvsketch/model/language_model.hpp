@@ -9,6 +9,7 @@
 //   kvsketch::model::CompressedKV kv(cache);
 //   std::vector<float> logits(model.config().vocab_size);
 //   model.forward(kv, prompt.data(), prompt.size(), logits.data(), 1);   // logits of the last token
+//   model.forward_batch(stores, next_tokens, batch, logits);             // a decode step for a batch
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -46,8 +47,16 @@ class LanguageModel {
   // holds the chunk in its first layers and is to be discarded.
   void forward(KVStore& kv, const int32_t* tokens, size_t count, float* logits, size_t logit_rows) const;
 
+  // One decode step for a batch of sequences: tokens[b] follows what sequences[b] stores (any
+  // lengths), logits [batch][vocab_size]. The projections run as one matrix product over the batch;
+  // sequences that are CompressedKV stores of one PagedKVCache attend in one batched decode call
+  // (the bits each gets alone from forward's attention), other stores one after another. A sequence
+  // given twice is refused. Errors as forward's, checked for every row before anything is appended.
+  void forward_batch(KVStore* const* sequences, const int32_t* tokens, size_t batch, float* logits) const;
+
  private:
   struct State;
+  struct Decoder;
   explicit LanguageModel(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
