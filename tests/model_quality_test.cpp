@@ -131,6 +131,27 @@ TEST(ReferenceModelCommands, PerplexityJsonAndBadInput) {
   EXPECT_NE(bad_contexts.second.find("'x2' is not a token count"), std::string::npos) << bad_contexts.second;
 }
 
+// A batch of sequences in one cache, decoded one token each a step: every sequence's bytes counted.
+TEST(ReferenceModelCommands, BenchDecodeRunsABatch) {
+  std::vector<nlohmann::json> runs;
+  for (const char* batch : {"1", "3"}) {
+    const auto [status, output] =
+        testutil::run_tool("bench decode --model " + kModel + " --text " + kText +
+                           " --contexts 96 --policies 'fp16;tq_mse:b=3|window=16|select=topk:budget=0.5' "
+                           "--decode-tokens 3 --json --batch " + batch);
+    ASSERT_EQ(status, 0) << output;
+    runs.push_back(nlohmann::json::parse(output).at("rows"));
+  }
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(runs[1][p].at("batch"), 3);
+    EXPECT_GT(runs[1][p].at("decode_tokens_per_second").get<double>(), 0.0);
+    // Three sequences of the same tokens hold three times the bytes (the calibration once).
+    const double one = runs[0][p].at("cache_bytes").get<double>(), three = runs[1][p].at("cache_bytes").get<double>();
+    EXPECT_NEAR(three / one, 3.0, 0.05) << runs[1][p].at("policy");
+    EXPECT_NEAR(runs[1][p].at("bits_per_value").get<double>(), runs[0][p].at("bits_per_value").get<double>(), 0.2);
+  }
+}
+
 TEST(ReferenceModelCommands, GenerateStreamsText) {
   const auto [status, output] = testutil::run_tool("generate --model " + kModel +
                                                    " --prompt 'The pass key is 314. What is the pass key? The pass key "

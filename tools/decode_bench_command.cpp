@@ -29,6 +29,8 @@ std::function<void()> add_decode_bench_command(CLI::App& bench) {
   command->add_option("--decode-tokens", args->config.decode_tokens, "decode steps timed (median reported)")
       ->default_val(32)->check(CLI::Range(1, 100000));
   command->add_option("--chunk", args->config.chunk, "prefill chunk")->default_val(512)->check(CLI::Range(1, 1 << 20));
+  command->add_option("--batch", args->config.batch, "sequences of the context decoded together, one token each a step")
+      ->default_val(1)->check(CLI::Range(1, 4096));
   command->add_flag("--json", args->json, "print JSON");
   return [command, args] {
     if (!command->parsed()) return;
@@ -40,6 +42,7 @@ std::function<void()> add_decode_bench_command(CLI::App& bench) {
       for (const auto& r : report.rows)
         rows.push_back({{"policy", r.policy},
                         {"context", r.context},
+                        {"batch", r.batch},
                         {"prefill_tokens_per_second", r.prefill_tokens_per_second},
                         {"decode_tokens_per_second", r.decode_tokens_per_second},
                         {"prefill_ratio_to_fp16", r.prefill_ratio_to_fp16 > 0 ? nlohmann::json(r.prefill_ratio_to_fp16) : nlohmann::json()},
@@ -51,9 +54,11 @@ std::function<void()> add_decode_bench_command(CLI::App& bench) {
                 << "\n";
       return;
     }
-    TextTable table({"<policy", "context", "prefill tok/s", "decode tok/s", "decode vs fp16", "cache MiB", "bits/value"});
+    TextTable table({"<policy", "context", "batch", "prefill tok/s", "decode tok/s", "decode vs fp16", "cache MiB",
+                     "bits/value"});
     for (const auto& r : report.rows)
-      table.add({r.policy, std::to_string(r.context), fmt::format("{:.0f}", r.prefill_tokens_per_second),
+      table.add({r.policy, std::to_string(r.context), std::to_string(r.batch),
+                 fmt::format("{:.0f}", r.prefill_tokens_per_second),
                  fmt::format("{:.1f}", r.decode_tokens_per_second),
                  r.decode_ratio_to_fp16 > 0 ? fmt::format("{:.2f}x", r.decode_ratio_to_fp16) : "-",
                  fmt::format("{:.2f}", r.cache_bytes / 1048576.0), fmt::format("{:.2f}", r.bits_per_value)});

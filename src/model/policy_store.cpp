@@ -53,29 +53,38 @@ RuntimePolicy split_runtime_policy(const std::string& policy) {
 
 PolicyStore::PolicyStore(const LanguageModel& model, const std::string& policy, uint64_t seed)
     : config_(&model.config()) {
-  const ModelConfig& c = model.config();
-  if (policy == "exact") {
-    kv_ = std::make_unique<ExactKV>(c.layers, c.kv_heads, c.head_dim);
-    return;
+  if (policy != "exact") {
+    const RuntimePolicy parts = split_runtime_policy(policy);
+    if (!parts.selector.empty())
+      selection_.emplace(config_->layers, config_->kv_heads, config_->head_dim, KVPolicy::parse(parts.kv),
+                         parts.selector, parts.dense, seed);
+    else
+      cache_.emplace(model.make_cache(KVPolicy::parse(parts.kv), seed));
   }
-  const RuntimePolicy parts = split_runtime_policy(policy);
-  if (!parts.selector.empty()) {
-    selection_.emplace(c.layers, c.kv_heads, c.head_dim, KVPolicy::parse(parts.kv), parts.selector, parts.dense,
-                       seed);
-    kv_ = std::make_unique<SelectedKV>(*selection_);
-    return;
-  }
-  cache_.emplace(model.make_cache(KVPolicy::parse(parts.kv), seed));
-  kv_ = std::make_unique<CompressedKV>(*cache_);
+  add_sequence();
+}
+
+KVStore& PolicyStore::add_sequence() {
+  if (selection_)
+    stores_.push_back(std::make_unique<SelectedKV>(*selection_));
+  else if (cache_)
+    stores_.push_back(std::make_unique<CompressedKV>(*cache_));
+  else
+    stores_.push_back(std::make_unique<ExactKV>(config_->layers, config_->kv_heads, config_->head_dim));
+  return *stores_.back();
 }
 
 double PolicyStore::bits_per_value() const {
-  const size_t tokens = kv_->tokens();
+  size_t tokens = 0, held = 0;
+  for (const auto& store : stores_) {
+    tokens += store->tokens();
+    held += store->bytes();
+  }
   if (tokens == 0) return 0;
   const double values = 2.0 * tokens * config_->layers * config_->kv_heads * config_->head_dim;
   const size_t bytes = cache_       ? cache_->bytes()
                        : selection_ ? selection_->cache().bytes() + selection_->index_bytes()
-                                    : kv_->bytes();
+                                    : held;
   return 8.0 * static_cast<double>(bytes) / values;
 }
 

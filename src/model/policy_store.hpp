@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kvsketch/model/kv_store.hpp"
 #include "kvsketch/model/language_model.hpp"
@@ -17,16 +18,19 @@ class PolicyStore {
  public:
   // Throws Error naming the policy when it does not parse.
   PolicyStore(const LanguageModel& model, const std::string& policy, uint64_t seed);
-  KVStore& kv() { return *kv_; }
-  // Bytes held per value stored (keys and values of every layer and KV head), everything counted:
-  // codes, norms, sinks, window, calibration and the selectors' indexes.
+  // The first sequence.
+  KVStore& kv() { return *stores_.front(); }
+  // Another sequence in the same cache (or another ExactKV), held by the store.
+  KVStore& add_sequence();
+  // Bytes held per value stored (keys and values of every layer and KV head, every sequence),
+  // everything counted: codes, norms, sinks, window, calibration and the selectors' indexes.
   double bits_per_value() const;
 
  private:
   const ModelConfig* config_;
   std::optional<PagedKVCache> cache_;
   std::optional<PagedSelectionCache> selection_;
-  std::unique_ptr<KVStore> kv_;
+  std::vector<std::unique_ptr<KVStore>> stores_;
 };
 
 // Whether a policy's codecs depend on the seed (TurboQuant, QJL: random rotations and sketches),
