@@ -1,7 +1,8 @@
-// The reference model (models/llama-reference, trained by training/train.py) through the runtime:
-// its tokenizer and logits equal transformers' on the committed prompts, its perplexity equals
-// transformers' on held-out text, KL divergence grows as a cache's bits fall, and retrieval prompts
-// fill the context asked for. The commands refuse bad input naming it.
+// The reference models (models/llama-reference and models/qwen2-reference, trained by
+// training/train.py) through the runtime: their tokenizers and logits equal transformers' on the
+// committed prompts, their perplexity equals transformers' on held-out text, KL divergence grows
+// as a cache's bits fall, and retrieval prompts fill the context asked for. The commands refuse
+// bad input naming it.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -26,11 +27,19 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-TEST(ReferenceModel, TokenizerAndLogitsMatchTransformers) {
-  const LanguageModel model = LanguageModel::load(kModel);
-  const Tokenizer tokenizer = Tokenizer::load(kModel);
-  const auto prompts = read_json(kModel + "/golden_prompts.json");
-  SafetensorsFile golden(kModel + "/golden.safetensors");
+// Each committed reference model: a Llama (GQA, SentencePiece-style BPE) and a Qwen2 (q/k/v bias,
+// one KV head, byte-level BPE).
+class ReferenceModels : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::string folder() const { return std::string(KVSKETCH_MODELS_DIR) + "/" + GetParam(); }
+};
+
+TEST_P(ReferenceModels, TokenizerAndLogitsMatchTransformers) {
+  const std::string model_dir = folder();
+  const LanguageModel model = LanguageModel::load(model_dir);
+  const Tokenizer tokenizer = Tokenizer::load(model_dir);
+  const auto prompts = read_json(model_dir + "/golden_prompts.json");
+  SafetensorsFile golden(model_dir + "/golden.safetensors");
   ASSERT_EQ(prompts.size(), 3u);
   for (size_t p = 0; p < prompts.size(); ++p) {
     const auto ids = tokenizer.encode(prompts[p].get<std::string>());
@@ -42,15 +51,15 @@ TEST(ReferenceModel, TokenizerAndLogitsMatchTransformers) {
     model.forward(kv, ids.data(), ids.size(), logits.data(), ids.size());
     double worst = 0;
     for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::abs(double(logits[i]) - expected[i]));
-    std::printf("reference model prompt %zu: %zu tokens, max abs logit difference %.2e\n", p, ids.size(), worst);
+    std::printf("%s prompt %zu: %zu tokens, max abs logit difference %.2e\n", GetParam(), p, ids.size(), worst);
     EXPECT_LE(worst, 1e-3) << "prompt " << p;
   }
 }
 
-TEST(ReferenceModel, PerplexityMatchesTransformersAndKldGrowsAsBitsFall) {
-  const auto golden = read_json(kModel + "/golden_perplexity.json");
+TEST_P(ReferenceModels, PerplexityMatchesTransformersAndKldGrowsAsBitsFall) {
+  const auto golden = read_json(folder() + "/golden_perplexity.json");
   PerplexityConfig config;
-  config.model_dir = kModel;
+  config.model_dir = folder();
   config.text_path = kText;
   config.reference = "exact";
   config.context = golden.at("context").get<size_t>();
@@ -75,6 +84,8 @@ TEST(ReferenceModel, PerplexityMatchesTransformersAndKldGrowsAsBitsFall) {
   }
   EXPECT_GT(r.policies[3].pooled.kld_mean, 10 * r.policies[1].pooled.kld_mean);
 }
+
+INSTANTIATE_TEST_SUITE_P(Committed, ReferenceModels, ::testing::Values("llama-reference", "qwen2-reference"));
 
 // The model has not learned retrieval (docs/RESULTS.md), so this checks the prompts and the
 // accounting, not the accuracy.
