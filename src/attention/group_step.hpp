@@ -51,15 +51,15 @@ struct PreparedQueries {
   void prepare(const VectorCodec& codec, const float* queries, size_t heads, float scale);
 };
 
-// One KV head's step for its query heads: exact pieces, then body tasks (each a run of code
-// segments), each an item that any thread may run; then the merge. A step is reusable: begin()
-// starts a new one in the memory of the last, so that a warm decode call allocates nothing.
 // What an item of a step reuses from call to call: held by the step, not by the thread that runs it.
 struct ItemScratch {
   std::vector<float> logits;
   AttentionScratch attention;
 };
 
+// One KV head's step for its query heads: exact pieces, then body tasks (each a run of code
+// segments), each an item that any thread may run; then the merge. A step is reusable: begin()
+// starts a new one in the memory of the last, so that a warm decode call allocates nothing.
 class GroupStep {
  public:
   GroupStep() = default;

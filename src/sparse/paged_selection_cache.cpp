@@ -111,14 +111,7 @@ void PagedSelectionCache::feed(SequenceId sequence, size_t layer, Heads& heads) 
   for (size_t h = 0; h < cache_.kv_heads(); ++h) {
     HeadSelector& head = heads[layer * cache_.kv_heads() + h];
     const size_t first = head.selector->tokens();
-    if (settled <= first) continue;
-    // One policy block at a time, as SelectionCache feeds them: a token-by-token stream and one
-    // long prefill build the same index.
-    for (size_t done = 0; done < settled - first; done += block)
-      head.selector->append(head.pending_keys.data() + done * d, head.pending_values.data() + done * d, block);
-    const auto fed = static_cast<std::ptrdiff_t>((settled - first) * d);
-    head.pending_keys.erase(head.pending_keys.begin(), head.pending_keys.begin() + fed);
-    head.pending_values.erase(head.pending_values.begin(), head.pending_values.begin() + fed);
+    if (settled > first) feed_pending(*head.selector, head.pending_keys, head.pending_values, settled - first, block, d);
   }
 }
 
@@ -134,7 +127,7 @@ void PagedSelectionCache::attention(size_t layer, const SequenceId* sequences, s
   require(queries != nullptr && q_heads > 0 && q_heads % kv_heads == 0,
           "attention: {} query heads is not a positive multiple of the {} kv heads", q_heads, kv_heads);
   require_finite_rows(queries, batch * q_heads, d, "attention (queries)");
-  // Every sequence's pages, per KV head, gathered before the parallel part (which cannot throw).
+  // Every sequence's pages, per KV head, gathered and checked before the parallel part.
   std::vector<const SequenceLayer*> rows(batch);
   std::vector<const Heads*> heads(batch);
   std::vector<std::vector<const CodeBuffer*>> key_pages(batch * kv_heads), value_pages(batch * kv_heads);

@@ -43,13 +43,7 @@ void SelectionCache::append(size_t layer, const float* keys, const float* values
     append_as_held(head.pending_keys, keys + (h * tokens + to_sinks) * d, (tokens - to_sinks) * d);
     append_as_held(head.pending_values, values + (h * tokens + to_sinks) * d, (tokens - to_sinks) * d);
     const size_t entered = cache_.head(layer, h).body_count() - body_before[h];
-    for (size_t done = 0; done < entered; done += block) {
-      const size_t n = std::min(block, entered - done);
-      head.selector->append(head.pending_keys.data() + done * d, head.pending_values.data() + done * d, n);
-    }
-    const auto erase = static_cast<std::ptrdiff_t>(entered * d);
-    head.pending_keys.erase(head.pending_keys.begin(), head.pending_keys.begin() + erase);
-    head.pending_values.erase(head.pending_values.begin(), head.pending_values.begin() + erase);
+    feed_pending(*head.selector, head.pending_keys, head.pending_values, entered, block, d);
   }
 }
 
