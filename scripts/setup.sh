@@ -13,7 +13,7 @@ packages=(build-essential cmake ninja-build pkg-config libeigen3-dev libhwy-dev 
           libonig-dev libutf8proc-dev libopenmpi-dev openmpi-bin)
 for group in "$@"; do
   case "$group" in
-    extras) packages+=(libfaiss-dev dataset-fashion-mnist) ;;
+    extras) packages+=(libfaiss-dev libopenblas0-pthread dataset-fashion-mnist) ;;
     clang) packages+=(clang libclang-rt-dev) ;;
     *) echo "setup: unknown group '$group' (extras, clang)" >&2; exit 2 ;;
   esac

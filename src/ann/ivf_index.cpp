@@ -87,16 +87,17 @@ void IvfList::keep(const std::vector<bool>& kept) {
   if (!norms.empty()) norms.mutate().resize(out);
 }
 
-std::vector<float> IvfIndex::State::prepared_rows(const float* x, size_t n) const {
+const float* IvfIndex::State::prepared_rows(const float* x, size_t n, std::vector<float>& storage) const {
+  if (options.metric != Metric::kCosine) return x;
   std::vector<float> rows(x, x + n * dim);
-  if (options.metric != Metric::kCosine) return rows;
   for (size_t i = 0; i < n; ++i) {
     float* row = rows.data() + i * dim;
     const float norm = std::sqrt(simd::sum_of_squares(row, dim));
     require(norm > 0.0f, "IvfIndex: row {} is zero, which has no direction for the cosine metric", i);
     for (size_t j = 0; j < dim; ++j) row[j] /= norm;
   }
-  return rows;
+  storage = std::move(rows);
+  return storage.data();
 }
 
 IvfIndex::IvfIndex(size_t dim, IvfIndexOptions options) : state_(std::make_unique<State>(dim, std::move(options))) {}
@@ -125,7 +126,8 @@ void IvfIndex::train(const float* x, size_t n) {
   require_finite_rows(x, n, s.dim, "IvfIndex train");
   const ThreadScope threads(s.options.threads);
   const size_t cap = s.options.max_train ? s.options.max_train : 64 * nlist;
-  std::vector<float> sample;
+  std::vector<float> sample;  // the rows k-means reads, where they are not x itself
+  const float* rows = x;
   if (n > cap) {  // a seeded subsample, in row order
     std::vector<size_t> order(n);
     for (size_t i = 0; i < n; ++i) order[i] = i;
@@ -136,13 +138,13 @@ void IvfIndex::train(const float* x, size_t n) {
     sample.reserve(order.size() * s.dim);
     for (size_t i : order) sample.insert(sample.end(), x + i * s.dim, x + (i + 1) * s.dim);
     n = order.size();
-  } else {
-    sample.assign(x, x + n * s.dim);
+    rows = sample.data();
   }
-  sample = s.prepared_rows(sample.data(), n);
-  s.centroids = train_kmeans(sample.data(), n, s.dim, nlist, s.options.iterations, s.options.seed);
+  std::vector<float> prepared;
+  rows = s.prepared_rows(rows, n, prepared);
+  s.centroids = train_kmeans(rows, n, s.dim, nlist, s.options.iterations, s.options.seed);
   s.centroid_squares = squared_norms(s.centroids, s.dim);
-  if (s.options.norm == ListNorm::kLog8) s.set_norm_scales(sample.data(), n);
+  if (s.options.norm == ListNorm::kLog8) s.set_norm_scales(rows, n);
 }
 
 void IvfIndex::State::codec_input(const float* row, size_t list, float* out) const {
@@ -189,12 +191,13 @@ void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
       for (int64_t id : list.ids) require(!seen.count(id), "IvfIndex: add: id {} is already taken", id);
   }
   const ThreadScope threads(s.options.threads);
-  std::vector<float> rows = s.prepared_rows(x, n);
+  std::vector<float> prepared;
+  const float* rows = s.prepared_rows(x, n, prepared);
   std::vector<uint32_t> assignment(n);
-  assign_nearest(rows.data(), n, s.dim, s.centroids, s.centroid_squares, assignment.data());
+  assign_nearest(rows, n, s.dim, s.centroids, s.centroid_squares, assignment.data());
   std::vector<uint16_t> norms(s.options.metric == Metric::kL2 ? n : 0);
   for (size_t i = 0; i < norms.size(); ++i) {
-    const float norm = std::sqrt(simd::sum_of_squares(rows.data() + i * s.dim, s.dim));
+    const float norm = std::sqrt(simd::sum_of_squares(rows + i * s.dim, s.dim));
     require(norm <= kHalfMax, "IvfIndex: add: row {} has norm {}, beyond the fp16 norms of metric l2", i, norm);
     norms[i] = float_to_half(norm);
   }
@@ -207,7 +210,7 @@ void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
     if (members[c].empty()) continue;
     block.resize(members[c].size() * s.dim);
     for (size_t m = 0; m < members[c].size(); ++m)
-      s.codec_input(rows.data() + members[c][m] * s.dim, c, block.data() + m * s.dim);
+      s.codec_input(rows + members[c][m] * s.dim, c, block.data() + m * s.dim);
     s.codec->encode(block.data(), members[c].size(), encoded[c]);
   }
   for (size_t c = 0; c < s.options.nlist; ++c) {
@@ -217,7 +220,7 @@ void IvfIndex::add(const float* x, size_t n, const int64_t* ids) {
     for (size_t i : members[c]) {
       list.ids.mutate().push_back(new_ids[i]);
       if (!norms.empty()) list.norms.mutate().push_back(norms[i]);
-      list.refine.append(rows.data() + i * s.dim, 1);
+      list.refine.append(rows + i * s.dim, 1);
     }
   }
   s.rows += n;

@@ -86,7 +86,8 @@ IvfCandidates IvfIndex::candidates(const float* queries, size_t nq, size_t k, si
   require(nprobe <= s.options.nlist, "IvfIndex: search: nprobe must be in 1..nlist = {} (0: the options'), got {}",
           s.options.nlist, nprobe);
   const size_t probes = nprobe ? nprobe : s.options.nprobe;
-  const std::vector<float> prepared_queries = s.prepared_rows(queries, nq);
+  std::vector<float> normalized;
+  const float* prepared_queries = s.prepared_rows(queries, nq, normalized);
   IvfCandidates out;
   out.queries = nq;
   out.k = k;
@@ -101,7 +102,7 @@ IvfCandidates IvfIndex::candidates(const float* queries, size_t nq, size_t k, si
   // The lists to scan: the best centroids by the metric's similarity, with <q, c> of each.
   std::vector<uint32_t> probe_lists(nq * probes);
   std::vector<float> probe_dots(nq * probes);
-  nearest_centroids(prepared_queries.data(), nq, s.dim, s.centroids, l2 ? &s.centroid_squares : nullptr, probes,
+  nearest_centroids(prepared_queries, nq, s.dim, s.centroids, l2 ? &s.centroid_squares : nullptr, probes,
                     probe_lists.data(), probe_dots.data());
 #pragma omp parallel
   {
@@ -109,7 +110,7 @@ IvfCandidates IvfIndex::candidates(const float* queries, size_t nq, size_t k, si
     std::vector<uint32_t> sums(kScanBlocks * simd::kFastScanBlockRows);
 #pragma omp for schedule(dynamic, 1)
     for (size_t qi = 0; qi < nq; ++qi) {
-      const float* q = prepared_queries.data() + qi * s.dim;
+      const float* q = prepared_queries + qi * s.dim;
       const uint32_t* query_lists = probe_lists.data() + qi * probes;
       const float* centroid_dot = probe_dots.data() + qi * probes;
       // ip: <q, x~>; l2: 2 <q, x~> - ||x||^2, which ranks as -||q - x~||^2.

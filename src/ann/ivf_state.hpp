@@ -49,8 +49,9 @@ struct IvfIndex::State {
   void codec_input(const float* row, size_t list, float* out) const;
   // With norm=log8, after training on the sample: each list's norm scale.
   void set_norm_scales(const float* sample, size_t n);
-  // Rows as stored: normalized for cosine.
-  std::vector<float> prepared_rows(const float* x, size_t n) const;
+  // Rows as stored: normalized for cosine, into `storage`; other metrics store x as it is, and get
+  // x back without a copy (a copy of a large batch costs more than its k-means step).
+  const float* prepared_rows(const float* x, size_t n, std::vector<float>& storage) const;
   // Candidates kept per query by the code scan, and by the codec's estimate before refinement.
   size_t kept_by_codes(size_t k) const;
   size_t kept_by_scan(size_t k) const;

@@ -14,8 +14,9 @@ std::vector<float> train_kmeans(const float* x, size_t n, size_t dim, size_t nli
 // For each of the n rows, the `top` centroids of largest similarity, best first (ties to the lower
 // centroid): l2 (squared given: the centroids' squared norms) 2 <x, c> - ||c||^2, which ranks the
 // nearest first; ip (squared null) <x, c>. Exactly what computing every similarity with
-// fixed_order_dot ranks: a tile kernel gives all dot products, and those within its error bound
-// of the cut are recomputed in the fixed order. lists and dots (the fixed-order <x, c> of each
+// fixed_order_dot ranks: a kernel gives all dot products approximately (float tiles or panels, or
+// a bf16 screen on AMX for many rows), and those its error bound cannot rule out are recomputed in
+// the fixed order. lists and dots (the fixed-order <x, c> of each
 // chosen centroid) hold n x top. top <= nlist.
 void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<float>& centroids,
                        const std::vector<float>* squared, size_t top, uint32_t* lists, float* dots);

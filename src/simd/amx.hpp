@@ -13,7 +13,11 @@ namespace kvsketch::simd {
 // KVSKETCH_AMX=0 in the environment nor set_amx_allowed(false) turned them off.
 bool amx_usable();
 
-// Turns the AMX kernels off (false) or back on where the machine has them, for tests and A/B
+// The same for AMX-BF16 (TDPBF16PS: a 16 x 32 by 32 x 16 bf16 product into float sums), which the
+// k-means and coarse-assignment screen of src/simd/bf16_panel.hpp uses.
+bool amx_bf16_usable();
+
+// Turns the AMX kernels (INT8 and BF16) off (false) or back on where the machine has them, for tests and A/B
 // measurements. Returns the previous setting. Not meant to race with running kernels.
 bool set_amx_allowed(bool allowed);
 

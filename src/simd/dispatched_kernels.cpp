@@ -10,6 +10,7 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -425,6 +426,54 @@ void GatherFloatsImpl(const float* x, const uint32_t* indices, size_t n, float* 
   for (; k < n; ++k) out[k] = x[indices[k]];
 }
 
+// The screen of nearest_centroids: see kernels.hpp.
+float ScreenLowerBoundsImpl(float* s, const float* squared, const float* norms, float base, float slope, size_t n,
+                            float* lower) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vbase = hn::Set(d, base), vslope = hn::Set(d, slope), two = hn::Set(d, 2.0f);
+  auto largest = hn::Set(d, -std::numeric_limits<float>::infinity());
+  size_t c = 0;
+  for (; c + lanes <= n; c += lanes) {
+    auto v = hn::LoadU(d, s + c);
+    if (squared) {
+      v = hn::Sub(hn::Mul(two, v), hn::LoadU(d, squared + c));
+      hn::StoreU(v, d, s + c);
+    }
+    const auto low = hn::Sub(v, hn::MulAdd(vslope, hn::LoadU(d, norms + c), vbase));
+    hn::StoreU(low, d, lower + c);
+    largest = hn::Max(largest, low);
+  }
+  float out = hn::GetLane(hn::MaxOfLanes(d, largest));
+  for (; c < n; ++c) {
+    if (squared) s[c] = 2.0f * s[c] - squared[c];
+    lower[c] = s[c] - (base + slope * norms[c]);
+    out = lower[c] > out ? lower[c] : out;
+  }
+  return out;
+}
+
+size_t ScreenSelectImpl(const float* s, const float* norms, float base, float slope, float threshold, size_t n,
+                        uint32_t* out) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const size_t lanes = hn::Lanes(d);
+  const auto vbase = hn::Set(d, base), vslope = hn::Set(d, slope), vthreshold = hn::Set(d, threshold);
+  size_t count = 0, c = 0;
+  for (; c + lanes <= n; c += lanes) {
+    const auto upper = hn::Add(hn::LoadU(d, s + c), hn::MulAdd(vslope, hn::LoadU(d, norms + c), vbase));
+    const auto reaches = hn::RebindMask(du, hn::Ge(upper, vthreshold));
+    // Few reach it (a handful in a thousand): skip the compress, slow to memory on some CPUs.
+    if (!hn::AllFalse(du, reaches))
+      count += hn::CompressStore(hn::Iota(du, static_cast<uint32_t>(c)), reaches, du, out + count);
+  }
+  for (; c < n; ++c) {
+    out[count] = static_cast<uint32_t>(c);
+    count += s[c] + (base + slope * norms[c]) >= threshold ? 1 : 0;
+  }
+  return count;
+}
+
 // Exact widening, one add per element: the same sums on every target.
 void AddToDoubleSumsImpl(const float* x, double* sums, size_t n) {
 #if HWY_HAVE_FLOAT64
@@ -477,6 +526,8 @@ HWY_EXPORT(AddToDoubleSumsImpl);
 HWY_EXPORT(LargestMagnitudeBitsImpl);
 HWY_EXPORT(StreamedSumImpl);
 HWY_EXPORT(GatherFloatsImpl);
+HWY_EXPORT(ScreenLowerBoundsImpl);
+HWY_EXPORT(ScreenSelectImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void fwht(float* data, size_t n) { HWY_DYNAMIC_DISPATCH(FwhtImpl)(data, n); }
@@ -520,6 +571,14 @@ void gather_floats(const float* x, const uint32_t* indices, size_t n, float* out
   HWY_DYNAMIC_DISPATCH(GatherFloatsImpl)(x, indices, n, out);
 }
 float streamed_sum(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(StreamedSumImpl)(x, n); }
+float screen_lower_bounds(float* s, const float* squared, const float* norms, float base, float slope, size_t n,
+                          float* lower) {
+  return HWY_DYNAMIC_DISPATCH(ScreenLowerBoundsImpl)(s, squared, norms, base, slope, n, lower);
+}
+size_t screen_select(const float* s, const float* norms, float base, float slope, float threshold, size_t n,
+                     uint32_t* out) {
+  return HWY_DYNAMIC_DISPATCH(ScreenSelectImpl)(s, norms, base, slope, threshold, n, out);
+}
 uint32_t largest_magnitude_bits(const float* x, size_t n) {
   return HWY_DYNAMIC_DISPATCH(LargestMagnitudeBitsImpl)(x, n);
 }

@@ -78,6 +78,16 @@ uint32_t largest_magnitude_bits(const float* x, size_t n);
 void gather_floats(const float* x, const uint32_t* indices, size_t n, float* out);
 // Sum of x[i] in any order, reading ahead as the row kernels do: the memory read bandwidth probe.
 float streamed_sum(const float* x, size_t n);
+// The two passes of a screen over n approximate similarities s with a margin base + slope * norms[c]
+// each (nearest_centroids). screen_lower_bounds first turns dot products into l2 similarities
+// 2 s - squared where squared is given (in place), writes lower[c] = s[c] - margin and returns the
+// largest of them (or a NaN where one is NaN); screen_select writes the indices c whose s[c] + margin reaches
+// threshold, in order, and returns their count (out holds n). Margins may be fused or not: callers
+// allow for their rounding.
+float screen_lower_bounds(float* s, const float* squared, const float* norms, float base, float slope, size_t n,
+                          float* lower);
+size_t screen_select(const float* s, const float* norms, float base, float slope, float threshold, size_t n,
+                     uint32_t* out);
 
 // Asks for the cache lines of `bytes` bytes at `row` (scattered rows: sampled tokens).
 inline void prefetch_bytes(const void* row, size_t bytes) {
