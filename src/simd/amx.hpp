@@ -5,6 +5,8 @@
 // integer attention kernels use it when it is there; their sums stay exact, so the results are the
 // same bits as without it.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 
 namespace kvsketch::simd {
 
@@ -20,5 +22,20 @@ bool amx_bf16_usable();
 // Turns the AMX kernels (INT8 and BF16) off (false) or back on where the machine has them, for tests and A/B
 // measurements. Returns the previous setting. Not meant to race with running kernels.
 bool set_amx_allowed(bool allowed);
+
+// The 64-byte operand of LDTILECFG (palette 1): bytes per row and rows of each tile, for the
+// kernels that configure tiles.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t row_bytes[16] = {};
+  uint8_t rows[16] = {};
+
+  void Set(int tile, size_t tile_rows, size_t bytes) {
+    rows[tile] = static_cast<uint8_t>(tile_rows);
+    row_bytes[tile] = static_cast<uint16_t>(bytes);
+  }
+};
 
 }  // namespace kvsketch::simd

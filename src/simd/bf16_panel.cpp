@@ -106,24 +106,11 @@ void convert_row_avx512(const float* in, size_t n, size_t padded, uint16_t* out)
   std::fill(out + k, out + padded, uint16_t{0});
 }
 
-// The 64-byte operand of LDTILECFG, palette 1.
-struct alignas(64) PanelTileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t row_bytes[16] = {};
-  uint8_t rows[16] = {};
-  void Set(int tile, size_t tile_rows, size_t bytes) {
-    rows[tile] = static_cast<uint8_t>(tile_rows);
-    row_bytes[tile] = static_cast<uint16_t>(bytes);
-  }
-};
-
 // Tiles 0-3: sums (rows 0-15 or 16-31 by strip s or s + 1); 4, 5: the two row tiles of A; 6, 7: the
 // two strips of B. Tile numbers are immediates.
 void run_tiles(const uint16_t* a16, size_t first_rows, size_t second_rows, size_t depth, const uint16_t* packed,
                size_t columns, float* out, size_t out_stride) {
-  PanelTileConfig config;
+  TileConfig config;
   for (int t : {0, 1}) config.Set(t, first_rows, kStrip * sizeof(float));
   config.Set(4, first_rows, kDepth * sizeof(uint16_t));
   if (second_rows > 0) {

@@ -9,20 +9,6 @@
 //
 // Tile registers are named by immediates, so the tile numbers below are literals.
 
-// The 64-byte operand of LDTILECFG (palette 1): bytes per row and rows of each tile.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t row_bytes[16] = {};
-  uint8_t rows[16] = {};
-
-  void Set(int tile, size_t tile_rows, size_t bytes) {
-    rows[tile] = static_cast<uint8_t>(tile_rows);
-    row_bytes[tile] = static_cast<uint16_t>(bytes);
-  }
-};
-
 // Configures this thread's tiles for a kernel and returns them to the initial state after it, so
 // that the OS need not save 8 KB of tile data at every switch.
 class TileScope {
