@@ -822,7 +822,8 @@ size_t warm_decode_allocations(const char* spec, size_t threads, size_t batch, A
 }  // namespace
 
 TEST(PagedKVCache, WarmDecodeAllocatesNothing) {
-  for (const char* spec : {"fp16", "tq_mse:b=3", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=2.5|tq_mse:b=3"})
+  for (const char* spec : {"fp16", "tq_mse:b=3", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=2.5|tq_mse:b=3",
+                           "rotate:tq_mse:b=3|center:tq_mse:b=3", "center:tq_prod:b=3|rotate:center:tq_mse:b=4"})
     for (size_t threads : {1, 2})
       for (size_t batch : {1, 3})
         // The fused integer kernels, and the separate score and sum kernels (float arithmetic, and
@@ -837,7 +838,8 @@ TEST(PagedKVCache, WarmDecodeAllocatesNothing) {
 // Which thread runs which task is the executor's choice: memory a call needs belongs to its steps,
 // not to the threads that happened to run them before.
 TEST(PagedKVCache, WarmDecodeAllocatesNothingOnAThreadNewToIt) {
-  for (const char* spec : {"fp16", "tq_mse:b=3", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=2.5|tq_mse:b=3"})
+  for (const char* spec : {"fp16", "tq_mse:b=3", "tq_prod:b=3|tq_mse:b=3", "tq_mse:b=2.5|tq_mse:b=3",
+                           "rotate:tq_mse:b=3|center:tq_mse:b=3", "center:tq_prod:b=3|rotate:center:tq_mse:b=4"})
     for (Arithmetic arithmetic : {Arithmetic::kInteger, Arithmetic::kFloat}) {
       SCOPED_TRACE(std::string(spec) + (arithmetic == Arithmetic::kFloat ? " float" : " integer"));
       EXPECT_EQ(warm_decode_allocations(spec, 1, 3, arithmetic, true), 0u);

@@ -1,9 +1,11 @@
 #include "codec/centered_codec.hpp"
 
 #include <cstring>
+#include <typeinfo>
 
 #include "codec/accumulator_slices.hpp"
 #include "codec/attention_parts.hpp"
+#include "codec/inner_queries.hpp"
 #include "codec/spec_of.hpp"
 #include "core/require.hpp"
 #include "kvsketch/half.hpp"
@@ -80,6 +82,14 @@ std::unique_ptr<PreparedQuery> CenteredCodec::prepare_query(const float* q) cons
   return prepared;
 }
 
+bool CenteredCodec::reprepare_query(const float* q, PreparedQuery& into) const {
+  if (typeid(into) != typeid(CenteredQuery)) return false;
+  auto& prepared = static_cast<CenteredQuery&>(into);
+  if (!inner_->reprepare_query(q, *prepared.inner)) return false;
+  prepared.shift = simd::dot(q, mean_.data(), dim());
+  return true;
+}
+
 void CenteredCodec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
   const auto& query = static_cast<const CenteredQuery&>(q);
   inner_->score_rows(*query.inner, codes, n, out);
@@ -100,9 +110,8 @@ void CenteredCodec::decode_rows(const uint8_t* codes, size_t n, float* out) cons
 
 void CenteredCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                      float* out, size_t stride, Arithmetic arithmetic) const {
-  std::vector<const PreparedQuery*> inner(heads);
-  for (size_t h = 0; h < heads; ++h) inner[h] = static_cast<const CenteredQuery&>(*queries[h]).inner.get();
-  inner_->score_rows_multi(inner.data(), heads, codes, n, out, stride, arithmetic);
+  inner_->score_rows_multi(InnerQueries<CenteredQuery>(queries, heads).data(), heads, codes, n, out, stride,
+                           arithmetic);
   for (size_t h = 0; h < heads; ++h) {
     const float shift = static_cast<const CenteredQuery&>(*queries[h]).shift;
     for (size_t i = 0; i < n; ++i) out[h * stride + i] += shift;
@@ -122,9 +131,9 @@ void CenteredCodec::accumulate_rows_multi(const float* weights, size_t heads, si
 
 bool CenteredCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                               AttentionParts& parts) const {
-  std::vector<const PreparedQuery*> inner(heads);
-  for (size_t h = 0; h < heads; ++h) inner[h] = static_cast<const CenteredQuery&>(*queries[h]).inner.get();
-  if (!parts.score_shift.empty() || !inner_->key_parts(codes, inner.data(), heads, parts)) return false;
+  if (!parts.score_shift.empty() ||
+      !inner_->key_parts(codes, InnerQueries<CenteredQuery>(queries, heads).data(), heads, parts))
+    return false;
   for (size_t h = 0; h < heads; ++h) parts.score_shift.push_back(static_cast<const CenteredQuery&>(*queries[h]).shift);
   return true;
 }

@@ -35,6 +35,7 @@ class CenteredCodec final : public VectorCodec {
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  bool reprepare_query(const float* q, PreparedQuery& into) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   // Rows decoded by the inner codec, plus the mean, where its rows are read in groups (the default

@@ -1,5 +1,9 @@
 #include "codec/rotated_codec.hpp"
 
+#include <array>
+#include <typeinfo>
+
+#include "codec/inner_queries.hpp"
 #include "kvsketch/random.hpp"
 
 namespace kvsketch {
@@ -7,6 +11,7 @@ namespace {
 
 struct RotatedQuery : PreparedQuery {
   std::unique_ptr<PreparedQuery> inner;
+  std::vector<float> rotated;  // the query rotated, kept for reprepare_query
 };
 
 }  // namespace
@@ -23,12 +28,6 @@ std::vector<float> RotatedCodec::rotated(const float* x, size_t n) const {
   return rows;
 }
 
-std::vector<const PreparedQuery*> RotatedCodec::inner_queries(const PreparedQuery* const* queries, size_t heads) const {
-  std::vector<const PreparedQuery*> inner(heads);
-  for (size_t h = 0; h < heads; ++h) inner[h] = static_cast<const RotatedQuery&>(*queries[h]).inner.get();
-  return inner;
-}
-
 void RotatedCodec::calibrate(const float* x, size_t n) {
   if (n == 0 || !inner_->calibrated_by_data()) return;
   require_finite(x, n, dim(), "calibrate");
@@ -42,9 +41,17 @@ void RotatedCodec::encode_rows(const float* x, size_t n, uint8_t* codes, size_t 
 
 std::unique_ptr<PreparedQuery> RotatedCodec::prepare_query(const float* q) const {
   auto prepared = std::make_unique<RotatedQuery>();
-  prepared->inner = inner_->prepare_query(rotated(q, 1).data());
+  prepared->rotated = rotated(q, 1);
+  prepared->inner = inner_->prepare_query(prepared->rotated.data());
   prepared->inner->owner = inner_.get();
   return prepared;
+}
+
+bool RotatedCodec::reprepare_query(const float* q, PreparedQuery& into) const {
+  if (typeid(into) != typeid(RotatedQuery)) return false;
+  auto& prepared = static_cast<RotatedQuery&>(into);
+  rotation_->apply(q, prepared.rotated.data());
+  return inner_->reprepare_query(prepared.rotated.data(), *prepared.inner);
 }
 
 void RotatedCodec::score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
@@ -62,7 +69,8 @@ void RotatedCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const
 
 void RotatedCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                     float* out, size_t stride, Arithmetic arithmetic) const {
-  inner_->score_rows_multi(inner_queries(queries, heads).data(), heads, codes, n, out, stride, arithmetic);
+  inner_->score_rows_multi(InnerQueries<RotatedQuery>(queries, heads).data(), heads, codes, n, out, stride,
+                           arithmetic);
 }
 
 void RotatedCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
@@ -72,7 +80,7 @@ void RotatedCodec::accumulate_rows_multi(const float* weights, size_t heads, siz
 
 bool RotatedCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                              AttentionParts& parts) const {
-  return inner_->key_parts(codes, inner_queries(queries, heads).data(), heads, parts);
+  return inner_->key_parts(codes, InnerQueries<RotatedQuery>(queries, heads).data(), heads, parts);
 }
 
 bool RotatedCodec::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
@@ -81,9 +89,12 @@ bool RotatedCodec::value_parts(const uint8_t* codes, float* accumulators, size_t
 }
 
 void RotatedCodec::finish_accumulator(const float* accumulator, float* out) const {
-  std::vector<float> sum(dim(), 0.0f);
-  inner_->finish_accumulator(accumulator, sum.data());
-  rotation_->apply_transpose(sum.data(), sum.data());
+  // Once per head and step: on the stack for the usual head dimensions.
+  std::array<float, 1024> on_stack{};
+  std::vector<float> on_heap(dim() > on_stack.size() ? dim() : 0, 0.0f);
+  float* sum = on_heap.empty() ? on_stack.data() : on_heap.data();
+  inner_->finish_accumulator(accumulator, sum);
+  rotation_->apply_transpose(sum, sum);
   for (size_t j = 0; j < dim(); ++j) out[j] += sum[j];
 }
 

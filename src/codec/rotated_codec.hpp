@@ -33,6 +33,7 @@ class RotatedCodec final : public VectorCodec {
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;
   std::unique_ptr<PreparedQuery> prepare_query(const float* q) const override;
+  bool reprepare_query(const float* q, PreparedQuery& into) const override;
   void score_rows(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const override;
   void accumulate_rows(const float* weights, const uint8_t* codes, size_t n, float* accumulator) const override;
   void decode_rows(const uint8_t* codes, size_t n, float* out) const override;
@@ -46,7 +47,6 @@ class RotatedCodec final : public VectorCodec {
 
  private:
   std::vector<float> rotated(const float* x, size_t n) const;
-  std::vector<const PreparedQuery*> inner_queries(const PreparedQuery* const* queries, size_t heads) const;
 
   std::unique_ptr<VectorCodec> inner_;
   std::unique_ptr<Rotation> rotation_;
