@@ -70,9 +70,8 @@ std::vector<AnnEvalRow> run_ann_eval(const AnnDataset& data, const AnnEvalConfig
       options.rerank_store = RerankStore::kFp16;
       options.rerank_candidates = config.rerank;
     }
-    // Lloyd-Max codebooks are computed once per process and shared (16 ms for (d, b) = (1536, 4);
-    // tq_pca solves the Gaussian ones of every width, about 0.5 s); building the codec first keeps
-    // that one-time cost out of build_s.
+    // Lloyd-Max codebooks are computed once per process and shared (tq_pca solves the Gaussian
+    // ones of every width); building the codec first keeps that one-time cost out of build_s.
     make_codec(spec, d, config.seed);
     AnnEvalRow row;
     std::optional<FlatIndex> index;

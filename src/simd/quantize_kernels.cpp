@@ -139,8 +139,9 @@ void QuantizeImpl(const float* values, size_t n, const float* boundaries, int bi
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
-  // Measured on one 1536-float vector at 4 bits: the grid takes 0.75x the search's time on AVX2,
-  // 1.5x on AVX-512 (whose search needs one look-up per step, the grid four per vector).
+  // The grid only where vectors have as many lanes as it has cells (AVX2's 8): with 16 lanes the
+  // boundary search needs one look-up per step and the grid four per vector, so the search wins
+  // there (docs/RESULTS.md has the timings).
   if (grid != nullptr && grid->usable && lanes == QuantizerGrid::kCells) {
     switch (grid->per_cell) {
       case 1: return QuantizeGridLoop<1>(values, n, *grid, indices);
