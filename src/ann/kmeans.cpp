@@ -23,25 +23,6 @@ std::vector<float> squared_norms(const std::vector<float>& centroids, size_t dim
   return out;
 }
 
-namespace {
-
-// The largest of n floats (NaNs skipped; -infinity for none), by eight independent maxima so that
-// the scan is not one chain of dependent instructions.
-float largest(const float* v, size_t n) {
-  constexpr size_t kLanes = 8;
-  float lane[kLanes];
-  std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) lane[l] = v[i + l] > lane[l] ? v[i + l] : lane[l];
-  for (; i < n; ++i) lane[0] = v[i] > lane[0] ? v[i] : lane[0];
-  float out = lane[0];
-  for (size_t l = 1; l < kLanes; ++l) out = lane[l] > out ? lane[l] : out;
-  return out;
-}
-
-}  // namespace
-
 void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<float>& centroids,
                        const std::vector<float>* squared, size_t top, uint32_t* lists, float* dots) {
   const size_t nlist = centroids.size() / dim;
