@@ -110,7 +110,7 @@ void CenteredCodec::decode_rows(const uint8_t* codes, size_t n, float* out) cons
 
 void CenteredCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                      float* out, size_t stride, Arithmetic arithmetic) const {
-  inner_->score_rows_multi(InnerQueries<CenteredQuery>(queries, heads).data(), heads, codes, n, out, stride,
+  inner_->score_rows_multi(inner_queries<CenteredQuery>(queries, heads).data(), heads, codes, n, out, stride,
                            arithmetic);
   for (size_t h = 0; h < heads; ++h) {
     const float shift = static_cast<const CenteredQuery&>(*queries[h]).shift;
@@ -132,7 +132,7 @@ void CenteredCodec::accumulate_rows_multi(const float* weights, size_t heads, si
 bool CenteredCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                               AttentionParts& parts) const {
   if (!parts.score_shift.empty() ||
-      !inner_->key_parts(codes, InnerQueries<CenteredQuery>(queries, heads).data(), heads, parts))
+      !inner_->key_parts(codes, inner_queries<CenteredQuery>(queries, heads).data(), heads, parts))
     return false;
   for (size_t h = 0; h < heads; ++h) parts.score_shift.push_back(static_cast<const CenteredQuery&>(*queries[h]).shift);
   return true;

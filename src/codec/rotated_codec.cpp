@@ -1,9 +1,9 @@
 #include "codec/rotated_codec.hpp"
 
-#include <array>
 #include <typeinfo>
 
 #include "codec/inner_queries.hpp"
+#include "core/kernel_memory.hpp"
 #include "kvsketch/random.hpp"
 
 namespace kvsketch {
@@ -69,7 +69,7 @@ void RotatedCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const
 
 void RotatedCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                     float* out, size_t stride, Arithmetic arithmetic) const {
-  inner_->score_rows_multi(InnerQueries<RotatedQuery>(queries, heads).data(), heads, codes, n, out, stride,
+  inner_->score_rows_multi(inner_queries<RotatedQuery>(queries, heads).data(), heads, codes, n, out, stride,
                            arithmetic);
 }
 
@@ -80,7 +80,7 @@ void RotatedCodec::accumulate_rows_multi(const float* weights, size_t heads, siz
 
 bool RotatedCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                              AttentionParts& parts) const {
-  return inner_->key_parts(codes, InnerQueries<RotatedQuery>(queries, heads).data(), heads, parts);
+  return inner_->key_parts(codes, inner_queries<RotatedQuery>(queries, heads).data(), heads, parts);
 }
 
 bool RotatedCodec::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
@@ -89,12 +89,9 @@ bool RotatedCodec::value_parts(const uint8_t* codes, float* accumulators, size_t
 }
 
 void RotatedCodec::finish_accumulator(const float* accumulator, float* out) const {
-  // Once per head and step: on the stack for the usual head dimensions.
-  std::array<float, 1024> on_stack{};
-  std::vector<float> on_heap(dim() > on_stack.size() ? dim() : 0, 0.0f);
-  float* sum = on_heap.empty() ? on_stack.data() : on_heap.data();
-  inner_->finish_accumulator(accumulator, sum);
-  rotation_->apply_transpose(sum, sum);
+  KernelVector<float> sum(dim(), 0.0f);  // once per head and step: kernel memory
+  inner_->finish_accumulator(accumulator, sum.data());
+  rotation_->apply_transpose(sum.data(), sum.data());
   for (size_t j = 0; j < dim(); ++j) out[j] += sum[j];
 }
 
