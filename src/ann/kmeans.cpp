@@ -23,6 +23,16 @@ std::vector<float> squared_norms(const std::vector<float>& centroids, size_t dim
   return out;
 }
 
+namespace {
+
+// ||x - c||^2 as assign_nearest reports it: (||c||^2 - 2 <x, c>) + ||x||^2, from the fixed-order
+// dot product; k-means' restarts rank rows by it.
+float squared_distance(const float* row, size_t dim, float centroid_square, float dot) {
+  return (centroid_square - 2.0f * dot) + simd::sum_of_squares(row, dim);
+}
+
+}  // namespace
+
 void nearest_centroids(const float* x, size_t n, size_t dim, const std::vector<float>& centroids,
                        const std::vector<float>* squared, size_t top, uint32_t* lists, float* dots) {
   const size_t nlist = centroids.size() / dim;
@@ -135,10 +145,8 @@ void assign_nearest(const float* x, size_t n, size_t dim, const std::vector<floa
                     const std::vector<float>& squared, uint32_t* assignment, float* distance) {
   std::vector<float> dots(n);
   nearest_centroids(x, n, dim, centroids, &squared, 1, assignment, dots.data());
-  // ||x - c||^2 = (||c||^2 - 2 <x, c>) + ||x||^2.
   if (distance)
-    for (size_t i = 0; i < n; ++i)
-      distance[i] = (squared[assignment[i]] - 2.0f * dots[i]) + simd::sum_of_squares(x + i * dim, dim);
+    for (size_t i = 0; i < n; ++i) distance[i] = squared_distance(x + i * dim, dim, squared[assignment[i]], dots[i]);
 }
 
 std::vector<float> train_kmeans(const float* x, size_t n, size_t dim, size_t nlist, size_t iterations, uint64_t seed) {
@@ -153,7 +161,7 @@ std::vector<float> train_kmeans(const float* x, size_t n, size_t dim, size_t nli
   std::vector<uint32_t> assignment(n);
   std::vector<float> distance, squared;
   std::vector<double> sums(nlist * dim);
-  std::vector<size_t> counts(nlist), starts(nlist + 1, 0), fill(nlist);
+  std::vector<size_t> counts(nlist), starts(nlist + 1, 0), next(nlist);
   std::vector<uint32_t> members(n);
   std::vector<bool> taken;
   for (size_t iteration = 0; iteration < iterations; ++iteration) {
@@ -164,8 +172,8 @@ std::vector<float> train_kmeans(const float* x, size_t n, size_t dim, size_t nli
     std::fill(counts.begin(), counts.end(), size_t{0});
     for (size_t i = 0; i < n; ++i) ++counts[assignment[i]];
     for (size_t c = 0; c < nlist; ++c) starts[c + 1] = starts[c] + counts[c];
-    std::copy(starts.begin(), starts.end() - 1, fill.begin());
-    for (size_t i = 0; i < n; ++i) members[fill[assignment[i]]++] = static_cast<uint32_t>(i);
+    std::copy(starts.begin(), starts.end() - 1, next.begin());
+    for (size_t i = 0; i < n; ++i) members[next[assignment[i]]++] = static_cast<uint32_t>(i);
 #pragma omp parallel for schedule(dynamic, 16)
     for (size_t c = 0; c < nlist; ++c) {
       double* sum = sums.data() + c * dim;
@@ -184,7 +192,7 @@ std::vector<float> train_kmeans(const float* x, size_t n, size_t dim, size_t nli
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; ++i) {
           const float dot = simd::fixed_order_dot(x + i * dim, centroids.data() + assignment[i] * dim, dim);
-          distance[i] = (squared[assignment[i]] - 2.0f * dot) + simd::sum_of_squares(x + i * dim, dim);
+          distance[i] = squared_distance(x + i * dim, dim, squared[assignment[i]], dot);
         }
       }
       size_t far = 0;
