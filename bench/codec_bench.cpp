@@ -13,6 +13,7 @@
 #include <memory>
 #include <numeric>
 
+#include "codec/codec_base.hpp"
 #include "kvsketch/bitpack.hpp"
 #include "kvsketch/codebook.hpp"
 #include "kvsketch/codec.hpp"
@@ -87,7 +88,7 @@ void BM_Accumulate(benchmark::State& state, const std::string& spec, size_t dim)
   const EncodedRows rows = encoded_rows(spec, dim, n);
   auto weights = gaussian(n, 5);
   for (float& w : weights) w = std::abs(w);
-  std::vector<float> accumulator(rows.codec->accumulator_size());
+  std::vector<float> accumulator(codec_base(*rows.codec).accumulator_size());
   for (auto _ : state) {
     rows.codec->accumulate(weights.data(), rows.codes, 0, n, accumulator.data());
     benchmark::DoNotOptimize(accumulator.data());

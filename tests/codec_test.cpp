@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "codec/codec_base.hpp"
 #include "codec/channel_split.hpp"
 #include "codec/qjl.hpp"
 #include "codec/centered_codec.hpp"
@@ -64,10 +65,10 @@ MultiQueryRun run_multi_query(const VectorCodec &codec, const CodeBuffer &codes,
     run.prepared.push_back(run.owned.back().get());
   }
   run.scores.resize(heads * count);
-  run.accumulators.assign(heads * codec.accumulator_size(), 0.0f);
-  codec.scores_multi(run.prepared.data(), heads, codes, first, count,
+  run.accumulators.assign(heads * codec_base(codec).accumulator_size(), 0.0f);
+  codec_base(codec).scores_multi(run.prepared.data(), heads, codes, first, count,
                      run.scores.data(), count);
-  codec.accumulate_partial_multi(w, heads, count, codes, first, count,
+  codec_base(codec).accumulate_partial_multi(w, heads, count, codes, first, count,
                                  run.accumulators.data());
   return run;
 }
@@ -140,7 +141,7 @@ TEST(Codec, MultiQueryFormsEqualOneQueryForms) {
             *codec, codes, q.data(), w.data(), heads, first, count);
         const auto &prepared = run.prepared;
         const auto &multi = run.scores, &multi_acc = run.accumulators;
-        const size_t width = codec->accumulator_size();
+        const size_t width = codec_base(*codec).accumulator_size();
         for (size_t h = 0; h < heads; ++h) {
           std::vector<float> one(count), one_acc(width, 0.0f);
           codec->scores(*prepared[h], codes, first, count, one.data());
@@ -150,7 +151,7 @@ TEST(Codec, MultiQueryFormsEqualOneQueryForms) {
           for (size_t i = 0; i < count; ++i)
             ASSERT_NEAR(multi[h * count + i], one[i], 1e-5 * scale + 1e-6)
                 << "head " << h << " row " << i;
-          codec->accumulate_partial(w.data() + h * count, codes, first, count,
+          codec_base(*codec).accumulate_partial(w.data() + h * count, codes, first, count,
                                     one_acc.data());
           double magnitude = 0;
           for (float a : one_acc)
@@ -171,7 +172,7 @@ TEST(Codec, MultiQueryFormsEqualOneQueryForms) {
 void expect_multi_equals_one(const VectorCodec &codec, const CodeBuffer &codes, const float *q, const float *w,
                              size_t heads, size_t first, size_t count, double tolerance) {
   const MultiQueryRun run = run_multi_query(codec, codes, q, w, heads, first, count);
-  const size_t width = codec.accumulator_size(), dim = codec.dim();
+  const size_t width = codec_base(codec).accumulator_size(), dim = codec.dim();
   std::vector<float> decoded(count * dim);
   codec.decode(codes, first, count, decoded.data());
   for (size_t h = 0; h < heads; ++h) {
@@ -179,7 +180,7 @@ void expect_multi_equals_one(const VectorCodec &codec, const CodeBuffer &codes, 
     codec.scores(*run.prepared[h], codes, first, count, one.data());
     for (size_t i = 0; i < count; ++i)
       ASSERT_NEAR(run.scores[h * count + i], one[i], tolerance * (std::abs(one[i]) + 1.0)) << "head " << h << " row " << i;
-    codec.accumulate_partial(w + h * count, codes, first, count, one_acc.data());
+    codec_base(codec).accumulate_partial(w + h * count, codes, first, count, one_acc.data());
     for (size_t j = 0; j < width; ++j) {
       double terms = 0.0;
       for (size_t i = 0; j < dim && i < count; ++i) terms += std::abs(double(w[h * count + i]) * decoded[i * dim + j]);
@@ -249,12 +250,12 @@ TEST(Codec, SignsInIntegersMatchFloatsOnEveryTarget) {
       owned.push_back(codec->prepare(q.data() + h * dim));
       prepared.push_back(owned.back().get());
     }
-    const size_t width = codec->accumulator_size();
+    const size_t width = codec_base(*codec).accumulator_size();
     const auto run = [&](Arithmetic arithmetic, std::vector<float> &scores, std::vector<float> &acc) {
       scores.assign(heads * n, 0.0f);
       acc.assign(heads * width, 0.0f);
-      codec->scores_multi(prepared.data(), heads, codes, 0, n, scores.data(), n, arithmetic);
-      codec->accumulate_partial_multi(w.data(), heads, n, codes, 0, n, acc.data(), arithmetic);
+      codec_base(*codec).scores_multi(prepared.data(), heads, codes, 0, n, scores.data(), n, arithmetic);
+      codec_base(*codec).accumulate_partial_multi(w.data(), heads, n, codes, 0, n, acc.data(), arithmetic);
     };
     std::vector<float> float_scores, float_acc, int_scores, int_acc;
     run(Arithmetic::kFloat, float_scores, float_acc);
@@ -607,12 +608,12 @@ TEST(Codec, CheckMessagesNameTheCodecSpec) {
   };
   const std::string spec = codec->spec();
   EXPECT_NE(spec.find("seed=1"), std::string::npos) << spec;
-  const std::string prepared = message_of([&] { codec->scores_multi(heads, 1, codes, 0, 4, out.data(), 4); });
+  const std::string prepared = message_of([&] { codec_base(*codec).scores_multi(heads, 1, codes, 0, 4, out.data(), 4); });
   EXPECT_NE(prepared.find("prepared by a different codec than " + spec), std::string::npos) << prepared;
   const std::string range = message_of([&] {
     const auto own = codec->prepare(x.data());
     const PreparedQuery* mine[] = {own.get()};
-    codec->scores_multi(mine, 1, codes, 2, 4, out.data(), 4);
+    codec_base(*codec).scores_multi(mine, 1, codes, 2, 4, out.data(), 4);
   });
   EXPECT_NE(range.find("rows [2, 6) out of range"), std::string::npos) << range;
   CodeBuffer wrong(codec->code_bytes() + 1);
@@ -620,7 +621,7 @@ TEST(Codec, CheckMessagesNameTheCodecSpec) {
   const std::string buffer = message_of([&] {
     const auto own = codec->prepare(x.data());
     const PreparedQuery* mine[] = {own.get()};
-    codec->scores_multi(mine, 1, wrong, 0, 4, out.data(), 4);
+    codec_base(*codec).scores_multi(mine, 1, wrong, 0, 4, out.data(), 4);
   });
   EXPECT_NE(buffer.find("but codec " + spec + " writes"), std::string::npos) << buffer;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "codec/codec_base.hpp"
 #include "kvsketch/codec.hpp"
 #include "core/require.hpp"
 #include "kvsketch/half.hpp"
@@ -146,7 +147,7 @@ TEST(GroupQuantizer, KeyGroupsAreEnforced) {
   // Multi-query forms agree with the one-query forms over whole groups.
   const PreparedQuery* both[2] = {q.get(), q.get()};
   std::vector<float> multi(2 * 64);
-  codec->scores_multi(both, 2, codes, 0, 64, multi.data(), 64);
+  codec_base(*codec).scores_multi(both, 2, codes, 0, 64, multi.data(), 64);
   std::vector<float> one(64);
   codec->scores(*q, codes, 0, 64, one.data());
   for (size_t i = 0; i < 64; ++i) {

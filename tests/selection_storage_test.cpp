@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "codec/codec_base.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/half.hpp"
@@ -104,25 +105,25 @@ TEST(VectorCodec, ScatteredRowsMatchRowByRowAndBadRowsAreRefused) {
     codec->encode(x.data(), n, codes);
     const auto prepared = codec->prepare(q.data());
     std::vector<float> gathered(rows.size()), one(1);
-    codec->scores_at(*prepared, codes, rows.data(), rows.size(), gathered.data());
-    std::vector<float> acc_gathered(codec->accumulator_size(), 0.0f), acc_one(codec->accumulator_size(), 0.0f);
-    codec->accumulate_partial_at(weights.data(), codes, rows.data(), rows.size(), acc_gathered.data());
+    codec_base(*codec).scores_at(*prepared, codes, rows.data(), rows.size(), gathered.data());
+    std::vector<float> acc_gathered(codec_base(*codec).accumulator_size(), 0.0f), acc_one(codec_base(*codec).accumulator_size(), 0.0f);
+    codec_base(*codec).accumulate_partial_at(weights.data(), codes, rows.data(), rows.size(), acc_gathered.data());
     std::vector<float> together(rows.size() * d);
     for (size_t s = 0; s < rows.size(); ++s) {
       codec->scores(*prepared, codes, rows[s], 1, one.data());
       EXPECT_EQ(gathered[s], one[0]);
-      codec->accumulate_partial(weights.data() + s, codes, rows[s], 1, acc_one.data());
+      codec_base(*codec).accumulate_partial(weights.data() + s, codes, rows[s], 1, acc_one.data());
       std::copy_n(x.data() + rows[s] * d, d, together.data() + s * d);
     }
     CodeBuffer stored_together = codec->make_buffer();
     codec->encode(together.data(), rows.size(), stored_together);
-    std::vector<float> acc_together(codec->accumulator_size(), 0.0f);
-    codec->accumulate_partial(weights.data(), stored_together, 0, rows.size(), acc_together.data());
+    std::vector<float> acc_together(codec_base(*codec).accumulator_size(), 0.0f);
+    codec_base(*codec).accumulate_partial(weights.data(), stored_together, 0, rows.size(), acc_together.data());
     EXPECT_EQ(acc_gathered, acc_together);
     for (size_t j = 0; j < acc_one.size(); ++j)
       EXPECT_NEAR(acc_gathered[j], acc_one[j], 1e-5 * (1.0 + std::abs(acc_one[j]))) << j;
     const uint32_t outside[] = {3, static_cast<uint32_t>(n)};
-    EXPECT_NE(testutil::error_of([&] { codec->scores_at(*prepared, codes, outside, 2, one.data()); }).find("row 200 out of range"),
+    EXPECT_NE(testutil::error_of([&] { codec_base(*codec).scores_at(*prepared, codes, outside, 2, one.data()); }).find("row 200 out of range"),
               std::string::npos);
   }
   auto kivi = make_codec("kivi_k:b=2", d, 7);
@@ -131,7 +132,7 @@ TEST(VectorCodec, ScatteredRowsMatchRowByRowAndBadRowsAreRefused) {
   const auto prepared = kivi->prepare(q.data());
   float out[2];
   const uint32_t two[] = {1, 5};
-  EXPECT_NE(testutil::error_of([&] { kivi->scores_at(*prepared, codes, two, 2, out); }).find("groups of 32"),
+  EXPECT_NE(testutil::error_of([&] { codec_base(*kivi).scores_at(*prepared, codes, two, 2, out); }).find("groups of 32"),
             std::string::npos);
 }
 

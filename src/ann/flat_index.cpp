@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "codec/codec_base.hpp"
 #include "ann/fast_scan_store.hpp"
 #include "ann/top_k.hpp"
 #include "core/huge_pages.hpp"
@@ -279,7 +280,7 @@ void FlatIndex::scan_rows(const PreparedQuery* const* queries, size_t heads, siz
   std::vector<float> scores(heads * kChunkRows), halves(kChunkRows);
   for (size_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
     const size_t first = chunk * kChunkRows, count = std::min(kChunkRows, size() - first);
-    codec_->scores_multi(queries, heads, codes_, first, count, scores.data(), kChunkRows);
+    codec_base(*codec_).scores_multi(queries, heads, codes_, first, count, scores.data(), kChunkRows);
     if (l2) half_squares(first, count, halves.data());
     for (size_t h = 0; h < heads; ++h) {
       float* row_scores = scores.data() + h * kChunkRows;

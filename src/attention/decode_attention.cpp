@@ -4,6 +4,7 @@
 #include <memory>
 #include <numeric>
 
+#include "codec/codec_base.hpp"
 #include "core/team_size.hpp"
 #include "kvsketch/attention.hpp"
 #include "core/require.hpp"
@@ -26,8 +27,8 @@ void check_queries(const KVCache& cache, size_t layer, const float* queries, siz
 GroupStep group_step(const KVCache& cache, size_t layer, size_t kv_head, const float* queries, size_t heads,
                      const AttentionOptions& options) {
   const HeadCache& head = cache.head(layer, kv_head);
-  const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
-  const VectorCodec& value_codec = cache.value_codec(layer, kv_head);
+  const CodecBase& key_codec = codec_base(cache.key_codec(layer, kv_head));
+  const CodecBase& value_codec = codec_base(cache.value_codec(layer, kv_head));
   std::vector<CodeSegment> body;
   if (head.body_count() > 0) body.push_back({&head.body_keys, &head.body_values, 0, head.body_count()});
   return GroupStep(key_codec, value_codec, queries, heads,
@@ -82,10 +83,10 @@ std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_h
   simd::half_row_scores(queries, heads, head.sink_keys.data(), head.sink_count, dim, scale, logits.data(), n);
   simd::half_row_scores(queries, heads, head.window_keys.data(), head.window_count, dim, scale,
                         logits.data() + head.sink_count + body, n);
-  const VectorCodec& key_codec = cache.key_codec(layer, kv_head);
+  const CodecBase& key_codec = codec_base(cache.key_codec(layer, kv_head));
   if (body == 0) return logits;
   const PreparedQueries prepared(key_codec, queries, heads, scale);
-  key_codec.scores_multi(prepared.pointers.data(), heads, head.body_keys, 0, body, logits.data() + head.sink_count, n);
+  codec_base(key_codec).scores_multi(prepared.pointers.data(), heads, head.body_keys, 0, body, logits.data() + head.sink_count, n);
   return logits;
 }
 

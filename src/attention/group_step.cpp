@@ -62,7 +62,7 @@ void half_rows_attention(const float* queries, size_t heads, const ExactPiece& p
 // `parts` (reset by the caller). Every query head of the group reads each code row once: in one
 // pass where the codecs have a fused kernel (attend_segments), else scores_multi, the softmax, then
 // accumulate_partial_multi. The prepared queries carry the logit scale.
-void body_attention(const VectorCodec& key_codec, const VectorCodec& value_codec,
+void body_attention(const CodecBase& key_codec, const CodecBase& value_codec,
                     const std::vector<const PreparedQuery*>& prepared, const CodeSegment* task, size_t count,
                     Arithmetic arithmetic, Partials& parts, ItemScratch& scratch) {
   const size_t heads = prepared.size();
@@ -133,11 +133,11 @@ void Partials::reset(size_t heads, size_t width_) {
   acc.assign(heads * width_, 0.0f);
 }
 
-PreparedQueries::PreparedQueries(const VectorCodec& codec, const float* queries, size_t heads, float scale) {
+PreparedQueries::PreparedQueries(const CodecBase& codec, const float* queries, size_t heads, float scale) {
   prepare(codec, queries, heads, scale);
 }
 
-void PreparedQueries::prepare(const VectorCodec& codec, const float* queries, size_t heads, float scale) {
+void PreparedQueries::prepare(const CodecBase& codec, const float* queries, size_t heads, float scale) {
   scaled.resize(codec.dim());
   if (owned.size() < heads) owned.resize(heads);
   pointers.resize(heads);
@@ -148,7 +148,7 @@ void PreparedQueries::prepare(const VectorCodec& codec, const float* queries, si
   }
 }
 
-GroupStep::GroupStep(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries,
+GroupStep::GroupStep(const CodecBase& key_codec, const CodecBase& value_codec, const float* queries,
                      size_t heads, std::vector<ExactPiece> exact, std::vector<std::vector<CodeSegment>> body,
                      Arithmetic arithmetic, std::vector<std::vector<float>> storage) {
   begin(key_codec, value_codec, queries, heads, arithmetic);
@@ -161,7 +161,7 @@ GroupStep::GroupStep(const VectorCodec& key_codec, const VectorCodec& value_code
   finish();
 }
 
-void GroupStep::begin(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries,
+void GroupStep::begin(const CodecBase& key_codec, const CodecBase& value_codec, const float* queries,
                       size_t heads, Arithmetic arithmetic) {
   key_codec_ = &key_codec;
   value_codec_ = &value_codec;

@@ -11,7 +11,7 @@
 
 #include "codec/attention_scratch.hpp"
 #include "kvsketch/attention.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "kvsketch/executor.hpp"
 
 namespace kvsketch {
@@ -47,8 +47,8 @@ struct PreparedQueries {
   std::vector<const PreparedQuery*> pointers;
   std::vector<float> scaled;
   PreparedQueries() = default;
-  PreparedQueries(const VectorCodec& codec, const float* queries, size_t heads, float scale);
-  void prepare(const VectorCodec& codec, const float* queries, size_t heads, float scale);
+  PreparedQueries(const CodecBase& codec, const float* queries, size_t heads, float scale);
+  void prepare(const CodecBase& codec, const float* queries, size_t heads, float scale);
 };
 
 // What an item of a step reuses from call to call: held by the step, not by the thread that runs it.
@@ -65,13 +65,13 @@ class GroupStep {
   GroupStep() = default;
   // `exact` pieces and `body` tasks (body_tasks) of one KV head, read by `heads` query heads
   // (heads x dim). `storage` holds what float pieces point to (moved in, so the pointers stay valid).
-  GroupStep(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries, size_t heads,
+  GroupStep(const CodecBase& key_codec, const CodecBase& value_codec, const float* queries, size_t heads,
             std::vector<ExactPiece> exact, std::vector<std::vector<CodeSegment>> body, Arithmetic arithmetic,
             std::vector<std::vector<float>> storage = {});
 
   // Starts a step of `heads` query heads (heads x dim at `queries`) through these codecs; then
   // add_exact and add_body give its items, and finish() prepares the queries.
-  void begin(const VectorCodec& key_codec, const VectorCodec& value_codec, const float* queries, size_t heads,
+  void begin(const CodecBase& key_codec, const CodecBase& value_codec, const float* queries, size_t heads,
              Arithmetic arithmetic);
   void add_exact(const ExactPiece& piece) { exact_.push_back(piece); }
   // The body's segments, cut into tasks as body_tasks cuts them.
@@ -88,8 +88,8 @@ class GroupStep {
   void merge(float* output, float* lse);
 
  private:
-  const VectorCodec* key_codec_ = nullptr;
-  const VectorCodec* value_codec_ = nullptr;
+  const CodecBase* key_codec_ = nullptr;
+  const CodecBase* value_codec_ = nullptr;
   const float* queries_ = nullptr;
   size_t heads_ = 0, dim_ = 0;
   float scale_ = 1.0f;

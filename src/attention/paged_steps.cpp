@@ -27,7 +27,7 @@ std::vector<CodeSegment> page_segments(const SequenceLayer& rows, size_t g, size
 
 // Rows [first, last) of KV head g, all within one row group starting at group_first, decoded to
 // floats as an exact piece of the step (which keeps the floats).
-void decoded_piece(const VectorCodec& key_codec, const VectorCodec& value_codec, const SequenceLayer& rows, size_t g,
+void decoded_piece(const CodecBase& key_codec, const CodecBase& value_codec, const SequenceLayer& rows, size_t g,
                    size_t group_first, size_t group, size_t first, size_t last, GroupStep& step) {
   const size_t d = key_codec.dim();
   const std::vector<CodeSegment> where = page_segments(rows, g, group_first, group_first + group);
@@ -43,8 +43,8 @@ void decoded_piece(const VectorCodec& key_codec, const VectorCodec& value_codec,
 
 }  // namespace
 
-void paged_group_step(GroupStep& step, std::vector<CodeSegment>& segments, const VectorCodec& key_codec,
-                      const VectorCodec& value_codec, const SequenceLayer& rows, size_t g, TokenRange range,
+void paged_group_step(GroupStep& step, std::vector<CodeSegment>& segments, const CodecBase& key_codec,
+                      const CodecBase& value_codec, const SequenceLayer& rows, size_t g, TokenRange range,
                       const float* queries, size_t heads, const AttentionOptions& options) {
   const HeadRows& head = rows.heads[g];
   const size_t d = key_codec.dim(), begin = range.first, end = range.first + range.count;
@@ -77,7 +77,7 @@ void paged_group_step(GroupStep& step, std::vector<CodeSegment>& segments, const
   step.finish();
 }
 
-std::vector<TokenRange> paged_plan(const VectorCodec& key_codec, const VectorCodec& value_codec,
+std::vector<TokenRange> paged_plan(const CodecBase& key_codec, const CodecBase& value_codec,
                                    const SequenceLayer& rows, const AttentionOptions& options) {
   const HeadRows& head = rows.heads.front();
   std::vector<TokenRange> ranges;

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "kvsketch/kv_policy.hpp"
 
 namespace kvsketch {
@@ -31,7 +31,7 @@ void check_cache_shape(const CacheShape& shape, const KVPolicy& policy, size_t m
 std::vector<KVCodecPair> layer_body_specs(const KVPolicy& policy, size_t layers, size_t head_dim);
 
 struct HeadCodecs {
-  std::vector<std::unique_ptr<VectorCodec>> keys, values;  // at shape.index(layer, kv_head)
+  std::vector<std::unique_ptr<CodecBase>> keys, values;  // at shape.index(layer, kv_head)
 };
 
 // Every layer and head's body codecs: each its own rotation and sketch, derived from `seed`. The

@@ -16,8 +16,8 @@ KVCache::KVCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy
     : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), policy_(policy), seed_(seed) {
   check_cache_shape({layers, kv_heads, head_dim}, policy, max_codec_state_bytes, "KVCache");
   HeadCodecs codecs = make_head_codecs({layers, kv_heads, head_dim}, policy, seed, "KVCache");
-  key_codecs_ = std::move(codecs.keys);
-  value_codecs_ = std::move(codecs.values);
+  for (auto& codec : codecs.keys) key_codecs_.push_back(std::move(codec));
+  for (auto& codec : codecs.values) value_codecs_.push_back(std::move(codec));
   // The window grows as tokens come (no reservation up front: a policy may allow a window of 2^24
   // tokens that a short sequence never fills).
   heads_.resize(layers * kv_heads);

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "codec/attention_parts.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 
 namespace kvsketch {
 

@@ -2,14 +2,14 @@
 // one symmetric fp32 scale per vector (max |x| / 127).
 #pragma once
 #include "codec/plain_query.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "simd/row_kernels.hpp"
 
 namespace kvsketch {
 
-class Fp16Codec final : public VectorCodec {
+class Fp16Codec final : public CodecBase {
  public:
-  explicit Fp16Codec(size_t dim) : VectorCodec(dim) {}
+  explicit Fp16Codec(size_t dim) : CodecBase(dim) {}
   std::string spec() const override { return "fp16"; }
   size_t code_bytes() const override { return 2 * dim(); }
 
@@ -25,9 +25,9 @@ class Fp16Codec final : public VectorCodec {
                              float* accumulators, Arithmetic arithmetic) const override;
 };
 
-class Int8Codec final : public VectorCodec {
+class Int8Codec final : public CodecBase {
  public:
-  explicit Int8Codec(size_t dim) : VectorCodec(dim) {}
+  explicit Int8Codec(size_t dim) : CodecBase(dim) {}
   std::string spec() const override { return "int8"; }
   size_t code_bytes() const override { return dim() + 4; }
 

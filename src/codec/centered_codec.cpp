@@ -30,7 +30,7 @@ std::vector<float> CenteredCodec::centred(const float* x, size_t n) const {
 }
 
 CenteredCodec::CenteredCodec(std::unique_ptr<VectorCodec> inner)
-    : VectorCodec(inner->dim()), inner_(std::move(inner)), mean_(inner_->dim(), 0.0f) {}
+    : CodecBase(inner->dim()), inner_(codec_base(std::move(inner))), mean_(inner_->dim(), 0.0f) {}
 
 void CenteredCodec::calibrate(const float* x, size_t n) {
   if (n == 0) return;
@@ -102,7 +102,7 @@ void CenteredCodec::accumulate_rows(const float* weights, const uint8_t* codes, 
 }
 
 void CenteredCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const {
-  if (inner_->row_group() == 1) return VectorCodec::decode_rows(codes, n, out);
+  if (inner_->row_group() == 1) return CodecBase::decode_rows(codes, n, out);
   inner_->decode_rows(codes, n, out);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < dim(); ++j) out[i * dim() + j] += mean_[j];

@@ -10,11 +10,11 @@
 #include <memory>
 #include <vector>
 
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 
 namespace kvsketch {
 
-class CenteredCodec final : public VectorCodec {
+class CenteredCodec final : public CodecBase {
  public:
   explicit CenteredCodec(std::unique_ptr<VectorCodec> inner);
   std::string spec() const override { return "center:" + inner_->spec(); }
@@ -57,7 +57,7 @@ class CenteredCodec final : public VectorCodec {
   // Rows x (n x dim) minus the mean.
   std::vector<float> centred(const float* x, size_t n) const;
 
-  std::unique_ptr<VectorCodec> inner_;
+  std::unique_ptr<CodecBase> inner_;
   std::vector<float> mean_;  // fp16-representable
 };
 

@@ -80,7 +80,7 @@ size_t split_fixed_dim(const std::string& spec) {
 }
 
 ChannelSplit::ChannelSplit(size_t dim, std::vector<std::unique_ptr<TurboQuant>> parts)
-    : VectorCodec(dim), parts_(std::move(parts)) {
+    : CodecBase(dim), parts_(std::move(parts)) {
   require(parts_.size() >= 2, "split: needs at least two parts, got {}", parts_.size());
   size_t total = 0;
   for (const auto& part : parts_) {

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "codec/turboquant.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 
 namespace kvsketch {
 
-class ChannelSplit final : public VectorCodec {
+class ChannelSplit final : public CodecBase {
  public:
   // Parts in order (outliers first); their dimensions must add up to dim.
   ChannelSplit(size_t dim, std::vector<std::unique_ptr<TurboQuant>> parts);

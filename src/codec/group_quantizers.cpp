@@ -37,7 +37,7 @@ uint8_t quantize_level(float x, float minimum, float step, unsigned top) {
 }  // namespace
 
 GroupQuantizer::GroupQuantizer(size_t dim, GroupScheme scheme, int bits, size_t group)
-    : VectorCodec(dim), scheme_(scheme), bits_(bits), group_(group) {
+    : CodecBase(dim), scheme_(scheme), bits_(bits), group_(group) {
   require(bits >= 1 && bits <= 8, "group quantizer: bits must be in 1..8, got {}", bits);
   require(group >= 1 && group <= 1024, "group quantizer: group must be in 1..1024, got {}", group);
   value_bytes_ = packed_bytes(dim, bits);
@@ -251,7 +251,7 @@ void GroupQuantizer::score_rows_multi(const PreparedQuery* const* queries, size_
     return;
   }
   if (scheme_ != GroupScheme::kKiviKeys)
-    return VectorCodec::score_rows_multi(queries, heads, codes, n, out, stride, arithmetic);
+    return CodecBase::score_rows_multi(queries, heads, codes, n, out, stride, arithmetic);
   const KernelVector<float> stacked = stacked_plain_queries(queries, heads, d);
   std::vector<uint16_t> halves;
   std::vector<float> meta(2 * d), scaled(heads * d), constant(heads);
@@ -272,7 +272,7 @@ void GroupQuantizer::score_rows_multi(const PreparedQuery* const* queries, size_
 void GroupQuantizer::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                            size_t n, float* accumulators, Arithmetic arithmetic) const {
   if (!levels_by_channel_group())
-    return VectorCodec::accumulate_rows_multi(weights, heads, stride, codes, n, accumulators, arithmetic);
+    return CodecBase::accumulate_rows_multi(weights, heads, stride, codes, n, accumulators, arithmetic);
   const size_t d = dim(), groups = channel_groups(), block = std::min(n, kMetaBlock);
   std::vector<float> scaled(heads * block);
   std::vector<float> constant(heads * groups, 0.0f);  // sum_t w_t low_tg per head and group

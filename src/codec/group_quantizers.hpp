@@ -14,14 +14,14 @@
 #pragma once
 #include <vector>
 
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "simd/row_kernels.hpp"
 
 namespace kvsketch {
 
 enum class GroupScheme { kKiviKeys, kKiviValues, kQ4_0, kQ8_0 };
 
-class GroupQuantizer final : public VectorCodec {
+class GroupQuantizer final : public CodecBase {
  public:
   GroupQuantizer(size_t dim, GroupScheme scheme, int bits, size_t group);
   std::string spec() const override;

@@ -1,11 +1,11 @@
-// The multi-query path of VectorCodec: the query heads of a GQA group share each decoded row.
+// The multi-query path of CodecBase: the query heads of a GQA group share each decoded row.
 #include <algorithm>
 #include <vector>
 
 #include "codec/attention_scratch.hpp"
 #include "core/kernel_memory.hpp"
 #include "codec/spec_of.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "core/require.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/int_index_kernels.hpp"
@@ -21,11 +21,11 @@ size_t block_rows(const VectorCodec& codec) {
 
 }  // namespace
 
-bool VectorCodec::decode_domain_rows(const uint8_t*, size_t, float*, float*) const { return false; }
+bool CodecBase::decode_domain_rows(const uint8_t*, size_t, float*, float*) const { return false; }
 
-const float* VectorCodec::domain_query(const PreparedQuery&) const { return nullptr; }
+const float* CodecBase::domain_query(const PreparedQuery&) const { return nullptr; }
 
-void VectorCodec::scores_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& codes,
+void CodecBase::scores_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& codes,
                                size_t first, size_t n, float* out, size_t stride, Arithmetic arithmetic) const {
   check_queries(queries, heads, "scores");
   require(stride >= n, "scores: output stride {} is less than the {} rows", stride, n);
@@ -33,14 +33,14 @@ void VectorCodec::scores_multi(const PreparedQuery* const* queries, size_t heads
   if (n) score_rows_multi(queries, heads, codes.row(first), n, out, stride, arithmetic);
 }
 
-void VectorCodec::accumulate_partial_multi(const float* weights, size_t heads, size_t stride, const CodeBuffer& codes,
+void CodecBase::accumulate_partial_multi(const float* weights, size_t heads, size_t stride, const CodeBuffer& codes,
                                            size_t first, size_t n, float* accumulators, Arithmetic arithmetic) const {
   require(stride >= n, "accumulate: weight stride {} is less than the {} rows", stride, n);
   check_range(codes, first, n, "accumulate");
   if (n) accumulate_rows_multi(weights, heads, stride, codes.row(first), n, accumulators, arithmetic);
 }
 
-void VectorCodec::check_queries(const PreparedQuery* const* queries, size_t heads, const char* operation) const {
+void CodecBase::check_queries(const PreparedQuery* const* queries, size_t heads, const char* operation) const {
   for (size_t h = 0; h < heads; ++h)
     require(queries[h] != nullptr && queries[h]->owner == this,
             "{}: query {} was prepared by a different codec than {}", operation, h, SpecOf{*this});
@@ -58,14 +58,14 @@ AttentionScratch& thread_attention_scratch() {
 
 }  // namespace
 
-bool VectorCodec::attend_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& keys,
-                               const VectorCodec& value_codec, const CodeBuffer& values, size_t first, size_t n,
+bool CodecBase::attend_multi(const PreparedQuery* const* queries, size_t heads, const CodeBuffer& keys,
+                               const CodecBase& value_codec, const CodeBuffer& values, size_t first, size_t n,
                                float* max, float* sum, float* accumulators, Arithmetic arithmetic) const {
   const CodeSegment segment{&keys, &values, first, n};
   return attend_segments(queries, heads, value_codec, &segment, 1, max, sum, accumulators, arithmetic, nullptr);
 }
 
-bool VectorCodec::attend_segments(const PreparedQuery* const* queries, size_t heads, const VectorCodec& value_codec,
+bool CodecBase::attend_segments(const PreparedQuery* const* queries, size_t heads, const CodecBase& value_codec,
                                   const CodeSegment* segments, size_t count, float* max, float* sum,
                                   float* accumulators, Arithmetic arithmetic, AttentionScratch* memory) const {
   check_queries(queries, heads, "attention");
@@ -111,23 +111,23 @@ bool VectorCodec::attend_segments(const PreparedQuery* const* queries, size_t he
   return true;
 }
 
-bool VectorCodec::key_parts(const uint8_t*, const PreparedQuery* const*, size_t, AttentionParts&) const {
+bool CodecBase::key_parts(const uint8_t*, const PreparedQuery* const*, size_t, AttentionParts&) const {
   return false;
 }
 
-bool VectorCodec::value_parts(const uint8_t*, float*, size_t, AttentionParts&) const { return false; }
+bool CodecBase::value_parts(const uint8_t*, float*, size_t, AttentionParts&) const { return false; }
 
-void VectorCodec::score_rows_one_head(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
+void CodecBase::score_rows_one_head(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
   const PreparedQuery* queries[1] = {&q};
   score_rows_multi(queries, 1, codes, n, out, n, Arithmetic::kFloat);
 }
 
-void VectorCodec::accumulate_rows_one_head(const float* weights, const uint8_t* codes, size_t n,
+void CodecBase::accumulate_rows_one_head(const float* weights, const uint8_t* codes, size_t n,
                                            float* accumulator) const {
   accumulate_rows_multi(weights, 1, n, codes, n, accumulator, Arithmetic::kFloat);
 }
 
-void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
+void CodecBase::score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n,
                                    float* out, size_t stride, Arithmetic) const {
   const size_t width = accumulator_size(), block = block_rows(*this);
   KernelVector<float> rows(block * width), row_scale(block);
@@ -146,7 +146,7 @@ void VectorCodec::score_rows_multi(const PreparedQuery* const* queries, size_t h
   }
 }
 
-void VectorCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
+void CodecBase::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                         size_t n, float* accumulators, Arithmetic) const {
   const size_t width = accumulator_size(), block = block_rows(*this);
   KernelVector<float> rows(block * width), row_scale(block);

@@ -85,7 +85,7 @@ std::pair<double, double> leading_eigenvalue_and_trace(const float* x, size_t n,
 
 }  // namespace
 
-PcaTurboQuant::PcaTurboQuant(size_t dim, const PcaTurboQuantOptions& options) : VectorCodec(dim), options_(options) {
+PcaTurboQuant::PcaTurboQuant(size_t dim, const PcaTurboQuantOptions& options) : CodecBase(dim), options_(options) {
   require(dim >= 2, "codec 'tq_pca': dimension must be >= 2, got {}", dim);
   TurboQuantOptions plain;
   plain.bits = options.bits;

@@ -27,7 +27,7 @@
 #include "codec/norm_storage.hpp"
 #include "codec/scalar_code_stage.hpp"
 #include "codec/turboquant.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "kvsketch/transform.hpp"
 #include "simd/row_kernels.hpp"
 
@@ -42,7 +42,7 @@ struct PcaTurboQuantOptions {
   uint64_t seed = 0;
 };
 
-class PcaTurboQuant final : public VectorCodec {
+class PcaTurboQuant final : public CodecBase {
  public:
   PcaTurboQuant(size_t dim, const PcaTurboQuantOptions& options);
   ~PcaTurboQuant() override;

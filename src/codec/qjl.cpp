@@ -32,7 +32,7 @@ float qjl_scale(const Sketch& sketch) {
 
 }  // namespace
 
-Qjl::Qjl(size_t dim, const QjlOptions& options) : VectorCodec(dim), options_(options) {
+Qjl::Qjl(size_t dim, const QjlOptions& options) : CodecBase(dim), options_(options) {
   if (options_.rows == 0) options_.rows = dim;
   require(options_.outliers < dim, "qjl: outliers={} must be smaller than the dimension {}", options_.outliers, dim);
   if (options_.outliers > 0 && options_.outlier_rows == 0) options_.outlier_rows = 32 * options_.outliers;

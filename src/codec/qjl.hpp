@@ -13,7 +13,7 @@
 
 #include "codec/norm_storage.hpp"
 #include "codec/sign_code_stage.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 
 namespace kvsketch {
 
@@ -27,7 +27,7 @@ struct QjlOptions {
   uint64_t seed = 0;
 };
 
-class Qjl final : public VectorCodec {
+class Qjl final : public CodecBase {
  public:
   Qjl(size_t dim, const QjlOptions& options);
   std::string spec() const override;

@@ -20,7 +20,7 @@ constexpr size_t kRowsAhead = 8;
 
 }  // namespace
 
-simd::QuadLayout QuadRowsCodec::layout_of(const VectorCodec& inner) {
+simd::QuadLayout QuadRowsCodec::layout_of(const CodecBase& inner) {
   std::vector<simd::QuadField> fields;
   inner.row_fields(0, fields);
   simd::QuadLayout layout(inner.code_bytes(), std::move(fields));
@@ -29,11 +29,11 @@ simd::QuadLayout QuadRowsCodec::layout_of(const VectorCodec& inner) {
 }
 
 QuadRowsCodec::QuadRowsCodec(std::unique_ptr<VectorCodec> inner)
-    : VectorCodec(inner->dim()), inner_(std::move(inner)), layout_(layout_of(*inner_)) {}
+    : CodecBase(inner->dim()), inner_(codec_base(std::move(inner))), layout_(layout_of(*inner_)) {}
 
 bool QuadRowsCodec::rearranges(const VectorCodec& codec) {
   std::vector<simd::QuadField> fields;
-  codec.row_fields(0, fields);
+  codec_base(codec).row_fields(0, fields);
   return !(fields.size() == 1 && fields[0].chunk == codec.code_bytes());
 }
 
@@ -134,7 +134,7 @@ bool QuadRowsCodec::value_parts(const uint8_t* codes, float* accumulators, size_
   return true;
 }
 
-const VectorCodec* QuadRowsCodec::scattered_reader() const {
+const CodecBase* QuadRowsCodec::scattered_reader() const {
   return inner_->row_group() == 1 ? inner_.get() : nullptr;
 }
 

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "core/kernel_memory.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "simd/quad_rows.hpp"
 
 namespace kvsketch {
 
-class QuadRowsCodec final : public VectorCodec {
+class QuadRowsCodec final : public CodecBase {
  public:
   explicit QuadRowsCodec(std::unique_ptr<VectorCodec> inner);
   std::string spec() const override { return "quads:" + inner_->spec(); }
@@ -33,7 +33,7 @@ class QuadRowsCodec final : public VectorCodec {
   bool calibrated_by_data() const override { return inner_->calibrated_by_data(); }
   std::vector<uint8_t> calibration() const override { return inner_->calibration(); }
   void set_calibration(const std::vector<uint8_t>& state) override { inner_->set_calibration(state); }
-  const VectorCodec& inner() const { return *inner_; }
+  const CodecBase& inner() const { return *inner_; }
   // Whether quads of `codec`'s rows differ from its plain rows (codecs that cut their rows into
   // fields; the others' quads are four plain rows).
   static bool rearranges(const VectorCodec& codec);
@@ -64,7 +64,7 @@ class QuadRowsCodec final : public VectorCodec {
   bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
                  AttentionParts& parts) const override;
   bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
-  const VectorCodec* scattered_reader() const override;
+  const CodecBase* scattered_reader() const override;
   void gather_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, uint8_t* out) const override;
 
  private:
@@ -75,9 +75,9 @@ class QuadRowsCodec final : public VectorCodec {
   template <class Run>
   void for_each_plain_block(const uint8_t* codes, size_t n, const Run& run) const;
   // The inner codec's fields, checked to cover its rows once.
-  static simd::QuadLayout layout_of(const VectorCodec& inner);
+  static simd::QuadLayout layout_of(const CodecBase& inner);
 
-  std::unique_ptr<VectorCodec> inner_;
+  std::unique_ptr<CodecBase> inner_;
   simd::QuadLayout layout_;
 };
 

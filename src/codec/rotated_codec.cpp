@@ -17,8 +17,8 @@ struct RotatedQuery : PreparedQuery {
 }  // namespace
 
 RotatedCodec::RotatedCodec(std::unique_ptr<VectorCodec> inner, uint64_t seed)
-    : VectorCodec(inner->dim()),
-      inner_(std::move(inner)),
+    : CodecBase(inner->dim()),
+      inner_(codec_base(std::move(inner))),
       // A seed of its own: the inner codec's rotation (TurboQuant's) must not be this one.
       rotation_(make_rotation(RotationKind::kHadamard, dim(), derive_seed(seed, {0x726f74617465ull}), 2)) {}
 

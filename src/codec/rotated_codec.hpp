@@ -9,12 +9,12 @@
 #include <memory>
 #include <vector>
 
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "kvsketch/transform.hpp"
 
 namespace kvsketch {
 
-class RotatedCodec final : public VectorCodec {
+class RotatedCodec final : public CodecBase {
  public:
   RotatedCodec(std::unique_ptr<VectorCodec> inner, uint64_t seed);
   std::string spec() const override { return "rotate:" + inner_->spec(); }
@@ -48,7 +48,7 @@ class RotatedCodec final : public VectorCodec {
  private:
   std::vector<float> rotated(const float* x, size_t n) const;
 
-  std::unique_ptr<VectorCodec> inner_;
+  std::unique_ptr<CodecBase> inner_;
   std::unique_ptr<Rotation> rotation_;
 };
 

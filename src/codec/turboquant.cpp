@@ -36,7 +36,7 @@ simd::RowFactor stored_norms(size_t offset, NormPrecision precision) {
 }  // namespace
 
 TurboQuant::TurboQuant(size_t dim, const TurboQuantOptions& options)
-    : VectorCodec(dim),
+    : CodecBase(dim),
       options_(options),
       rotation_(make_rotation(options.rotation, dim, options.seed, options.rounds)),
       scalar_(dim, options.residual_signs ? options.bits - 1 : options.bits, options.law) {

@@ -13,7 +13,7 @@
 #include "codec/norm_storage.hpp"
 #include "codec/scalar_code_stage.hpp"
 #include "codec/sign_code_stage.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "kvsketch/transform.hpp"
 #include "simd/row_kernels.hpp"
 
@@ -34,7 +34,7 @@ struct TurboQuantOptions {
   uint64_t seed = 0;
 };
 
-class TurboQuant final : public VectorCodec {
+class TurboQuant final : public CodecBase {
  public:
   TurboQuant(size_t dim, const TurboQuantOptions& options);
   std::string spec() const override;

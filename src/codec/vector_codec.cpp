@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "codec/spec_of.hpp"
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "core/require.hpp"
 #include "simd/kernels.hpp"
 #include "simd/quad_rows.hpp"
@@ -33,7 +33,7 @@ void require_finite_rows(const float* x, size_t rows, size_t cols, const char* w
             "{}: row {} has a norm beyond the float range (its squares overflow)", what, r);
 }
 
-float VectorCodec::finite_norm(const float* row, size_t row_index, const float* squared_norm) const {
+float CodecBase::finite_norm(const float* row, size_t row_index, const float* squared_norm) const {
   const float squares = squared_norm ? *squared_norm : simd::sum_of_squares(row, dim_);
   if (std::isfinite(squares)) return std::sqrt(squares);
   require_finite(row, 1, dim_, "encode", row_index);  // NaN or Inf: names the column
@@ -51,12 +51,12 @@ void VectorCodec::set_calibration(const std::vector<uint8_t>& state) {
   require(state.empty(), "codec {}: has no calibration, got a state of {} bytes", SpecOf{*this}, state.size());
 }
 
-void VectorCodec::check_buffer(const CodeBuffer& codes, const char* operation) const {
+void CodecBase::check_buffer(const CodeBuffer& codes, const char* operation) const {
   require(codes.code_bytes() == code_bytes(), "{}: buffer holds codes of {} bytes but codec {} writes {} bytes",
           operation, codes.code_bytes(), SpecOf{*this}, code_bytes());
 }
 
-void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const {
+void CodecBase::check_range(const CodeBuffer& codes, size_t first, size_t n, const char* operation) const {
   check_buffer(codes, operation);
   require(first <= codes.size() && n <= codes.size() - first,
           "{}: rows [{}, {}) out of range; the buffer holds {} rows", operation, first, first + n, codes.size());
@@ -65,7 +65,7 @@ void VectorCodec::check_range(const CodeBuffer& codes, size_t first, size_t n, c
           first + n, row_group(), SpecOf{*this});
 }
 
-void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out, const float* squared_norms) const {
+void CodecBase::encode(const float* x, size_t n, CodeBuffer& out, const float* squared_norms) const {
   require(out.code_bytes() == code_bytes(), "encode: buffer holds codes of {} bytes but codec {} writes {} bytes",
           out.code_bytes(), SpecOf{*this}, code_bytes());
   if (n == 0) return;
@@ -105,12 +105,12 @@ void VectorCodec::encode(const float* x, size_t n, CodeBuffer& out, const float*
   }
 }
 
-void VectorCodec::decode(const CodeBuffer& codes, size_t first, size_t n, float* out) const {
+void CodecBase::decode(const CodeBuffer& codes, size_t first, size_t n, float* out) const {
   check_range(codes, first, n, "decode");
   if (n) decode_rows(codes.row(first), n, out);
 }
 
-size_t VectorCodec::first_non_finite_row(const CodeBuffer& codes) const {
+size_t CodecBase::first_non_finite_row(const CodeBuffer& codes) const {
   const size_t group = row_group(), chunk = group * std::max<size_t>(1, 256 / group), rows = codes.size();
   std::vector<float> decoded(chunk * dim_);
   for (size_t first = 0; first < rows; first += chunk) {
@@ -122,7 +122,7 @@ size_t VectorCodec::first_non_finite_row(const CodeBuffer& codes) const {
   return rows;
 }
 
-std::unique_ptr<PreparedQuery> VectorCodec::prepare(const float* q) const {
+std::unique_ptr<PreparedQuery> CodecBase::prepare(const float* q) const {
   require(q != nullptr, "prepare: query pointer is null");
   require_finite(q, 1, dim_, "prepare (query)");
   auto prepared = prepare_query(q);
@@ -130,28 +130,28 @@ std::unique_ptr<PreparedQuery> VectorCodec::prepare(const float* q) const {
   return prepared;
 }
 
-void VectorCodec::prepare(const float* q, std::unique_ptr<PreparedQuery>& prepared) const {
+void CodecBase::prepare(const float* q, std::unique_ptr<PreparedQuery>& prepared) const {
   require(q != nullptr, "prepare: query pointer is null");
   require_finite(q, 1, dim_, "prepare (query)");
   if (prepared == nullptr || !reprepare_query(q, *prepared)) prepared = prepare_query(q);
   prepared->owner = this;
 }
 
-bool VectorCodec::reprepare_query(const float*, PreparedQuery&) const { return false; }
+bool CodecBase::reprepare_query(const float*, PreparedQuery&) const { return false; }
 
-void VectorCodec::scores(const PreparedQuery& q, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
+void CodecBase::scores(const PreparedQuery& q, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
   require(q.owner == this, "scores: the query was prepared by a different codec than {}", SpecOf{*this});
   check_range(codes, first, n, "scores");
   if (n) score_rows(q, codes.row(first), n, out);
 }
 
-void VectorCodec::accumulate_partial(const float* weights, const CodeBuffer& codes, size_t first, size_t n,
+void CodecBase::accumulate_partial(const float* weights, const CodeBuffer& codes, size_t first, size_t n,
                                      float* accumulator) const {
   check_range(codes, first, n, "accumulate");
   if (n) accumulate_rows(weights, codes.row(first), n, accumulator);
 }
 
-void VectorCodec::check_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, const char* operation) const {
+void CodecBase::check_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, const char* operation) const {
   check_buffer(codes, operation);
   require(reads_scattered_rows(),
           "{}: codec {} encodes rows in groups of {}; scattered rows need rows that stand alone", operation,
@@ -170,7 +170,7 @@ constexpr size_t kGatheredRows = 256;
 
 }  // namespace
 
-void VectorCodec::gather_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, uint8_t* out) const {
+void CodecBase::gather_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, uint8_t* out) const {
   const size_t bytes = codes.code_bytes();
   for (size_t s = 0; s < n; ++s) {
     if (s + kRowsAhead < n) simd::prefetch_bytes(codes.row(rows[s + kRowsAhead]), bytes);
@@ -179,7 +179,7 @@ void VectorCodec::gather_rows(const CodeBuffer& codes, const uint32_t* rows, siz
 }
 
 template <class Run>
-void VectorCodec::for_each_gathered_block(const CodeBuffer& codes, const uint32_t* rows, size_t n,
+void CodecBase::for_each_gathered_block(const CodeBuffer& codes, const uint32_t* rows, size_t n,
                                           const Run& run) const {
   std::vector<uint8_t> block(std::min(n, kGatheredRows) * codes.code_bytes());
   for (size_t first = 0; first < n; first += kGatheredRows) {
@@ -189,7 +189,7 @@ void VectorCodec::for_each_gathered_block(const CodeBuffer& codes, const uint32_
   }
 }
 
-void VectorCodec::scores_at(const PreparedQuery& q, const CodeBuffer& codes, const uint32_t* rows, size_t n,
+void CodecBase::scores_at(const PreparedQuery& q, const CodeBuffer& codes, const uint32_t* rows, size_t n,
                             float* out) const {
   require(q.owner == this, "scores: the query was prepared by a different codec than {}", SpecOf{*this});
   check_rows(codes, rows, n, "scores");
@@ -198,7 +198,7 @@ void VectorCodec::scores_at(const PreparedQuery& q, const CodeBuffer& codes, con
   });
 }
 
-void VectorCodec::accumulate_partial_at(const float* weights, const CodeBuffer& codes, const uint32_t* rows, size_t n,
+void CodecBase::accumulate_partial_at(const float* weights, const CodeBuffer& codes, const uint32_t* rows, size_t n,
                                         float* accumulator) const {
   check_rows(codes, rows, n, "accumulate");
   for_each_gathered_block(codes, rows, n, [&](const uint8_t* block, size_t first, size_t count) {
@@ -206,11 +206,11 @@ void VectorCodec::accumulate_partial_at(const float* weights, const CodeBuffer& 
   });
 }
 
-void VectorCodec::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
+void CodecBase::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
   fields.push_back({offset, code_bytes(), code_bytes()});
 }
 
-void VectorCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const {
+void CodecBase::decode_rows(const uint8_t* codes, size_t n, float* out) const {
   std::vector<float> accumulator(accumulator_size());
   const float weight = 1.0f;
   for (size_t i = 0; i < n; ++i) {
@@ -221,11 +221,11 @@ void VectorCodec::decode_rows(const uint8_t* codes, size_t n, float* out) const 
   }
 }
 
-void VectorCodec::finish_accumulator(const float* accumulator, float* out) const {
+void CodecBase::finish_accumulator(const float* accumulator, float* out) const {
   for (size_t j = 0; j < dim_; ++j) out[j] += accumulator[j];
 }
 
-void VectorCodec::accumulate(const float* weights, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
+void CodecBase::accumulate(const float* weights, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
   std::vector<float> accumulator(accumulator_size(), 0.0f);
   accumulate_partial(weights, codes, first, n, accumulator.data());
   finish_accumulator(accumulator.data(), out);

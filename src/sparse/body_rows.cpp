@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kvsketch/codec.hpp"
+#include "codec/codec_base.hpp"
 #include "core/require.hpp"
 #include "simd/row_kernels.hpp"
 
@@ -31,7 +31,7 @@ void check_side(const float* floats, const uint16_t* halves, const VectorCodec* 
   require(codes != nullptr || pages != nullptr, "{}: the body's {} have a codec without codes", operation, side);
   require(codec->dim() == body.dim, "{}: the body's {} codec {} is for dimension {}, the body has {}", operation, side,
           codec->spec(), codec->dim(), body.dim);
-  require(codec->reads_scattered_rows(),
+  require(codec_base(*codec).reads_scattered_rows(),
           "{}: the body's {} codec {} encodes rows in groups of {}; selection reads single rows",
           operation, side, codec->spec(), codec->row_group());
   if (codes)
@@ -90,7 +90,7 @@ void body_key_scores(const float* query, const BodyView& body, const uint32_t* t
   for_each_code_run(body, body.key_codes, body.key_pages, tokens, n, local,
                     [&](const CodeBuffer& codes, const uint32_t* rows, size_t first, size_t count, size_t at) {
                       if (rows)
-                        body.key_codec->scores_at(*prepared, codes, rows, count, out + at);
+                        codec_base(*body.key_codec).scores_at(*prepared, codes, rows, count, out + at);
                       else
                         body.key_codec->scores(*prepared, codes, first, count, out + at);
                     });
@@ -98,7 +98,7 @@ void body_key_scores(const float* query, const BodyView& body, const uint32_t* t
 }
 
 BodyValueSum::BodyValueSum(const BodyView& body)
-    : body_(body), accumulator_(body.value_codec ? body.value_codec->accumulator_size() : body.dim, 0.0f) {
+    : body_(body), accumulator_(body.value_codec ? codec_base(*body.value_codec).accumulator_size() : body.dim, 0.0f) {
   check_body(body, "value sum");
 }
 
@@ -111,9 +111,9 @@ void BodyValueSum::add(const uint32_t* tokens, const float* weights, size_t n) {
   for_each_code_run(body_, body_.value_codes, body_.value_pages, tokens, n, local,
                     [&](const CodeBuffer& codes, const uint32_t* rows, size_t first, size_t count, size_t at) {
                       if (rows)
-                        body_.value_codec->accumulate_partial_at(weights + at, codes, rows, count, accumulator_.data());
+                        codec_base(*body_.value_codec).accumulate_partial_at(weights + at, codes, rows, count, accumulator_.data());
                       else
-                        body_.value_codec->accumulate_partial(weights + at, codes, first, count, accumulator_.data());
+                        codec_base(*body_.value_codec).accumulate_partial(weights + at, codes, first, count, accumulator_.data());
                     });
 }
 
@@ -127,7 +127,7 @@ void BodyValueSum::finish(float* out) const {
     return;
   }
   std::fill(out, out + body_.dim, 0.0f);
-  body_.value_codec->finish_accumulator(accumulator_.data(), out);
+  codec_base(*body_.value_codec).finish_accumulator(accumulator_.data(), out);
 }
 
 }  // namespace kvsketch

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cache/paged_cache_state.hpp"
+#include "codec/codec_base.hpp"
 #include "core/require.hpp"
 #include "sparse/selection_support.hpp"
 
@@ -30,8 +31,8 @@ PagedSelectionCache::PagedSelectionCache(size_t layers, size_t kv_heads, size_t 
             layers);
   for (size_t layer = 0; layer < layers; ++layer)
     for (size_t h = 0; h < kv_heads; ++h)
-      require(dense(layer) || (cache_.key_codec(layer, h).reads_scattered_rows() &&
-                               cache_.value_codec(layer, h).reads_scattered_rows()),
+      require(dense(layer) || (codec_base(cache_.key_codec(layer, h)).reads_scattered_rows() &&
+                               codec_base(cache_.value_codec(layer, h)).reads_scattered_rows()),
               "paged selection cache: layer {} head {} encodes rows in groups ({} | {}); selection reads single rows",
               layer, h, cache_.key_codec(layer, h).spec(), cache_.value_codec(layer, h).spec());
 }
