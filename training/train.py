@@ -68,18 +68,36 @@ def encode(tokenizer, text, spans, limit):
     return ids, weights
 
 
-def batch(rng, tokenizer, text, vocabulary, context, size, chars_per_token):
-    rows, weights = [], []
-    for _ in range(size):
-        doc, spans = tasks.document(rng, text, vocabulary, int(context * chars_per_token * 0.97), MIX)
-        ids, w = encode(tokenizer, doc, spans, context)
-        rows.append(ids)
-        weights.append(w)
-    length = max(len(r) for r in rows)
+def packed_row(rng, tokenizer, text, vocabulary, context, chars_per_token):
+    """Documents one after another (each from its BOS) until fewer than 32 tokens of the context are
+    left: the synthetic documents are much shorter than a context, and padding them alone wasted
+    most of each step. The first document is sized to the whole context, later ones to what is
+    left (a long document is cut from the left, keeping its answers)."""
+    ids, weights = [], []
+    while not ids or context - len(ids) >= 32:
+        room = context - len(ids)
+        doc, spans = tasks.document(rng, text, vocabulary, int(room * chars_per_token * 0.97), MIX)
+        doc_ids, doc_weights = encode(tokenizer, doc, spans, room)
+        ids += doc_ids
+        weights += doc_weights
+    return ids, weights
+
+
+def single_row(rng, tokenizer, text, vocabulary, context, chars_per_token):
+    doc, spans = tasks.document(rng, text, vocabulary, int(context * chars_per_token * 0.97), MIX)
+    return encode(tokenizer, doc, spans, context)
+
+
+def batch(rng, tokenizer, text, vocabulary, context, size, chars_per_token, pack=False, fixed_length=False):
+    """`size` rows of token ids, their mask and loss weights, padded to the longest row or, with
+    fixed_length, to the context (one shape per context, so that a compiled step compiles once)."""
+    row = packed_row if pack else single_row
+    rows = [row(rng, tokenizer, text, vocabulary, context, chars_per_token) for _ in range(size)]
+    length = context if fixed_length else max(len(r) for r, _ in rows)
     ids = torch.zeros(size, length, dtype=torch.long)
     mask = torch.zeros(size, length, dtype=torch.long)
     weight = torch.zeros(size, length)
-    for i, (r, w) in enumerate(zip(rows, weights)):
+    for i, (r, w) in enumerate(rows):
         ids[i, :len(r)] = torch.tensor(r)
         mask[i, :len(r)] = 1
         weight[i, :len(r)] = torch.tensor(w)
@@ -87,11 +105,15 @@ def batch(rng, tokenizer, text, vocabulary, context, size, chars_per_token):
 
 
 def weighted_loss(model, ids, mask, weight):
+    """The loss to train on (token losses weighted, answers more) and the mean loss over answer tokens
+    alone: the second falls steeply once the model learns to look back (the induction step)."""
     logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
     targets, w = ids[:, 1:], weight[:, 1:] * mask[:, 1:]
     losses = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                                reduction="none").view_as(w)
-    return (losses * w).sum() / w.sum()
+    answers = (w > 1.0).float()
+    answer_loss = (losses * answers).sum() / answers.sum().clamp(min=1.0)
+    return (losses * w).sum() / w.sum(), answer_loss.detach()
 
 
 @torch.no_grad()
@@ -108,16 +130,16 @@ def answers_correct(model, tokenizer, text, spans):
 
 
 @torch.no_grad()
-def validate(model, tokenizer, text, vocabulary, contexts, chars_per_token, samples):
+def validate(model, tokenizer, text, vocabulary, contexts, chars_per_token, samples, perplexity=True):
     model.eval()
     rng = random.Random(1234)
-    nll, count = 0.0, 0
-    for _ in range(samples):
+    nll, count = 0.0, 1
+    for _ in range(samples if perplexity else 0):
         ids = torch.tensor([tokenizer.encode(tasks.haystack(rng, text, 512 * 4)).ids[:512]])
         loss = model(input_ids=ids, labels=ids).loss
         nll += float(loss) * (ids.shape[1] - 1)
         count += ids.shape[1] - 1
-    report = {"validation_perplexity": math.exp(nll / count), "passkey": {}, "mqar": None}
+    report = {"validation_perplexity": math.exp(nll / count) if perplexity else None, "passkey": {}, "mqar": None}
     for context in contexts:
         hits = [answers_correct(model, tokenizer, *tasks.passkey(rng, text, int(context * chars_per_token * 0.97)))[0]
                 for _ in range(samples)]
@@ -146,6 +168,19 @@ def main():
     parser.add_argument("--curriculum", help="(fraction of steps, context) pairs as JSON, e.g. '[[0.5, 512], [0.5, 2048]]'")
     parser.add_argument("--answer-weight", type=float, default=ANSWER_WEIGHT)
     parser.add_argument("--stop-after", type=int, help="stop after this many steps of the --steps schedule")
+    # The defaults train as the committed reference models were trained; --autocast bf16 --compile
+    # --attention sdpa --pack is the faster recipe for new runs (PyTorch 2, docs/RESULTS.md).
+    parser.add_argument("--autocast", choices=["bf16", "none"], default="none",
+                        help="compute in bf16 under autocast (weights and optimizer stay float32); bf16 matrix "
+                             "products run on AMX or AVX512-BF16 where the CPU has them")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                        help="torch.compile the training step (compiled once per context)")
+    parser.add_argument("--attention", choices=["eager", "sdpa"], default="eager",
+                        help="transformers' attention implementation used in training")
+    parser.add_argument("--pack", action=argparse.BooleanOptionalAction, default=False,
+                        help="fill each row with documents one after another instead of padding one document")
+    parser.add_argument("--probe-every", type=int, default=0,
+                        help="every N steps, print passkey accuracy at the current context and MQAR accuracy")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -177,10 +212,11 @@ def main():
 
     if args.init:
         model = transformers.AutoModelForCausalLM.from_pretrained(args.init, torch_dtype=torch.float32,
-                                                                  attn_implementation="eager")
+                                                                  attn_implementation=args.attention)
         model.config.max_position_embeddings = max(model.config.max_position_embeddings, context)
     else:
-        model = transformers.AutoModelForCausalLM.from_config(make_config(preset, context), torch_dtype=torch.float32)
+        model = transformers.AutoModelForCausalLM.from_config(make_config(preset, context), torch_dtype=torch.float32,
+                                                              attn_implementation=args.attention)
     parameters = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     warmup = max(1, args.steps // 30)
@@ -193,21 +229,33 @@ def main():
         boundaries.append((int(round(total * args.steps)), length))
     log = []
     model.train()
+
+    def train_step(ids, mask, weight):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            loss, answer_loss = weighted_loss(model, ids, mask, weight)
+        loss.backward()
+        return loss.detach(), answer_loss
+
+    step_function = torch.compile(train_step) if args.compile else train_step
     last = min(args.steps, args.stop_after or args.steps) - 1
     for step in range(last + 1):
         length = next(l for b, l in boundaries if step < b)
         ids, mask, weight = batch(rng, tokenizer, train_text, vocabulary, length,
-                                  max(1, args.tokens_per_step // length), chars_per_token)
-        loss = weighted_loss(model, ids, mask, weight)
-        loss.backward()
+                                  max(1, args.tokens_per_step // length), chars_per_token, args.pack, args.compile)
+        loss, answer_loss = step_function(ids, mask, weight)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
         schedule.step()
         if step % 25 == 0 or step == last:
             elapsed = time.time() - started
-            log.append({"step": step, "context": length, "loss": float(loss), "seconds": round(elapsed, 1)})
+            log.append({"step": step, "context": length, "loss": float(loss), "answer_loss": float(answer_loss),
+                        "seconds": round(elapsed, 1)})
             print(json.dumps(log[-1]), flush=True)
+        if args.probe_every and (step + 1) % args.probe_every == 0:
+            probe = validate(model, tokenizer, validation_text, vocabulary, [length], chars_per_token, 16,
+                             perplexity=False)
+            print(json.dumps({"step": step, "probe": probe}), flush=True)
         if (step + 1) % 250 == 0 or step == last:
             model.to(preset["dtype"]).save_pretrained(args.out, safe_serialization=True)
             model.float()
@@ -218,7 +266,8 @@ def main():
     report.update({"preset": {k: (str(v) if k == "dtype" else v) for k, v in preset.items()},
                    "parameters": parameters, "steps": args.steps, "stopped_after": last + 1, "tokens_per_step": args.tokens_per_step,
                    "curriculum": CURRICULUM, "mix": MIX, "answer_weight": ANSWER_WEIGHT, "lr": args.lr,
-                   "seed": args.seed, "threads": args.threads, "init": args.init, "training_seconds": round(training_seconds, 1),
+                   "seed": args.seed, "threads": args.threads, "autocast": args.autocast, "compile": args.compile,
+                   "attention": args.attention, "pack": args.pack, "init": args.init, "training_seconds": round(training_seconds, 1),
                    "torch": torch.__version__, "transformers": transformers.__version__, "log": log})
     model.generation_config.do_sample = False
     model.to(preset["dtype"]).save_pretrained(args.out, safe_serialization=True)
