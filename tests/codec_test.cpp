@@ -590,7 +590,7 @@ TEST(ChannelSplit, CalibrationGivesTheLoudChannelsTheMoreBits) {
 // name it in full.
 TEST(Codec, CheckMessagesNameTheCodecSpec) {
   const size_t dim = 64;
-  auto codec = make_codec("tq_mse:b=3", dim, 1);
+  auto codec = codec_base(make_codec("tq_mse:b=3", dim, 1));
   auto other = make_codec("tq_mse:b=3", dim, 2);
   auto x = testutil::gaussian_matrix(4, dim, 3);
   auto codes = codec->make_buffer();
@@ -608,12 +608,12 @@ TEST(Codec, CheckMessagesNameTheCodecSpec) {
   };
   const std::string spec = codec->spec();
   EXPECT_NE(spec.find("seed=1"), std::string::npos) << spec;
-  const std::string prepared = message_of([&] { codec_base(*codec).scores_multi(heads, 1, codes, 0, 4, out.data(), 4); });
+  const std::string prepared = message_of([&] { codec->scores_multi(heads, 1, codes, 0, 4, out.data(), 4); });
   EXPECT_NE(prepared.find("prepared by a different codec than " + spec), std::string::npos) << prepared;
   const std::string range = message_of([&] {
     const auto own = codec->prepare(x.data());
     const PreparedQuery* mine[] = {own.get()};
-    codec_base(*codec).scores_multi(mine, 1, codes, 2, 4, out.data(), 4);
+    codec->scores_multi(mine, 1, codes, 2, 4, out.data(), 4);
   });
   EXPECT_NE(range.find("rows [2, 6) out of range"), std::string::npos) << range;
   CodeBuffer wrong(codec->code_bytes() + 1);
@@ -621,7 +621,7 @@ TEST(Codec, CheckMessagesNameTheCodecSpec) {
   const std::string buffer = message_of([&] {
     const auto own = codec->prepare(x.data());
     const PreparedQuery* mine[] = {own.get()};
-    codec_base(*codec).scores_multi(mine, 1, wrong, 0, 4, out.data(), 4);
+    codec->scores_multi(mine, 1, wrong, 0, 4, out.data(), 4);
   });
   EXPECT_NE(buffer.find("but codec " + spec + " writes"), std::string::npos) << buffer;
 }

@@ -148,7 +148,7 @@ TEST(PcaTurboQuant, CalibrationAndCodesAreTheSameOnEveryTarget) {
 TEST(PcaTurboQuant, MultiQueryKernelsAgreeWithDecodedRows) {
   const size_t d = 80, n = 700, heads = 3;
   const auto x = anisotropic_rows(n, d, 0.93, 21);
-  auto codec = make_codec("tq_pca:b=3", d, 2);
+  auto codec = codec_base(make_codec("tq_pca:b=3", d, 2));
   codec->calibrate(x.data(), n);
   CodeBuffer codes = codec->make_buffer();
   codec->encode(x.data(), n, codes);
@@ -162,7 +162,7 @@ TEST(PcaTurboQuant, MultiQueryKernelsAgreeWithDecodedRows) {
     pointers.push_back(prepared.back().get());
   }
   std::vector<float> multi(heads * n), single(n);
-  codec_base(*codec).scores_multi(pointers.data(), heads, codes, 0, n, multi.data(), n);
+  codec->scores_multi(pointers.data(), heads, codes, 0, n, multi.data(), n);
   for (size_t h = 0; h < heads; ++h) {
     codec->scores(*prepared[h], codes, 0, n, single.data());
     for (size_t i = 0; i < n; ++i) {
@@ -173,11 +173,11 @@ TEST(PcaTurboQuant, MultiQueryKernelsAgreeWithDecodedRows) {
     }
   }
   const auto weights = testutil::gaussian_matrix(heads, n, 23);
-  std::vector<float> accumulators(heads * codec_base(*codec).accumulator_size(), 0.0f), out(d);
-  codec_base(*codec).accumulate_partial_multi(weights.data(), heads, n, codes, 0, n, accumulators.data());
+  std::vector<float> accumulators(heads * codec->accumulator_size(), 0.0f), out(d);
+  codec->accumulate_partial_multi(weights.data(), heads, n, codes, 0, n, accumulators.data());
   for (size_t h = 0; h < heads; ++h) {
     std::fill(out.begin(), out.end(), 0.0f);
-    codec_base(*codec).finish_accumulator(accumulators.data() + h * codec_base(*codec).accumulator_size(), out.data());
+    codec->finish_accumulator(accumulators.data() + h * codec->accumulator_size(), out.data());
     for (size_t j = 0; j < d; ++j) {
       double expected = 0.0, scale = 0.0;
       for (size_t i = 0; i < n; ++i) {

@@ -17,10 +17,11 @@ namespace kvsketch {
 namespace {
 
 struct Pair {
-  std::unique_ptr<VectorCodec> plain, quads;
+  std::unique_ptr<CodecBase> plain, quads;
   CodeBuffer plain_codes, quad_codes;
   Pair(const std::string& spec, size_t dim, const std::vector<float>& rows, size_t n)
-      : plain(make_codec(spec, dim, 11)), quads(make_codec("quads:" + spec, dim, 11)) {
+      : plain(codec_base(make_codec(spec, dim, 11))),
+        quads(codec_base(make_codec("quads:" + spec, dim, 11))) {
     if (plain->calibrated_by_data()) {
       plain->calibrate(rows.data(), n);
       quads->calibrate(rows.data(), n);
@@ -74,15 +75,15 @@ TEST(QuadRowsCodec, SameCodesInQuadsAndSameResults) {
       const auto quad_queries = prepared(*pair.quads, queries, heads);
       for (const Arithmetic arithmetic : {Arithmetic::kFloat, Arithmetic::kInteger}) {
         std::vector<float> plain_scores(heads * n), quad_scores(heads * n);
-        codec_base(*pair.plain).scores_multi(pointers(plain_queries).data(), heads, pair.plain_codes, 0, n, plain_scores.data(),
+        pair.plain->scores_multi(pointers(plain_queries).data(), heads, pair.plain_codes, 0, n, plain_scores.data(),
                                  n, arithmetic);
-        codec_base(*pair.quads).scores_multi(pointers(quad_queries).data(), heads, pair.quad_codes, 0, n, quad_scores.data(), n,
+        pair.quads->scores_multi(pointers(quad_queries).data(), heads, pair.quad_codes, 0, n, quad_scores.data(), n,
                                  arithmetic);
         EXPECT_EQ(quad_scores, plain_scores);
         std::vector<float> plain_acc(heads * codec.accumulator_size()), quad_acc(plain_acc.size());
-        codec_base(*pair.plain).accumulate_partial_multi(plain_scores.data(), heads, n, pair.plain_codes, 0, n, plain_acc.data(),
+        pair.plain->accumulate_partial_multi(plain_scores.data(), heads, n, pair.plain_codes, 0, n, plain_acc.data(),
                                              arithmetic);
-        codec_base(*pair.quads).accumulate_partial_multi(plain_scores.data(), heads, n, pair.quad_codes, 0, n, quad_acc.data(),
+        pair.quads->accumulate_partial_multi(plain_scores.data(), heads, n, pair.quad_codes, 0, n, quad_acc.data(),
                                              arithmetic);
         EXPECT_EQ(quad_acc, plain_acc);
       }
@@ -92,17 +93,17 @@ TEST(QuadRowsCodec, SameCodesInQuadsAndSameResults) {
       EXPECT_EQ(quad_one, plain_one);
 
       // Scattered rows, where SPEC's rows stand alone.
-      ASSERT_EQ(codec_base(*pair.quads).reads_scattered_rows(), pair.plain->row_group() == 1);
-      if (!codec_base(*pair.quads).reads_scattered_rows()) continue;
+      ASSERT_EQ(pair.quads->reads_scattered_rows(), pair.plain->row_group() == 1);
+      if (!pair.quads->reads_scattered_rows()) continue;
       const std::vector<uint32_t> picked{93, 0, 5, 6, 7, 42, 42, 1, 95};
       std::vector<float> plain_at(picked.size()), quad_at(picked.size());
-      codec_base(*pair.plain).scores_at(*plain_queries[1], pair.plain_codes, picked.data(), picked.size(), plain_at.data());
-      codec_base(*pair.quads).scores_at(*quad_queries[1], pair.quad_codes, picked.data(), picked.size(), quad_at.data());
+      pair.plain->scores_at(*plain_queries[1], pair.plain_codes, picked.data(), picked.size(), plain_at.data());
+      pair.quads->scores_at(*quad_queries[1], pair.quad_codes, picked.data(), picked.size(), quad_at.data());
       EXPECT_EQ(quad_at, plain_at);
       std::vector<float> plain_sum(codec.accumulator_size()), quad_sum(plain_sum.size());
-      codec_base(*pair.plain).accumulate_partial_at(plain_at.data(), pair.plain_codes, picked.data(), picked.size(),
+      pair.plain->accumulate_partial_at(plain_at.data(), pair.plain_codes, picked.data(), picked.size(),
                                         plain_sum.data());
-      codec_base(*pair.quads).accumulate_partial_at(plain_at.data(), pair.quad_codes, picked.data(), picked.size(),
+      pair.quads->accumulate_partial_at(plain_at.data(), pair.quad_codes, picked.data(), picked.size(),
                                         quad_sum.data());
       EXPECT_EQ(quad_sum, plain_sum);
     }
@@ -117,13 +118,13 @@ TEST(QuadRowsCodec, FusedAttentionInQuadsGivesThePlainBits) {
       const auto key_rows = testutil::gaussian_matrix(n, dim, 7), value_rows = testutil::gaussian_matrix(n, dim, 8);
       Pair k(keys, dim, key_rows, n), v("tq_mse:b=3", dim, value_rows, n);
       const auto queries = testutil::gaussian_matrix(heads, dim, 9, 2.0);
-      const size_t width = codec_base(*v.plain).accumulator_size();
+      const size_t width = v.plain->accumulator_size();
       // Whether a fused kernel ran (none on the scalar targets) and what it wrote.
-      const auto run = [&](const VectorCodec& key_codec, const CodeBuffer& key_codes, const VectorCodec& value_codec,
+      const auto run = [&](const CodecBase& key_codec, const CodeBuffer& key_codes, const CodecBase& value_codec,
                            const CodeBuffer& value_codes) {
         const auto prepared_queries = prepared(key_codec, queries, heads);
         std::vector<float> out(2 * heads + heads * width, 0.0f);
-        const bool fused = codec_base(key_codec).attend_multi(pointers(prepared_queries).data(), heads, key_codes, codec_base(value_codec),
+        const bool fused = key_codec.attend_multi(pointers(prepared_queries).data(), heads, key_codes, value_codec,
                                                   value_codes, 32, n - 64, out.data(), out.data() + heads,
                                                   out.data() + 2 * heads, Arithmetic::kInteger);
         return std::make_pair(fused, out);

@@ -99,40 +99,40 @@ TEST(VectorCodec, ScatteredRowsMatchRowByRowAndBadRowsAreRefused) {
   const auto weights = testutil::gaussian_matrix(1, rows.size(), 6);
   for (const std::string spec : {"tq_prod:b=3", "tq_mse:b=2", "qjl:m=256", "int8", "fp16", "q4_0", "center:tq_mse:b=3"}) {
     SCOPED_TRACE(spec);
-    auto codec = make_codec(spec, d, 7);
+    auto codec = codec_base(make_codec(spec, d, 7));
     if (codec->calibrated_by_data()) codec->calibrate(x.data(), n);
     CodeBuffer codes = codec->make_buffer();
     codec->encode(x.data(), n, codes);
     const auto prepared = codec->prepare(q.data());
     std::vector<float> gathered(rows.size()), one(1);
-    codec_base(*codec).scores_at(*prepared, codes, rows.data(), rows.size(), gathered.data());
-    std::vector<float> acc_gathered(codec_base(*codec).accumulator_size(), 0.0f), acc_one(codec_base(*codec).accumulator_size(), 0.0f);
-    codec_base(*codec).accumulate_partial_at(weights.data(), codes, rows.data(), rows.size(), acc_gathered.data());
+    codec->scores_at(*prepared, codes, rows.data(), rows.size(), gathered.data());
+    std::vector<float> acc_gathered(codec->accumulator_size(), 0.0f), acc_one(codec->accumulator_size(), 0.0f);
+    codec->accumulate_partial_at(weights.data(), codes, rows.data(), rows.size(), acc_gathered.data());
     std::vector<float> together(rows.size() * d);
     for (size_t s = 0; s < rows.size(); ++s) {
       codec->scores(*prepared, codes, rows[s], 1, one.data());
       EXPECT_EQ(gathered[s], one[0]);
-      codec_base(*codec).accumulate_partial(weights.data() + s, codes, rows[s], 1, acc_one.data());
+      codec->accumulate_partial(weights.data() + s, codes, rows[s], 1, acc_one.data());
       std::copy_n(x.data() + rows[s] * d, d, together.data() + s * d);
     }
     CodeBuffer stored_together = codec->make_buffer();
     codec->encode(together.data(), rows.size(), stored_together);
-    std::vector<float> acc_together(codec_base(*codec).accumulator_size(), 0.0f);
-    codec_base(*codec).accumulate_partial(weights.data(), stored_together, 0, rows.size(), acc_together.data());
+    std::vector<float> acc_together(codec->accumulator_size(), 0.0f);
+    codec->accumulate_partial(weights.data(), stored_together, 0, rows.size(), acc_together.data());
     EXPECT_EQ(acc_gathered, acc_together);
     for (size_t j = 0; j < acc_one.size(); ++j)
       EXPECT_NEAR(acc_gathered[j], acc_one[j], 1e-5 * (1.0 + std::abs(acc_one[j]))) << j;
     const uint32_t outside[] = {3, static_cast<uint32_t>(n)};
-    EXPECT_NE(testutil::error_of([&] { codec_base(*codec).scores_at(*prepared, codes, outside, 2, one.data()); }).find("row 200 out of range"),
+    EXPECT_NE(testutil::error_of([&] { codec->scores_at(*prepared, codes, outside, 2, one.data()); }).find("row 200 out of range"),
               std::string::npos);
   }
-  auto kivi = make_codec("kivi_k:b=2", d, 7);
+  auto kivi = codec_base(make_codec("kivi_k:b=2", d, 7));
   CodeBuffer codes = kivi->make_buffer();
   kivi->encode(x.data(), 192, codes);
   const auto prepared = kivi->prepare(q.data());
   float out[2];
   const uint32_t two[] = {1, 5};
-  EXPECT_NE(testutil::error_of([&] { codec_base(*kivi).scores_at(*prepared, codes, two, 2, out); }).find("groups of 32"),
+  EXPECT_NE(testutil::error_of([&] { kivi->scores_at(*prepared, codes, two, 2, out); }).find("groups of 32"),
             std::string::npos);
 }
 

@@ -68,24 +68,23 @@ def encode(tokenizer, text, spans, limit):
     return ids, weights
 
 
+def single_row(rng, tokenizer, text, vocabulary, context, chars_per_token):
+    """One document sized to the context (a long one cut from the left, keeping its answers)."""
+    doc, spans = tasks.document(rng, text, vocabulary, int(context * chars_per_token * 0.97), MIX)
+    return encode(tokenizer, doc, spans, context)
+
+
 def packed_row(rng, tokenizer, text, vocabulary, context, chars_per_token):
     """Documents one after another (each from its BOS) until fewer than 32 tokens of the context are
     left: the synthetic documents are much shorter than a context, and padding them alone wasted
     most of each step. The first document is sized to the whole context, later ones to what is
-    left (a long document is cut from the left, keeping its answers)."""
+    left."""
     ids, weights = [], []
     while not ids or context - len(ids) >= 32:
-        room = context - len(ids)
-        doc, spans = tasks.document(rng, text, vocabulary, int(room * chars_per_token * 0.97), MIX)
-        doc_ids, doc_weights = encode(tokenizer, doc, spans, room)
+        doc_ids, doc_weights = single_row(rng, tokenizer, text, vocabulary, context - len(ids), chars_per_token)
         ids += doc_ids
         weights += doc_weights
     return ids, weights
-
-
-def single_row(rng, tokenizer, text, vocabulary, context, chars_per_token):
-    doc, spans = tasks.document(rng, text, vocabulary, int(context * chars_per_token * 0.97), MIX)
-    return encode(tokenizer, doc, spans, context)
 
 
 def batch(rng, tokenizer, text, vocabulary, context, size, chars_per_token, pack=False, fixed_length=False):
@@ -133,13 +132,13 @@ def answers_correct(model, tokenizer, text, spans):
 def validate(model, tokenizer, text, vocabulary, contexts, chars_per_token, samples, perplexity=True):
     model.eval()
     rng = random.Random(1234)
-    nll, count = 0.0, 1
+    nll, count = 0.0, 0
     for _ in range(samples if perplexity else 0):
         ids = torch.tensor([tokenizer.encode(tasks.haystack(rng, text, 512 * 4)).ids[:512]])
         loss = model(input_ids=ids, labels=ids).loss
         nll += float(loss) * (ids.shape[1] - 1)
         count += ids.shape[1] - 1
-    report = {"validation_perplexity": math.exp(nll / count) if perplexity else None, "passkey": {}, "mqar": None}
+    report = {"validation_perplexity": math.exp(nll / count) if count else None, "passkey": {}, "mqar": None}
     for context in contexts:
         hits = [answers_correct(model, tokenizer, *tasks.passkey(rng, text, int(context * chars_per_token * 0.97)))[0]
                 for _ in range(samples)]

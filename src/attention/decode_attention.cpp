@@ -86,7 +86,7 @@ std::vector<float> decode_logits(const KVCache& cache, size_t layer, size_t kv_h
   const CodecBase& key_codec = codec_base(cache.key_codec(layer, kv_head));
   if (body == 0) return logits;
   const PreparedQueries prepared(key_codec, queries, heads, scale);
-  codec_base(key_codec).scores_multi(prepared.pointers.data(), heads, head.body_keys, 0, body, logits.data() + head.sink_count, n);
+  key_codec.scores_multi(prepared.pointers.data(), heads, head.body_keys, 0, body, logits.data() + head.sink_count, n);
   return logits;
 }
 

@@ -99,8 +99,11 @@ HeadCodecs make_head_codecs(const CacheShape& shape, const KVPolicy& policy, uin
   HeadCodecs codecs;
   for (size_t layer = 0; layer < shape.layers; ++layer)
     for (size_t h = 0; h < shape.kv_heads; ++h) {
-      codecs.keys.push_back(codec_base(make_codec(specs[layer].key, shape.head_dim, head_codec_seed(seed, layer, h, 0))));
-      codecs.values.push_back(codec_base(make_codec(specs[layer].value, shape.head_dim, head_codec_seed(seed, layer, h, 1))));
+      const auto head_codec = [&](const std::string& spec, int role) {
+        return codec_base(make_codec(spec, shape.head_dim, head_codec_seed(seed, layer, h, role)));
+      };
+      codecs.keys.push_back(head_codec(specs[layer].key, 0));
+      codecs.values.push_back(head_codec(specs[layer].value, 1));
       for (const CodecBase* codec : {codecs.keys.back().get(), codecs.values.back().get()})
         require(policy.block % codec->row_group() == 0,
                 "{}: codec {} encodes groups of {} tokens; the policy's block ({}) must be a multiple of it", who,

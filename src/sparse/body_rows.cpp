@@ -85,14 +85,15 @@ void body_key_scores(const float* query, const BodyView& body, const uint32_t* t
   if (n == 0) return;
   simd::RowSource rows;
   if (plain_rows(body.keys, body.half_keys, body.dim, tokens, rows)) return simd::row_scores(rows, n, query, 1, scale, out, n);
-  const auto prepared = body.key_codec->prepare(query);
+  const CodecBase& codec = codec_base(*body.key_codec);
+  const auto prepared = codec.prepare(query);
   std::vector<uint32_t> local;
   for_each_code_run(body, body.key_codes, body.key_pages, tokens, n, local,
                     [&](const CodeBuffer& codes, const uint32_t* rows, size_t first, size_t count, size_t at) {
                       if (rows)
-                        codec_base(*body.key_codec).scores_at(*prepared, codes, rows, count, out + at);
+                        codec.scores_at(*prepared, codes, rows, count, out + at);
                       else
-                        body.key_codec->scores(*prepared, codes, first, count, out + at);
+                        codec.scores(*prepared, codes, first, count, out + at);
                     });
   for (size_t s = 0; s < n; ++s) out[s] *= scale;
 }
@@ -107,13 +108,14 @@ void BodyValueSum::add(const uint32_t* tokens, const float* weights, size_t n) {
   simd::RowSource rows;
   if (plain_rows(body_.values, body_.half_values, body_.dim, tokens, rows))
     return simd::row_weighted_sum(rows, n, weights, 1, n, accumulator_.data(), body_.dim);
+  const CodecBase& codec = codec_base(*body_.value_codec);
   std::vector<uint32_t> local;
   for_each_code_run(body_, body_.value_codes, body_.value_pages, tokens, n, local,
                     [&](const CodeBuffer& codes, const uint32_t* rows, size_t first, size_t count, size_t at) {
                       if (rows)
-                        codec_base(*body_.value_codec).accumulate_partial_at(weights + at, codes, rows, count, accumulator_.data());
+                        codec.accumulate_partial_at(weights + at, codes, rows, count, accumulator_.data());
                       else
-                        codec_base(*body_.value_codec).accumulate_partial(weights + at, codes, first, count, accumulator_.data());
+                        codec.accumulate_partial(weights + at, codes, first, count, accumulator_.data());
                     });
 }
 
