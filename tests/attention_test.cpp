@@ -150,9 +150,9 @@ TEST(Attention, IntegerKernelsMatchFloatKernelsAndEveryTarget) {
   const auto exact = reference_attention(data.query_rows.data(), 4, data.keys.data(), data.values.data(), data.tokens,
                                          data.dim);
   // Where there is one (AVX3_DL without AMX), every policy here runs the fused kernel: TurboQuant
-  // mse and prod keys, the outlier split of either, centred keys and values.
+  // mse and prod keys, the outlier split of either, centred keys and values, q4_0's channel groups.
   for (const std::string policy :
-       {"tq_mse:b=3", "tq_mse:b=2.5", "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1", "tq_prod:b=3|tq_mse:b=4",
+       {"tq_mse:b=3", "q4_0", "tq_mse:b=2.5", "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1", "tq_prod:b=3|tq_mse:b=4",
         "center:tq_prod:b=3|center:tq_mse:b=3,rescale=1", "tq_prod:b=3.5|center:tq_mse:b=3.5,rescale=1"}) {
     SCOPED_TRACE(policy);
     KVCache cache(1, 1, 128, KVPolicy::parse(policy), 2);

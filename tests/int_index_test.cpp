@@ -286,3 +286,24 @@ TEST(IntIndexKernels, ByteRoundingIsNearestEven) {
   ASSERT_EQ(unit, top / 127.0f);
   for (size_t j = 0; j < g.size(); ++j) ASSERT_EQ(bytes[j], static_cast<int8_t>(std::nearbyint(g[j] * (127.0f / top))));
 }
+
+TEST(IntIndexKernels, WholeNumberTablesKeepExactLevels) {
+  // q4_0's levels - 8: seven times each within +-63 (scores), fifteen times within +-127 (sums).
+  std::vector<float> centered(16);
+  for (size_t l = 0; l < 16; ++l) centered[l] = static_cast<float>(l) - 8.0f;
+  const simd::ByteTable scores = simd::byte_table(centered.data(), 4, simd::kScoreTableLargest);
+  const simd::ByteTable sums = simd::byte_table(centered.data(), 4, simd::kWeightLargest);
+  EXPECT_EQ(scores.scale, 1.0f / 7.0f);
+  EXPECT_EQ(sums.scale, 1.0f / 15.0f);
+  for (size_t l = 0; l < 16; ++l) {
+    EXPECT_EQ(scores.levels[l], 7 * (static_cast<int>(l) - 8));
+    EXPECT_EQ(sums.levels[l], 15 * (static_cast<int>(l) - 8));
+  }
+  // Signs stay at the largest; a table with a fraction is rounded against its largest as before.
+  const float signs[2] = {-1.0f, 1.0f};
+  EXPECT_EQ(simd::byte_table(signs, 1, 63).levels[0], -63);
+  const float fraction[2] = {-0.5f, 2.0f};
+  const simd::ByteTable rounded = simd::byte_table(fraction, 1, 63);
+  EXPECT_EQ(rounded.scale, 2.0f / 63.0f);
+  EXPECT_EQ(rounded.levels[0], -16);  // -15.75
+}

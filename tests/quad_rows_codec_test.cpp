@@ -49,7 +49,7 @@ std::vector<const PreparedQuery*> pointers(const std::vector<std::unique_ptr<Pre
 TEST(QuadRowsCodec, SameCodesInQuadsAndSameResults) {
   const size_t n = 96, heads = 4;
   for (const std::string spec : {"tq_mse:b=3", "tq_prod:b=3", "tq_mse:b=2.5", "tq_prod:b=1", "center:tq_mse:b=4",
-                                 "tq_mse:b=4,norm=fp32", "int8", "kivi_k:b=2", "qjl"}) {
+                                 "tq_mse:b=4,norm=fp32", "int8", "kivi_k:b=2", "qjl", "q4_0"}) {
     for (const size_t dim : {size_t{128}, size_t{40}}) {
       SCOPED_TRACE(spec + " d=" + std::to_string(dim));
       const auto rows = testutil::gaussian_matrix(n, dim, 3);
@@ -63,7 +63,7 @@ TEST(QuadRowsCodec, SameCodesInQuadsAndSameResults) {
       std::vector<uint8_t> back(pair.plain_codes.bytes());
       codec.layout().to_rows(pair.quad_codes.data().data(), n, back.data());
       EXPECT_EQ(back, pair.plain_codes.data());
-      if (spec.find("tq_") != std::string::npos) EXPECT_NE(pair.quad_codes.data(), pair.plain_codes.data());
+      if (spec.find("tq_") != std::string::npos || spec == "q4_0") EXPECT_NE(pair.quad_codes.data(), pair.plain_codes.data());
 
       std::vector<float> decoded_plain(n * dim), decoded_quads(n * dim);
       pair.plain->decode(pair.plain_codes, 0, n, decoded_plain.data());
@@ -112,11 +112,16 @@ TEST(QuadRowsCodec, SameCodesInQuadsAndSameResults) {
 
 TEST(QuadRowsCodec, FusedAttentionInQuadsGivesThePlainBits) {
   const size_t n = 256, heads = 4;
-  for (const std::string keys : {"tq_mse:b=3", "tq_prod:b=3", "tq_mse:b=2.5", "center:tq_mse:b=2"}) {
+  for (const auto& [keys, values] : std::vector<std::pair<std::string, std::string>>{
+           {"tq_mse:b=3", "tq_mse:b=3"},
+           {"tq_prod:b=3", "tq_mse:b=3"},
+           {"tq_mse:b=2.5", "tq_mse:b=3"},
+           {"center:tq_mse:b=2", "tq_mse:b=3"},
+           {"q4_0", "q4_0"}}) {
     for (const size_t dim : {size_t{128}, size_t{96}, size_t{40}}) {
       SCOPED_TRACE(keys + " d=" + std::to_string(dim));
       const auto key_rows = testutil::gaussian_matrix(n, dim, 7), value_rows = testutil::gaussian_matrix(n, dim, 8);
-      Pair k(keys, dim, key_rows, n), v("tq_mse:b=3", dim, value_rows, n);
+      Pair k(keys, dim, key_rows, n), v(values, dim, value_rows, n);
       const auto queries = testutil::gaussian_matrix(heads, dim, 9, 2.0);
       const size_t width = v.plain->accumulator_size();
       // Whether a fused kernel ran (none on the scalar targets) and what it wrote.

@@ -66,7 +66,22 @@ void load_row_factors(const RowSource& rows, const RowFactor* factors, size_t fi
 
 ByteTable byte_table(const float* table, int bits, int largest) {
   ByteTable out;
-  out.scale = round_to_bytes(table, size_t{1} << bits, out.levels, largest);
+  const size_t size = size_t{1} << bits;
+  // A table of whole numbers (q4_0's level - 8, QJL's signs) times the largest whole factor that
+  // keeps it within +-largest: its levels then carry no rounding at all.
+  float top = 0.0f;
+  bool whole = true;
+  for (size_t l = 0; l < size; ++l) {
+    whole = whole && std::nearbyint(table[l]) == table[l];
+    top = std::max(top, std::abs(table[l]));
+  }
+  if (whole && top >= 1.0f && top <= static_cast<float>(largest)) {
+    const int factor = largest / static_cast<int>(top);
+    for (size_t l = 0; l < size; ++l) out.levels[l] = static_cast<int8_t>(factor * static_cast<int>(table[l]));
+    out.scale = 1.0f / static_cast<float>(factor);
+    return out;
+  }
+  out.scale = round_to_bytes(table, size, out.levels, largest);
   return out;
 }
 
