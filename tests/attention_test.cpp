@@ -1,6 +1,8 @@
 #include <cstdio>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 
 #include "core/team_size.hpp"
@@ -191,6 +193,44 @@ TEST(Attention, MergingTwoHalvesGivesTheWhole) {
   merge_attention(first, second);
   EXPECT_LT(relative_difference(first.output, whole.output), 1e-6);
   EXPECT_NEAR(first.lse[1], whole.lse[1], 1e-5);
+}
+
+TEST(Attention, MergedStatesAreTheSameBitsInAnyBuffer) {
+  const size_t dim = 16, n = 300;
+  const auto keys = testutil::gaussian_matrix(n, dim, 14);
+  const auto values = testutil::gaussian_matrix(n, dim, 15);
+  const auto queries = testutil::gaussian_matrix(3, dim, 16);
+  const auto a = reference_attention(queries.data(), 3, keys.data(), values.data(), 100, dim);
+  auto b = reference_attention(queries.data(), 3, keys.data() + 100 * dim, values.data() + 100 * dim, n - 100, dim);
+  const auto whole = reference_attention(queries.data(), 3, keys.data(), values.data(), n, dim);
+  // Head 1 of b holds no tokens, head 2 of neither.
+  const float none = -std::numeric_limits<float>::infinity();
+  auto a_heads = a;
+  std::fill(b.output.begin() + dim, b.output.begin() + 3 * dim, 0.0f);
+  b.lse[1] = b.lse[2] = none;
+  std::fill(a_heads.output.begin() + 2 * dim, a_heads.output.end(), 0.0f);
+  a_heads.lse[2] = none;
+  std::vector<float> out(3 * dim), lse(3);
+  merge_attention_states(a_heads.output.data(), a_heads.lse.data(), b.output.data(), b.lse.data(), 3, dim, out.data(),
+                         lse.data());
+  EXPECT_LT(relative_difference(std::vector<float>(out.begin(), out.begin() + dim),
+                                std::vector<float>(whole.output.begin(), whole.output.begin() + dim)),
+            1e-6);
+  EXPECT_EQ(std::vector<float>(out.begin() + dim, out.begin() + 2 * dim),
+            std::vector<float>(a.output.begin() + dim, a.output.begin() + 2 * dim));  // b empty: a exactly
+  EXPECT_EQ(lse[1], a.lse[1]);
+  EXPECT_EQ(std::vector<float>(out.begin() + 2 * dim, out.end()), std::vector<float>(dim, 0.0f));
+  EXPECT_EQ(lse[2], none);
+  // Into a's buffers and into b's: the same bits.
+  auto into_a = a_heads, into_b = b;
+  merge_attention_states(into_a.output.data(), into_a.lse.data(), b.output.data(), b.lse.data(), 3, dim,
+                         into_a.output.data(), into_a.lse.data());
+  merge_attention_states(a_heads.output.data(), a_heads.lse.data(), into_b.output.data(), into_b.lse.data(), 3, dim,
+                         into_b.output.data(), into_b.lse.data());
+  EXPECT_EQ(into_a.output, out);
+  EXPECT_EQ(into_b.output, out);
+  EXPECT_EQ(into_a.lse, lse);
+  EXPECT_EQ(into_b.lse, lse);
 }
 
 TEST(Attention, GroupedQueryHeadsReadTheirKvHead) {

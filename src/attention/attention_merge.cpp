@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kvsketch/attention.hpp"
+#include "attention/softmax_merge.hpp"
 #include "core/require.hpp"
 
 namespace kvsketch {
@@ -29,25 +30,30 @@ void merge_attention_states(const float* output_a, const float* lse_a, const flo
                             size_t heads, size_t dim, float* output, float* lse) {
   require(output_a && lse_a && output_b && lse_b && output && lse, "merge_attention_states: null buffer");
   for (size_t h = 0; h < heads; ++h) {
-    const float a = lse_a[h], b = lse_b[h];
-    const float* from_a = output_a + h * dim;
-    const float* from_b = output_b + h * dim;
+    // The pairs are the pieces (lse, 1, output) of softmax_merge.hpp. The output may be either
+    // input's memory: the piece held there is scaled in place first, then the other added.
     float* to = output + h * dim;
-    if (std::isinf(b) && b < 0) {  // b holds no tokens
-      if (to != from_a) std::copy(from_a, from_a + dim, to);
-      lse[h] = a;
+    const bool b_first = to == output_b + h * dim;
+    const float* first = (b_first ? output_b : output_a) + h * dim;
+    const float* second = (b_first ? output_a : output_b) + h * dim;
+    const float first_lse = b_first ? lse_b[h] : lse_a[h], second_lse = b_first ? lse_a[h] : lse_b[h];
+    const float top = std::max(first_lse, second_lse);
+    if (empty_piece(top)) {  // neither holds tokens
+      std::fill(to, to + dim, 0.0f);
+      lse[h] = top;
       continue;
     }
-    if (std::isinf(a) && a < 0) {
-      if (to != from_b) std::copy(from_b, from_b + dim, to);
-      lse[h] = b;
-      continue;
+    float total = 0.0f;
+    if (empty_piece(first_lse)) {
+      std::fill(to, to + dim, 0.0f);
+    } else {
+      const float factor = std::exp(first_lse - top);
+      total = factor;
+      for (size_t j = 0; j < dim; ++j) to[j] = factor * first[j];
     }
-    const float top = std::max(a, b);
-    const float wa = std::exp(a - top), wb = std::exp(b - top);
-    const float total = wa + wb;
-    for (size_t j = 0; j < dim; ++j) to[j] = (wa * from_a[j] + wb * from_b[j]) / total;
-    lse[h] = top + std::log(total);
+    if (!empty_piece(second_lse)) add_rescaled_piece(second_lse, 1.0f, second, dim, top, total, to);
+    for (size_t j = 0; j < dim; ++j) to[j] /= total;
+    lse[h] = merged_lse(top, total);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention/softmax_merge.hpp"
 #include "core/require.hpp"
 #include "simd/attention_kernels.hpp"
 
@@ -12,13 +13,9 @@ namespace {
 
 constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
-// Rescales head h of `part` to the shared maximum `top` and adds it to (sum, acc).
+// Head h of `part` rescaled to the shared maximum `top`, added to (sum, acc).
 void add_scaled(const Partials& part, size_t h, float top, float& sum, float* acc) {
-  if (part.sum[h] == 0.0f) return;
-  const float factor = std::exp(part.max[h] - top);
-  sum += part.sum[h] * factor;
-  const float* from = part.head_acc(h);
-  for (size_t j = 0; j < part.width; ++j) acc[j] += factor * from[j];
+  add_rescaled_piece(part.max[h], part.sum[h], part.head_acc(h), part.width, top, sum, acc);
 }
 
 // Turns logits (heads x n, row stride n) into weights in place and records max and sum per head.
@@ -208,7 +205,7 @@ void GroupStep::merge(float* output, float* lse) {
     std::fill(out, out + dim_, 0.0f);
     float top = kMinusInfinity;
     for (size_t i = 0; i < exact + tasks; ++i) top = std::max(top, parts_[i].max[h]);
-    if (top == kMinusInfinity) {
+    if (empty_piece(top)) {
       lse[h] = kMinusInfinity;  // no tokens: output stays zero
       continue;
     }
@@ -218,7 +215,7 @@ void GroupStep::merge(float* output, float* lse) {
     if (tasks > 0) value_codec_->finish_accumulator(merge_acc_.data(), out);  // un-rotate once per head
     for (size_t i = 0; i < exact; ++i) add_scaled(parts_[i], h, top, sum, out);
     for (size_t j = 0; j < dim_; ++j) out[j] /= sum;
-    lse[h] = top + std::log(sum);
+    lse[h] = merged_lse(top, sum);
   }
 }
 
