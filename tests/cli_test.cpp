@@ -380,7 +380,7 @@ TEST(Cli, SavedCacheEvaluatesAsBuilt) {
   const auto loaded = nlohmann::json::parse(output)[0];
   for (const char* key : {"bytes", "rel_error", "kl", "top8_overlap", "score_error_mean"})
     EXPECT_EQ(built[key], loaded[key]) << key;
-  EXPECT_EQ(loaded["policy"], "tq_prod:b=3|tq_mse:b=3|sinks=4|window=128|block=32|layout=auto");
+  EXPECT_EQ(loaded["policy"], "tq_prod:b=3|tq_mse:b=3|sinks=4|window=128|block=32");
 }
 
 // bench attention --batch: the paged cache's batched step against single calls, and (one

@@ -1,12 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <utility>
 
+#include "cache/row_packing.hpp"
 #include "core/require.hpp"
 #include "kvsketch/attention.hpp"
 #include "kvsketch/kv_cache.hpp"
@@ -121,8 +123,8 @@ std::string saved_bytes(const KVCache& cache, const std::string& name) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// The codes are the same on every target; under layout=auto their rows may lie in quads on one
-// and not another, but the saved files are the same bytes.
+// The codes are the same on every target; under the automatic packing their rows may lie in quads
+// on one and not another, but the saved files are the same bytes.
 TEST(KVCache, EveryTargetHoldsTheSameBytes) {
   for (const char* spec : {"fp16|window=100|block=16",
                            "tq_mse:b=2.5|center:tq_mse:b=2.5,rescale=1|window=100|block=16",
@@ -148,31 +150,34 @@ TEST(KVCache, EveryTargetHoldsTheSameBytes) {
         return;
       }
       EXPECT_TRUE(file == first_file);
-      if (first->key_codec(0, 0).spec() == cache->key_codec(0, 0).spec() &&
-          first->value_codec(0, 0).spec() == cache->value_codec(0, 0).spec())
+      if (rows_in_quads(first->key_codec(0, 0)) == rows_in_quads(cache->key_codec(0, 0)) &&
+          rows_in_quads(first->value_codec(0, 0)) == rows_in_quads(cache->value_codec(0, 0)))
         expect_same_contents(*first, *cache);
     });
   }
 }
 
-// layout=quads and layout=plain hold the same codes in the same bytes and answer alike to the bit;
-// their files differ only in the policy's text (and so the checksum); auto takes quads exactly
-// where the fused kernel reads them in place.
-TEST(KVCache, RowLayoutsHoldTheSameCodes) {
+// Rows packed in quads and plain rows are the same codes in the same bytes and answer alike to the
+// bit, and their files are the same bytes; the automatic packing takes quads exactly where the
+// fused kernel reads them in place. The packing is not part of any spec.
+TEST(KVCache, RowPackingsHoldTheSameCodes) {
   const size_t layers = 2, heads = 2, dim = 96, total = 700, query_heads = 8;
   const auto keys = testutil::gaussian_matrix(heads * total, dim, 4, 2.0);
   const auto values = testutil::gaussian_matrix(heads * total, dim, 5);
   const auto queries = testutil::gaussian_matrix(query_heads, dim, 6);
   const std::string policy = "tq_prod:b=3|tq_mse:b=2.5|layer1=center:tq_mse:b=3/tq_mse:b=4|window=64|block=32";
   std::vector<std::unique_ptr<KVCache>> caches;
-  for (const char* layout : {"plain", "quads", "auto"}) {
-    auto& cache = caches.emplace_back(std::make_unique<KVCache>(
-        layers, heads, dim, KVPolicy::parse(policy + "|layout=" + layout), 3));
+  for (const RowPacking packing : {RowPacking::kPlain, RowPacking::kQuads, RowPacking::kAuto}) {
+    const ScopedRowPacking scope(packing);
+    auto& cache = caches.emplace_back(std::make_unique<KVCache>(layers, heads, dim, KVPolicy::parse(policy), 3));
     for (size_t layer = 0; layer < layers; ++layer) cache->append(layer, keys.data(), values.data(), total);
   }
   const KVCache &plain = *caches[0], &quads = *caches[1], &automatic = *caches[2];
-  EXPECT_EQ(quads.key_codec(1, 1).spec().rfind("quads:center:tq_mse:b=3", 0), 0u);
-  EXPECT_EQ(plain.key_codec(1, 1).spec().rfind("center:tq_mse:b=3", 0), 0u);
+  EXPECT_TRUE(rows_in_quads(quads.key_codec(1, 1)));
+  EXPECT_FALSE(rows_in_quads(plain.key_codec(1, 1)));
+  EXPECT_EQ(quads.key_codec(1, 1).spec(), plain.key_codec(1, 1).spec());
+  EXPECT_EQ(plain.key_codec(1, 1).spec().rfind("center:tq_mse:b=3,", 0), 0u);
+  EXPECT_EQ(quads.policy().spec(), plain.policy().spec());
   EXPECT_EQ(quads.bytes(), plain.bytes());
   EXPECT_EQ(quads.head(0, 1).body_count(), plain.head(0, 1).body_count());
   EXPECT_NE(quads.head(0, 1).body_keys.data(), plain.head(0, 1).body_keys.data());
@@ -184,42 +189,54 @@ TEST(KVCache, RowLayoutsHoldTheSameCodes) {
       EXPECT_EQ(got.lse, expected.lse);
     }
   }
-  // Files: plain rows either way.
+  // Files: plain rows either way, the same bytes; read back in this thread's packing.
   const std::string plain_file = saved_bytes(plain, "kvsketch_plain.kvc");
-  const std::string quad_file = saved_bytes(quads, "kvsketch_quads.kvc");
-  ASSERT_EQ(plain_file.size(), quad_file.size());
-  const size_t policy_at = plain_file.find("layout="), checksum_at = plain_file.size() - 8;
-  ASSERT_NE(policy_at, std::string::npos);
-  for (size_t i = 0; i < plain_file.size(); ++i)
-    if (plain_file[i] != quad_file[i])
-      EXPECT_TRUE((i >= policy_at && i < policy_at + 12) || i >= checksum_at) << "byte " << i;
-  const KVCache loaded = KVCache::load(testing::TempDir() + "kvsketch_quads.kvc");
+  EXPECT_TRUE(saved_bytes(quads, "kvsketch_quads.kvc") == plain_file);
+  const ScopedRowPacking scope(RowPacking::kQuads);
+  const KVCache loaded = KVCache::load(testing::TempDir() + "kvsketch_plain.kvc");
+  EXPECT_TRUE(rows_in_quads(loaded.key_codec(0, 0)));
   expect_same_contents(quads, loaded);
   // auto: quads where both codecs are read in place (AVX3_DL; dim 96 = 24 + 72 channels for
   // tq_mse:b=2.5, whose 24 are not whole pairs of octets: plain there).
   for (size_t layer = 0; layer < layers; ++layer) {
-    const bool in_quads = automatic.key_codec(layer, 0).spec().rfind("quads:", 0) == 0;
-    EXPECT_EQ(automatic.value_codec(layer, 0).spec().rfind("quads:", 0) == 0, in_quads);
+    const bool in_quads = rows_in_quads(automatic.key_codec(layer, 0));
+    EXPECT_EQ(rows_in_quads(automatic.value_codec(layer, 0)), in_quads);
     const float table[8] = {};
     simd::RowSource rows{simd::RowFormat::kIndex, nullptr, 1, dim, 3, table};
     EXPECT_EQ(in_quads, layer == 1 && simd::int_index_reads_quads(rows)) << layer;
   }
 }
 
-TEST(KVPolicy, RowLayoutIsParsed) {
-  EXPECT_EQ(KVPolicy::parse("tq_mse:b=3").layout, RowLayout::kAuto);
-  EXPECT_EQ(KVPolicy::parse("tq_mse:b=3|layout=quads").layout, RowLayout::kQuads);
-  const KVPolicy plain = KVPolicy::parse("tq_mse:b=3|layout=plain");
-  EXPECT_EQ(plain.layout, RowLayout::kPlain);
-  EXPECT_EQ(KVPolicy::parse(plain.spec()).layout, RowLayout::kPlain);
-  EXPECT_NE(plain.spec().find("|layout=plain"), std::string::npos);
+TEST(KVPolicy, LayoutFieldIsReadAndIgnored) {
+  // Older specs and files carry layout=: the same policy as without it.
+  EXPECT_EQ(KVPolicy::parse("tq_mse:b=3|layout=quads").spec(), KVPolicy::parse("tq_mse:b=3").spec());
+  EXPECT_EQ(KVPolicy::parse("tq_mse:b=3|layout=auto|window=8").spec(), "tq_mse:b=3|tq_mse:b=3|sinks=4|window=8|block=32");
+  EXPECT_EQ(KVPolicy::parse("tq_mse:b=3").spec().find("layout"), std::string::npos);
   EXPECT_NE(testutil::error_of([] { KVPolicy::parse("tq_mse:b=3|layout=rows"); }).find("auto, plain or quads"),
             std::string::npos);
-  // Quads need blocks of whole quads.
-  EXPECT_NE(testutil::error_of([] { KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3|layout=quads|block=6")); })
-                .find("groups of 4"),
+  EXPECT_NE(testutil::error_of([] { KVPolicy::parse("tq_mse:b=3|layout=plain|layout=plain"); }).find("given twice"),
             std::string::npos);
-  EXPECT_EQ(KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3|block=6")).key_codec(0, 0).spec().rfind("tq_mse", 0), 0u);
+  // Quads need blocks of whole quads: other blocks keep plain rows, whatever the packing asked.
+  const ScopedRowPacking scope(RowPacking::kQuads);
+  EXPECT_FALSE(rows_in_quads(KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3|block=6")).key_codec(0, 0)));
+  EXPECT_TRUE(rows_in_quads(KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3|block=8")).key_codec(0, 0)));
+}
+
+TEST(KVPolicy, PackingFromTheEnvironment) {
+  ASSERT_EQ(setenv("KVSKETCH_PACKING", "plain", 1), 0);
+  EXPECT_EQ(current_row_packing(), RowPacking::kPlain);
+  EXPECT_FALSE(rows_in_quads(KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3")).key_codec(0, 0)));
+  ASSERT_EQ(setenv("KVSKETCH_PACKING", "quads", 1), 0);
+  EXPECT_TRUE(rows_in_quads(KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3")).key_codec(0, 0)));
+  {
+    const ScopedRowPacking scope(RowPacking::kPlain);  // a scope comes first
+    EXPECT_EQ(current_row_packing(), RowPacking::kPlain);
+  }
+  ASSERT_EQ(setenv("KVSKETCH_PACKING", "rows", 1), 0);
+  EXPECT_NE(testutil::error_of([] { KVCache(1, 1, 64, KVPolicy::parse("tq_mse:b=3")); }).find("KVSKETCH_PACKING=rows"),
+            std::string::npos);
+  ASSERT_EQ(unsetenv("KVSKETCH_PACKING"), 0);
+  EXPECT_EQ(current_row_packing(), RowPacking::kAuto);
 }
 
 TEST(KVPolicy, KiviNamesItsKeyAndValueCodecs) {

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "cache/row_packing.hpp"
 #include "kvsketch/selection_cache.hpp"
 #include "kvsketch/eval/synthetic_cache.hpp"
 #include "test_util.hpp"
@@ -82,20 +83,21 @@ TEST(SelectionCache, DenseLayersAndTheExactSelectorGiveDecodeAttention) {
   }
 }
 
-// The selection reads scattered rows: layout=auto keeps them plain; rows asked for in quads are
-// copied out of them and give the same bits.
+// The selection reads scattered rows: the automatic packing keeps them plain; rows packed in quads
+// on request are copied out of them and give the same bits.
 TEST(SelectionCache, ScatteredRowsPlainByDefaultAndTheSameInQuads) {
   const Layer data = make_layer(2, 2);
   std::vector<std::unique_ptr<SelectionCache>> caches;
-  for (const char* layout : {"", "|layout=quads"}) {
-    caches.push_back(std::make_unique<SelectionCache>(
-        1, kKvHeads, kDim, KVPolicy::parse(std::string("tq_prod:b=3|tq_mse:b=3") + layout), "magicpig:K=8,L=75",
-        std::set<size_t>{}, 4));
+  for (const RowPacking packing : {RowPacking::kAuto, RowPacking::kQuads}) {
+    const ScopedRowPacking scope(packing);
+    caches.push_back(std::make_unique<SelectionCache>(1, kKvHeads, kDim, KVPolicy::parse("tq_prod:b=3|tq_mse:b=3"),
+                                                      "magicpig:K=8,L=75", std::set<size_t>{}, 4));
     caches.back()->append(0, data.keys.data(), data.values.data(), kTokens);
   }
-  EXPECT_EQ(caches[0]->cache().policy().layout, RowLayout::kPlain);
-  EXPECT_EQ(caches[0]->cache().key_codec(0, 1).spec().rfind("tq_prod", 0), 0u);
-  EXPECT_EQ(caches[1]->cache().value_codec(0, 1).spec().rfind("quads:tq_mse", 0), 0u);
+  EXPECT_EQ(current_row_packing(), RowPacking::kAuto);
+  EXPECT_FALSE(rows_in_quads(caches[0]->cache().key_codec(0, 1)));
+  EXPECT_FALSE(rows_in_quads(caches[0]->cache().value_codec(0, 1)));
+  EXPECT_TRUE(rows_in_quads(caches[1]->cache().value_codec(0, 1)));
   for (size_t t = 0; t < 2; ++t) {
     const float* queries = data.queries.data() + t * kQueryHeads * kDim;
     const AttentionResult plain = caches[0]->attention(0, queries, kQueryHeads, t);

@@ -113,7 +113,7 @@ std::function<void()> add_attention_command(CLI::App& app) {
   auto args = std::make_shared<Arguments>();
   auto* command = app.add_subcommand("attention", "Attention fidelity of cache policies at equal bytes");
   command->add_option("--policies", args->policies,
-                      "Policies separated by ';' (KEYCODEC|VALUECODEC|sinks=N|window=N|block=N|layout=L|layerL=K/V); "
+                      "Policies separated by ';' (KEYCODEC|VALUECODEC|sinks=N|window=N|block=N|layerL=K/V); "
                       "default: the standard comparison")
       ->check(NonEmptyList(';'));
   command->add_option("--synthetic", args->cases.synthetic, "Synthetic regime: default, sink, needle, peaked, long-tailed, flat");

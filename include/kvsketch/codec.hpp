@@ -9,7 +9,7 @@
 //   codec->accumulate(weights, codes, 0, n, output);   // output += sum_i w_i x~_i
 //
 // Spec strings (see make_codec): fp16 | int8 | tq_mse:b=B | tq_prod:b=B | qjl:m=M |
-// split:SPEC@N+SPEC@N | center:SPEC | quads:SPEC | kivi_k, kivi_v, q4_0, each with optional
+// split:SPEC@N+SPEC@N | center:SPEC | rotate:SPEC | kivi_k, kivi_v, q4_0, each with optional
 // parameters. code_bytes() is the exact size of one encoded vector, norms included.
 #pragma once
 #include <cstddef>
@@ -28,8 +28,9 @@ class CodecBase;  // codec/codec_base.hpp (internal): every codec derives from i
 #pragma GCC visibility push(default)
 namespace kvsketch {
 
-// Encoded rows of one codec: rows x code_bytes bytes, contiguous; row i at row(i), except where the
-// codec stores its rows in quads (quads:SPEC), four rows interleaved from row(4g) on.
+// Encoded rows of one codec: rows x code_bytes bytes, contiguous; row i at row(i), except in a
+// cache whose codecs pack their rows four by four (kv_policy.hpp): read those
+// rows through the cache's codecs.
 class CodeBuffer {
  public:
   explicit CodeBuffer(size_t code_bytes = 0) : code_bytes_(code_bytes) {}

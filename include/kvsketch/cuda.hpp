@@ -90,7 +90,7 @@ struct DeviceBatch {
 class DeviceLayerCodecs {
  public:
   // keys[h] and values[h] are the codecs of KV head h (as a PagedKVCache or make_codec builds
-  // them; quads:SPEC wrappers are read through). Throws Error for any codec the kernels do not
+  // them, whatever their row packing). Throws Error for any codec the kernels do not
   // support, naming it.
   DeviceLayerCodecs(const std::vector<const VectorCodec*>& keys, const std::vector<const VectorCodec*>& values);
   // The codecs of a cache's layer.

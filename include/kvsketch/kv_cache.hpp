@@ -27,8 +27,9 @@ namespace kvsketch {
 struct HeadCache {
   std::vector<uint16_t> sink_keys, sink_values;      // sink_count x head_dim halves
   std::vector<uint16_t> window_keys, window_values;  // window_count x head_dim halves, oldest first
-  // As the cache's key and value codecs write them: in quads where those are quads:SPEC (the
-  // policy's layout; read them through the codecs, or KVCache::save's plain rows).
+  // As the cache's key and value codecs write them: perhaps four rows interleaved, the packing the
+  // cache chose for this CPU (kv_policy.hpp); read them through the codecs, or KVCache::save's
+  // plain rows.
   CodeBuffer body_keys, body_values;
   size_t sink_count = 0, window_count = 0;
   size_t body_count() const { return body_keys.size(); }

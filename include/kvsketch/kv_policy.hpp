@@ -1,26 +1,23 @@
 // KVPolicy: how a KVCache stores keys and values, per layer and separately for K and V.
 //
 // Spec string (fields separated by '|'):
-//   KEYCODEC[|VALUECODEC][|sinks=N][|window=N][|block=N][|layout=L][|layerL=KEYCODEC/VALUECODEC ...]
+//   KEYCODEC[|VALUECODEC][|sinks=N][|window=N][|block=N][|page=N][|rollback=N][|layerL=KEYCODEC/VALUECODEC ...]
 //   "tq_prod:b=3|tq_mse:b=3"              keys and values by codec spec (see make_codec)
 //   "int8"                                 one codec for both
 //   "tq_prod:b=3|tq_mse:b=3|layer0=fp16"   layer 0 kept in fp16 (K and V; "fp16/int8" splits them)
 // Defaults, as in the QJL and KIVI papers: 4 fp16 sink tokens and a recent window of 128 fp16
 // tokens. Tokens that leave the window are encoded into the compressed body `block` at a time,
 // so the window holds between `window` and `window + block - 1` tokens.
-// layout: how the body's rows lie in memory (the same codes, bytes and results either way):
-//   plain  one row after another
-//   quads  four rows interleaved (quads:SPEC, codec/quad_rows_codec.hpp), which the fused decode
-//          kernel reads four rows per load on AVX3_DL (AVX-512 VBMI) but other CPUs copy back first
-//   auto   (default) quads where this CPU's kernel reads both the key and the value rows in place,
-//          plain elsewhere
 // page: tokens per page of a PagedKVCache's block store (a multiple of block; paged_cache.hpp): pages
 //   fill with encoded tokens, are sealed when full and then shared by forked sequences. 0 (default):
 //   the multiple of block nearest 1024.
 // rollback: tokens that PagedKVCache::truncate can always drop (speculative decoding); the fp16 of
 //   the last rollback tokens (rounded up to whole blocks) that left the window is kept for it.
-// Saved files hold the body as plain rows whatever the layout, so that they are the same bytes on
-// every machine.
+// How the body's rows lie in memory (plain, or four rows interleaved where this CPU's fused kernel
+// reads them so) is the cache's own choice, not part of the policy: the same codes, bytes and
+// results either way, and saved files hold plain rows. A layout= field, which older specs and
+// files carry, is read and ignored. (KVSKETCH_PACKING=plain or quads in the environment sets the
+// packing, to measure one against the other.)
 #pragma once
 #include <cstddef>
 #include <map>
@@ -35,8 +32,6 @@ struct KVCodecPair {
   std::string value = "tq_mse:b=3";
 };
 
-enum class RowLayout { kAuto, kPlain, kQuads };
-
 struct KVPolicy {
   KVCodecPair codecs;
   size_t sinks = 4;
@@ -44,7 +39,6 @@ struct KVPolicy {
   size_t block = 32;
   size_t page = 0;
   size_t rollback = 0;
-  RowLayout layout = RowLayout::kAuto;
   std::map<size_t, KVCodecPair> layer_overrides;
 
   // Parses the spec string above; errors name the field and what is valid. A field given twice is

@@ -187,7 +187,7 @@ KVS_API kvs_status kvs_selection_cache_tokens(const kvs_selection_cache* cache, 
 KVS_API kvs_status kvs_selection_cache_bytes(const kvs_selection_cache* cache, size_t* kv_bytes, size_t* index_bytes);
 
 /* The same for the sequences of a paged cache: sequences as kvs_cache's, each with its own
- * selectors, made from the same parameters (the policy's layout=auto read as plain rows). fork
+ * selectors, made from the same parameters (its rows plain, which the selection reads scattered). fork
  * copies the selectors. A selector indexes whole blocks before the tokens whose fp16 the policy's
  * rollback keeps, so truncate never takes back an indexed token; the rest of the body (fewer than
  * rollback + block tokens), the sinks and the window are attended exactly. */

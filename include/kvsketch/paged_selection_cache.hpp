@@ -34,7 +34,7 @@ namespace kvsketch {
 
 class PagedSelectionCache {
  public:
-  // The policy's layout=auto means plain rows here (the selection reads scattered rows). Every
+  // Its rows are plain, unless KVSKETCH_PACKING asks otherwise (the selection reads scattered rows). Every
   // selector is a clone of make_selector(selector, head_dim, seed).
   PagedSelectionCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy,
                       const std::string& selector, std::set<size_t> dense_layers = {}, uint64_t seed = 0);

@@ -5,8 +5,8 @@
 // The selectors follow the body as it grows, during prefill and decoding, fed the same fp16 keys
 // the cache encodes, one policy block at a time (so a token-by-token stream and one long prefill
 // build the same index).
-// The policy's layout=auto means plain rows here: the selection reads scattered rows, which rows in
-// quads would have to copy out chunk by chunk, at about twice the time.
+// Its rows are plain, unless KVSKETCH_PACKING asks otherwise: the selection reads scattered rows,
+// which rows in quads would have to copy out chunk by chunk, at about twice the time.
 //
 //   SelectionCache cache(32, 8, 128, KVPolicy::parse("tq_prod:b=3|tq_mse:b=3"), "magicpig:K=10,L=150",
 //                        /*dense_layers=*/{0, 16}, /*seed=*/1);

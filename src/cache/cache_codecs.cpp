@@ -3,31 +3,13 @@
 #include <map>
 #include <string>
 
-#include "codec/quad_rows_codec.hpp"
+#include "cache/row_packing.hpp"
 #include "core/require.hpp"
 #include "kvsketch/kv_cache.hpp"
 #include "kvsketch/random.hpp"
 
 namespace kvsketch {
 namespace {
-
-// The specs of a head's body codecs as the policy's layout stores them (kv_policy.hpp): a codec
-// whose rows quads rearrange as quads:SPEC where the layout is quads, and under auto where the block
-// holds whole quads and this CPU's fused kernel reads both the keys and the values in place.
-// (What the rows are does not depend on the seeds: one answer serves every head of a layer.)
-KVCodecPair body_specs(const KVCodecPair& pair, const KVPolicy& policy, size_t head_dim) {
-  if (policy.layout == RowLayout::kPlain) return pair;
-  const auto quads = [&](const std::string& spec) -> std::unique_ptr<QuadRowsCodec> {
-    auto codec = make_codec(spec, head_dim);
-    if (dynamic_cast<const QuadRowsCodec*>(codec.get()) || !QuadRowsCodec::rearranges(*codec)) return nullptr;
-    return std::make_unique<QuadRowsCodec>(std::move(codec));
-  };
-  const auto key = quads(pair.key), value = quads(pair.value);
-  if (policy.layout == RowLayout::kAuto &&
-      (policy.block % 4 != 0 || !key || !value || !key->read_in_place(true) || !value->read_in_place(false)))
-    return pair;
-  return {key ? "quads:" + pair.key : pair.key, value ? "quads:" + pair.value : pair.value};
-}
 
 // The state (VectorCodec::state_bytes) of the codecs a cache with these layer specs holds: seeds
 // change a codec's values, not its size, so one key and one value codec per distinct spec tell.
@@ -43,20 +25,6 @@ size_t codec_state_bytes(const std::vector<KVCodecPair>& specs, size_t kv_heads,
 }
 
 }  // namespace
-
-std::vector<KVCodecPair> layer_body_specs(const KVPolicy& policy, size_t layers, size_t head_dim) {
-  // Each distinct pair worked out once (it builds the codecs to ask them, which for a dense sketch
-  // or rotation is not free).
-  std::map<std::pair<std::string, std::string>, KVCodecPair> known;
-  std::vector<KVCodecPair> specs;
-  for (size_t layer = 0; layer < layers; ++layer) {
-    const KVCodecPair& pair = policy.codecs_for(layer);
-    auto [it, fresh] = known.try_emplace({pair.key, pair.value});
-    if (fresh) it->second = body_specs(pair, policy, head_dim);
-    specs.push_back(it->second);
-  }
-  return specs;
-}
 
 void check_cache_shape(const CacheShape& shape, const KVPolicy& policy, size_t max_codec_state_bytes,
                        const char* who) {
@@ -83,7 +51,9 @@ void check_cache_shape(const CacheShape& shape, const KVPolicy& policy, size_t m
           who, layers, kv_heads, head_dim);
   for (const auto& [layer, pair] : policy.layer_overrides)
     require(layer < layers, "{}: policy overrides layer {}, but the cache has {} layers", who, layer, layers);
-  const size_t state = codec_state_bytes(layer_body_specs(policy, layers, head_dim), kv_heads, head_dim);
+  std::vector<KVCodecPair> specs;
+  for (size_t layer = 0; layer < layers; ++layer) specs.push_back(policy.codecs_for(layer));
+  const size_t state = codec_state_bytes(specs, kv_heads, head_dim);
   require(state <= max_codec_state_bytes,
           "{}: {} layers x {} kv heads of this policy's codecs would hold {} MB of rotations and sketches, "
           "beyond {} MB (a dense sketch per head: use sketch=hadamard)",
@@ -95,20 +65,28 @@ uint64_t head_codec_seed(uint64_t seed, size_t layer, size_t kv_head, int role) 
 }
 
 HeadCodecs make_head_codecs(const CacheShape& shape, const KVPolicy& policy, uint64_t seed, const char* who) {
-  const std::vector<KVCodecPair> specs = layer_body_specs(policy, shape.layers, shape.head_dim);
+  const RowPacking packing = current_row_packing();
+  // Each distinct pair's packing worked out once (it builds the codecs to ask them, which for a
+  // dense sketch or rotation is not free).
+  std::map<std::pair<std::string, std::string>, PackedPair> known;
   HeadCodecs codecs;
-  for (size_t layer = 0; layer < shape.layers; ++layer)
+  for (size_t layer = 0; layer < shape.layers; ++layer) {
+    const KVCodecPair& pair = policy.codecs_for(layer);
+    auto [it, fresh] = known.try_emplace({pair.key, pair.value});
+    if (fresh) it->second = packed_in_quads(pair, packing, policy.block, shape.head_dim);
+    const PackedPair quads = it->second;
     for (size_t h = 0; h < shape.kv_heads; ++h) {
-      const auto head_codec = [&](const std::string& spec, int role) {
-        return codec_base(make_codec(spec, shape.head_dim, head_codec_seed(seed, layer, h, role)));
+      const auto head_codec = [&](const std::string& spec, bool in_quads, int role) {
+        return packed_codec(make_codec(spec, shape.head_dim, head_codec_seed(seed, layer, h, role)), in_quads);
       };
-      codecs.keys.push_back(head_codec(specs[layer].key, 0));
-      codecs.values.push_back(head_codec(specs[layer].value, 1));
+      codecs.keys.push_back(head_codec(pair.key, quads.key, 0));
+      codecs.values.push_back(head_codec(pair.value, quads.value, 1));
       for (const CodecBase* codec : {codecs.keys.back().get(), codecs.values.back().get()})
         require(policy.block % codec->row_group() == 0,
                 "{}: codec {} encodes groups of {} tokens; the policy's block ({}) must be a multiple of it", who,
                 codec->spec(), codec->row_group(), policy.block);
     }
+  }
   return codecs;
 }
 

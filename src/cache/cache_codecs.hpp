@@ -1,5 +1,5 @@
 // The key and value codecs of every layer and KV head of a cache shape, as a policy and a seed
-// define them: one place for the shape's limits, the rows' layout and the codecs' seeds, shared by
+// define them: one place for the shape's limits, the rows' packing and the codecs' seeds, shared by
 // KVCache, PagedKVCache and Calibration, so that the same (shape, policy, seed) gives the same
 // codecs and therefore the same bits everywhere.
 #pragma once
@@ -26,16 +26,12 @@ struct CacheShape {
 void check_cache_shape(const CacheShape& shape, const KVPolicy& policy, size_t max_codec_state_bytes,
                        const char* who);
 
-// The specs of the body codecs of every layer as the policy's layout stores them: quads:SPEC
-// where the layout asks for quads (kv_policy.hpp).
-std::vector<KVCodecPair> layer_body_specs(const KVPolicy& policy, size_t layers, size_t head_dim);
-
 struct HeadCodecs {
   std::vector<std::unique_ptr<CodecBase>> keys, values;  // at shape.index(layer, kv_head)
 };
 
-// Every layer and head's body codecs: each its own rotation and sketch, derived from `seed`. The
-// shape must have passed check_cache_shape.
+// Every layer and head's body codecs: each its own rotation and sketch, derived from `seed`, packed
+// as current_row_packing() says (row_packing.hpp). The shape must have passed check_cache_shape.
 HeadCodecs make_head_codecs(const CacheShape& shape, const KVPolicy& policy, uint64_t seed, const char* who);
 
 // The seed of one head's key (role 0) or value (role 1) codec.

@@ -1,5 +1,9 @@
 #include "cache/cache_header.hpp"
 
+#include <fmt/format.h>
+
+#include "kvsketch/error.hpp"
+
 namespace kvsketch {
 
 void write_cache_header(BinaryWriter& out, const CacheHeader& header) {
@@ -18,6 +22,14 @@ CacheHeader read_cache_header(BinaryReader& in) {
   header.seed = in.u64("seed");
   header.policy = in.text("policy");
   return header;
+}
+
+KVPolicy header_policy(const CacheHeader& header, const std::string& path) {
+  try {
+    return KVPolicy::parse(header.policy);
+  } catch (const Error& e) {
+    throw Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
+  }
 }
 
 }  // namespace kvsketch

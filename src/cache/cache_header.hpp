@@ -5,6 +5,7 @@
 #include <string>
 
 #include "io/checked_file.hpp"
+#include "kvsketch/kv_policy.hpp"
 
 namespace kvsketch {
 
@@ -16,5 +17,8 @@ struct CacheHeader {
 // u64 layers, kv_heads, head_dim, seed; u64 length and the policy spec.
 void write_cache_header(BinaryWriter& out, const CacheHeader& header);
 CacheHeader read_cache_header(BinaryReader& in);
+
+// The header's policy, parsed; an Error "load: PATH is inconsistent: ..." where it does not parse.
+KVPolicy header_policy(const CacheHeader& header, const std::string& path);
 
 }  // namespace kvsketch

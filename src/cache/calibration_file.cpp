@@ -69,12 +69,7 @@ Calibration Calibration::from_bytes(const uint8_t* data, size_t size, const std:
   const auto inconsistent = [&](const Error& e) {
     return Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
   };
-  KVPolicy policy;
-  try {
-    policy = KVPolicy::parse(header.policy);
-  } catch (const Error& e) {
-    throw inconsistent(e);
-  }
+  const KVPolicy policy = header_policy(header, path);
   const size_t max_state = std::min(KVCache::kMaxCodecStateBytes, (size_t{256} << 20) + 64 * bytes.size());
   Calibration calibration = [&] {
     try {

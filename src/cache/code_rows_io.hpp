@@ -1,5 +1,5 @@
 // Code rows in files: always plain rows, one after another, whatever layout a cache holds them in
-// (quads:SPEC codecs interleave four rows), so that a file is the same bytes on every machine.
+// (rows in quads interleave four rows, row_packing.hpp), so that a file is the same bytes on every machine.
 #pragma once
 #include <cstddef>
 

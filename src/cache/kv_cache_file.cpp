@@ -71,13 +71,7 @@ KVCache KVCache::load(const std::string& path) {
   require(layers == 0 || kv_heads == 0 || (layers <= room && kv_heads <= room / layers),
           "load: {} is truncated or corrupted: {} layers x {} kv heads claimed, room for at most {} heads", path, layers,
           kv_heads, room);
-  const KVPolicy policy = [&] {
-    try {
-      return KVPolicy::parse(header.policy);
-    } catch (const Error& e) {
-      throw Error(fmt::format("load: {} is inconsistent: {}", path, e.what()));
-    }
-  }();
+  const KVPolicy policy = header_policy(header, path);
   // The codecs' rotations and sketches are rebuilt from the seed, not stored: a short file must not
   // claim gigabytes of them (256 MB, or more in proportion to the file).
   const size_t max_state = std::min(kMaxCodecStateBytes, (size_t{256} << 20) + 64 * bytes.size());

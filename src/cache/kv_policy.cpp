@@ -17,7 +17,7 @@
 namespace kvsketch {
 namespace {
 
-// In RowLayout's order.
+// layout=, which older specs and files carry: read and ignored (the row packing is the cache's own).
 constexpr std::array<std::string_view, 3> kLayoutNames = {"auto", "plain", "quads"};
 constexpr size_t kMaxSinks = size_t{1} << 20, kMaxWindow = size_t{1} << 24, kMaxBlock = size_t{1} << 20;
 constexpr size_t kMaxLayer = size_t{1} << 16;
@@ -82,8 +82,6 @@ void check_policy(const KVPolicy& policy, const std::string& label) {
           policy.block, kMaxPage, policy.page);
   require(policy.rollback <= kMaxRollback, "policy '{}': rollback must be in 0..{}, got {}", label, kMaxRollback,
           policy.rollback);
-  require(static_cast<size_t>(policy.layout) < kLayoutNames.size(), "policy '{}': layout {} is not auto, plain or quads",
-          label, static_cast<int>(policy.layout));
   std::set<std::string> checked;  // each distinct spec built once, however many layers name it
   const auto check = [&](const std::string& codec) {
     if (checked.insert(codec).second) checked_codec(label, codec);
@@ -134,13 +132,12 @@ KVPolicy KVPolicy::parse(const std::string& spec) {
     } else if (key == "layout") {
       const auto it = std::find(kLayoutNames.begin(), kLayoutNames.end(), value);
       require(it != kLayoutNames.end(), "policy '{}': layout must be auto, plain or quads, got '{}'", spec, value);
-      policy.layout = static_cast<RowLayout>(it - kLayoutNames.begin());
     } else {
       policy.layer_overrides[layer] = parse_pair(spec, value);
     }
   }
   require(!codecs.empty() && codecs.size() <= 2,
-          "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, page=, rollback=, layout=, "
+          "policy '{}': expected KEYCODEC[|VALUECODEC] followed by sinks=, window=, block=, page=, rollback=, "
           "layerN= fields "
           "(codecs: {})",
           spec, codec_spec_help());
@@ -156,8 +153,7 @@ void KVPolicy::validate() const {
 }
 
 std::string KVPolicy::spec() const {
-  std::string text = fmt::format("{}|{}|sinks={}|window={}|block={}|layout={}", codecs.key, codecs.value, sinks, window,
-                                 block, kLayoutNames[static_cast<size_t>(layout)]);
+  std::string text = fmt::format("{}|{}|sinks={}|window={}|block={}", codecs.key, codecs.value, sinks, window, block);
   // Spelled out where they differ from the defaults, so that the specs (and the files holding them)
   // of caches that never use them stay as they were.
   if (page != 0) text += fmt::format("|page={}", page);

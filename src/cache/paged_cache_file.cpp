@@ -212,7 +212,7 @@ PagedKVCache PagedKVCache::load(const std::string& path) {
   Calibration calibration = Calibration::from_bytes(header.calibration.data(), header.calibration.size(), path);
   require(calibration.layers() == header.layers && calibration.kv_heads() == header.kv_heads &&
               calibration.head_dim() == header.head_dim && calibration.seed() == header.seed &&
-              calibration.policy().spec() == header.policy,
+              calibration.policy().spec() == header_policy(header, path).spec(),
           "load: {} is inconsistent: its calibration is for another shape, policy or seed", path);
   PagedKVCache cache(std::move(calibration));
   std::map<SequenceId, Sequence> sequences = read_paged(in, cache, cache.policy());
@@ -235,7 +235,7 @@ SequenceId PagedKVCache::load_sequence(const std::string& path) {
   require(header.layers == layers() && header.kv_heads == kv_heads() && header.head_dim == head_dim(),
           "load_sequence: {} holds a sequence of {} layers x {} kv heads x head_dim {}; this cache is {} x {} x {}", path,
           header.layers, header.kv_heads, header.head_dim, layers(), kv_heads(), head_dim());
-  require(header.policy == policy().spec() && header.seed == seed(),
+  require(header_policy(header, path).spec() == policy().spec() && header.seed == seed(),
           "load_sequence: {} was written under policy '{}' and seed {}; this cache has '{}' and seed {}", path,
           header.policy, header.seed, policy().spec(), seed());
   const Calibration theirs = Calibration::from_bytes(header.calibration.data(), header.calibration.size(), path);

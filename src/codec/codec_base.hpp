@@ -42,7 +42,7 @@ class CodecBase : public VectorCodec {
 
   // The same over scattered rows (a selection of tokens): out[s] = <q, x~_{rows[s]}> and
   // accumulator += sum_s weights[s] x~_{rows[s]}, for s < n. Needs a codec whose rows stand alone
-  // (row_group() == 1) or rows in quads (quads:SPEC) of such a codec; rows out of range are refused.
+  // (row_group() == 1) or rows in quads (QuadRowsCodec) of such a codec; rows out of range are refused.
   bool reads_scattered_rows() const { return scattered_reader() != nullptr; }
   void scores_at(const PreparedQuery& q, const CodeBuffer& codes, const uint32_t* rows, size_t n, float* out) const;
   void accumulate_partial_at(const float* weights, const CodeBuffer& codes, const uint32_t* rows, size_t n,

@@ -6,7 +6,6 @@
 #include "codec/channel_split.hpp"
 #include "codec/group_quantizers.hpp"
 #include "codec/pca_turboquant.hpp"
-#include "codec/quad_rows_codec.hpp"
 #include "codec/qjl.hpp"
 #include "codec/spec_parser.hpp"
 #include "codec/turboquant.hpp"
@@ -89,8 +88,6 @@ std::string codec_spec_help() {
          "  center:SPEC               SPEC applied to x - mean (per-channel mean from calibration, fp16)\n"
          "  rotate:SPEC               SPEC applied to a randomized Hadamard rotation of x (as llama.cpp\n"
          "                            rotates q4_0 caches): same bytes, outliers spread over the channels\n"
-         "  quads:SPEC                SPEC's rows stored four interleaved (same bytes and results; the fused\n"
-         "                            attention kernel reads TurboQuant's codes four rows per load)\n"
          "  split:SPEC@N+SPEC@N       explicit split into tq_mse/tq_prod parts of N channels (or P%; last: the rest)\n"
          "  qjl:m=M                   QJL sign sketch with M = 1..65536 rows (default M = dim)\n"
          "  kivi_k:b=B,group=G        KIVI keys: per channel over groups of G tokens (default 32), min/step fp16\n"
@@ -108,14 +105,9 @@ std::string codec_spec_help() {
 std::unique_ptr<VectorCodec> make_codec(const std::string& spec, size_t dim, uint64_t seed) {
   require(dim >= 1 && dim <= kMaxDim, "codec '{}': dimension must be in 1..{}, got {}", spec, kMaxDim, dim);
   if (spec.rfind("split:", 0) == 0) return make_channel_split(spec, dim, seed);
-  if (spec.rfind("quads:", 0) == 0) {
-    require(spec.size() > 6, "codec 'quads': expected quads:SPEC, e.g. quads:tq_mse:b=3");
-    unwrapped_spec(spec);  // each wrapper once, checked before any recursion
-    return std::make_unique<QuadRowsCodec>(make_codec(spec.substr(6), dim, seed));
-  }
   if (spec.rfind("rotate:", 0) == 0) {
     require(spec.size() > 7, "codec 'rotate': expected rotate:SPEC, e.g. rotate:q4_0");
-    unwrapped_spec(spec);
+    unwrapped_spec(spec);  // each wrapper once, checked before any recursion
     return std::make_unique<RotatedCodec>(make_codec(spec.substr(7), dim, seed), seed);
   }
   if (spec.rfind("center:", 0) == 0) {

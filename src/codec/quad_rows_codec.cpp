@@ -24,7 +24,7 @@ simd::QuadLayout QuadRowsCodec::layout_of(const CodecBase& inner) {
   std::vector<simd::QuadField> fields;
   inner.row_fields(0, fields);
   simd::QuadLayout layout(inner.code_bytes(), std::move(fields));
-  require(layout.covers_rows(), "codec quads:{}: its row fields do not cover each byte of a row once", SpecOf{inner});
+  require(layout.covers_rows(), "codec {} in quads: its row fields do not cover each byte of a row once", SpecOf{inner});
   return layout;
 }
 

@@ -1,11 +1,12 @@
-// QuadRowsCodec ("quads:SPEC"): SPEC's rows stored in quads (simd/quad_rows.hpp), four rows
-// interleaved chunk by chunk as SPEC's row_fields() cuts them. The same codes in the same bytes,
-// so the same results; what changes is how the fused attention kernel reads them: on AVX3_DL one
-// 32-byte load holds 16 coordinates of four rows of TurboQuant's b-bit codes, and four rows' norms
-// come in one 8-byte load (a large part of a tq_mse:b=3 decode step there). Other targets
-// copy the rows back, as do the generic paths here (scores, weighted sums, decode).
-// Rows are encoded and read in whole quads (row_group() is a multiple of 4); scattered rows are
-// copied out one by one and read by SPEC.
+// QuadRowsCodec: a codec's rows stored in quads (simd/quad_rows.hpp), four rows interleaved chunk
+// by chunk as its row_fields() cut them: the packing a cache chooses for its blocks on CPUs whose
+// fused attention kernel reads them so (cache/row_packing.hpp). The same codes in the same bytes,
+// so the same results, and the same spec(): the packing is not part of a codec's spec. What
+// changes is how the fused kernel reads them: on AVX3_DL one 32-byte load holds 16 coordinates of
+// four rows of TurboQuant's b-bit codes, and four rows' norms come in one 8-byte load (a large part
+// of a tq_mse:b=3 decode step there). Other targets copy the rows back, as do the generic paths
+// here (scores, weighted sums, decode). Rows are encoded and read in whole quads (row_group() is a
+// multiple of 4); scattered rows are copied out one by one and read by the inner codec.
 #pragma once
 #include <memory>
 #include <vector>
@@ -19,7 +20,7 @@ namespace kvsketch {
 class QuadRowsCodec final : public CodecBase {
  public:
   explicit QuadRowsCodec(std::unique_ptr<VectorCodec> inner);
-  std::string spec() const override { return "quads:" + inner_->spec(); }
+  std::string spec() const override { return inner_->spec(); }
   size_t code_bytes() const override { return inner_->code_bytes(); }
   size_t state_bytes() const override { return inner_->state_bytes(); }
   size_t row_group() const override;

@@ -14,17 +14,15 @@ namespace kvsketch {
 
 std::string unwrapped_spec(const std::string& spec) {
   size_t start = 0;
-  bool centered = false, quads = false, rotated = false;
+  bool centered = false, rotated = false;
   while (true) {
     const std::string_view rest = std::string_view(spec).substr(start);
     bool* seen = rest.starts_with("center:")   ? &centered
-                 : rest.starts_with("quads:")  ? &quads
                  : rest.starts_with("rotate:") ? &rotated
                                                : nullptr;
     if (!seen) return spec.substr(start);
-    // Centring twice changes nothing, quads of quads are quads, and a rotation of a rotation is one:
-    // each wrapper once, one rule.
-    require(!*seen, "codec '{}': '{}' is given twice; each of center:, quads: and rotate: wraps a spec at most once",
+    // Centring twice changes nothing, and a rotation of a rotation is one: each wrapper once.
+    require(!*seen, "codec '{}': '{}' is given twice; each of center: and rotate: wraps a spec at most once",
             spec, rest.substr(0, rest.find(':') + 1));
     *seen = true;
     start += rest.find(':') + 1;

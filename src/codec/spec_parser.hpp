@@ -34,7 +34,7 @@ struct ParsedSpec {
 
 ParsedSpec parse_spec(const std::string& spec, const std::string& kind = "codec");
 
-// The spec inside any "center:", "quads:" and "rotate:" wrappers ("center:tq_mse:b=3" -> "tq_mse:b=3"): its
+// The spec inside any "center:" and "rotate:" wrappers ("center:tq_mse:b=3" -> "tq_mse:b=3"): its
 // bits and dimension rules are the wrapped codec's. Throws Error where a wrapper appears twice.
 std::string unwrapped_spec(const std::string& spec);
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 
+#include "cache/row_packing.hpp"
 #include "core/huge_pages.hpp"
 #include "core/team_size.hpp"
 #include "eval/bench_timing.hpp"
@@ -29,8 +30,7 @@ using bench::seconds_since;
 
 // AttentionBenchRow::rows of a cache, from its first layer and head.
 std::string body_rows(const KVCache& cache) {
-  const auto in_quads = [](const VectorCodec& codec) { return codec.spec().rfind("quads:", 0) == 0; };
-  const bool keys = in_quads(cache.key_codec(0, 0)), values = in_quads(cache.value_codec(0, 0));
+  const bool keys = rows_in_quads(cache.key_codec(0, 0)), values = rows_in_quads(cache.value_codec(0, 0));
   if (keys == values) return keys ? "quads" : "plain";
   return keys ? "keys in quads" : "values in quads";
 }

@@ -23,7 +23,7 @@ std::vector<const CodeBuffer*> head_pages(const SequenceLayer& rows, size_t g, b
 
 PagedSelectionCache::PagedSelectionCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy,
                                          const std::string& selector, std::set<size_t> dense_layers, uint64_t seed)
-    : cache_(layers, kv_heads, head_dim, with_rows_for_selection(policy), seed),
+    : cache_(with_rows_for_selection([&] { return PagedKVCache(layers, kv_heads, head_dim, policy, seed); })),
       dense_layers_(std::move(dense_layers)),
       prototype_(make_selector(selector, head_dim, seed)) {
   for (const size_t layer : dense_layers_)

@@ -11,7 +11,7 @@ namespace kvsketch {
 
 SelectionCache::SelectionCache(size_t layers, size_t kv_heads, size_t head_dim, const KVPolicy& policy,
                                const std::string& selector, std::set<size_t> dense_layers, uint64_t seed)
-    : cache_(layers, kv_heads, head_dim, with_rows_for_selection(policy), seed),
+    : cache_(with_rows_for_selection([&] { return KVCache(layers, kv_heads, head_dim, policy, seed); })),
       dense_layers_(std::move(dense_layers)),
       heads_(layers * kv_heads) {
   for (const size_t layer : dense_layers_)

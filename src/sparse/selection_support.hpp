@@ -1,11 +1,13 @@
 // What the selection caches (SelectionCache, PagedSelectionCache) share: the rows they feed their
 // selectors, which are what the cache holds (fp16), widened back to float, so that a selector
-// indexes the keys the attention reads, fed a policy block at a time; and the row layout they store.
+// indexes the keys the attention reads, fed a policy block at a time; and the row packing they store.
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <vector>
 
+#include "cache/row_packing.hpp"
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_policy.hpp"
 #include "kvsketch/sparse_attention.hpp"
@@ -29,11 +31,14 @@ inline void feed_pending(TokenSelector& selector, std::vector<float>& keys, std:
   values.erase(values.begin(), values.begin() + fed);
 }
 
-// The policy with layout=auto taken as plain: the selection reads scattered rows, which rows in
-// quads would have to copy out chunk by chunk, at about twice the time.
-inline KVPolicy with_rows_for_selection(KVPolicy policy) {
-  if (policy.layout == RowLayout::kAuto) policy.layout = RowLayout::kPlain;
-  return policy;
+// make() (which builds the selection's cache) with the automatic row packing taken as plain: the
+// selection reads scattered rows, which rows in quads would have to copy out chunk by chunk, at
+// about twice the time. A packing set explicitly (KVSKETCH_PACKING, a ScopedRowPacking) stays.
+template <class Make>
+auto with_rows_for_selection(Make&& make) {
+  std::optional<ScopedRowPacking> plain;
+  if (current_row_packing() == RowPacking::kAuto) plain.emplace(RowPacking::kPlain);
+  return make();
 }
 
 }  // namespace kvsketch
