@@ -1,5 +1,6 @@
-// The integer attention kernels on AMX tiles (included by int_index_kernels.cpp for target AVX3_DL
-// only; it uses that file's Unpacker, FieldTable, BlockWeights, LoadFactors, FetchRows).
+// The integer attention kernels on AMX tiles, target AVX3_DL only (a Highway -inl module; it
+// builds on the Unpacker, FieldTable, BlockWeights, LoadFactors and FetchRows of the modules it
+// includes).
 //
 // Rows are unpacked and looked up with AVX-512 (Unpacker::LookupRows, vpermb over the byte table) into
 // small buffers, and the matrix unit does the multiplies: one TDPBUSD is 16 x 64 by 64 x 16 bytes,
@@ -8,6 +9,23 @@
 // same bits (the kernel tests compare both with the scalar definition).
 //
 // Tile registers are named by immediates, so the tile numbers below are literals.
+#if defined(KVSKETCH_SIMD_INT_INDEX_AMX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSKETCH_SIMD_INT_INDEX_AMX_INL_H_
+#undef KVSKETCH_SIMD_INT_INDEX_AMX_INL_H_
+#else
+#define KVSKETCH_SIMD_INT_INDEX_AMX_INL_H_
+#endif
+
+#include <hwy/aligned_allocator.h>
+
+#include "simd/amx.hpp"
+#include "simd/int_index_quads-inl.h"
+
+KVSKETCH_INT_INDEX_BEGIN();
+namespace kvsketch::simd {
+namespace HWY_NAMESPACE {
+
+#if KVSKETCH_INT_INDEX_X86 && HWY_TARGET == HWY_AVX3_DL
 
 // Configures this thread's tiles for a kernel and returns them to the initial state after it, so
 // that the OS need not save 8 KB of tile data at every switch.
@@ -313,3 +331,11 @@ void AmxWeightedSum(const RowSource& rows, size_t n, const Unpacker& unpacker, _
   }
   lane_acc.WriteBack(acc);
 }
+
+#endif  // KVSKETCH_INT_INDEX_X86 && HWY_TARGET == HWY_AVX3_DL
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvsketch::simd
+KVSKETCH_INT_INDEX_END();
+
+#endif  // KVSKETCH_SIMD_INT_INDEX_AMX_INL_H_

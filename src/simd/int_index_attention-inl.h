@@ -1,12 +1,30 @@
-// Decode attention over b-bit index keys and values in one pass over blocks of rows (included by
-// int_index_kernels.cpp for every SIMD target): through QuadScorer and QuadAccumulator on AVX3_DL,
-// ShuffleScorer and ShuffleAccumulator elsewhere.
+// Decode attention over b-bit index keys and values in one pass over blocks of rows, for every x86
+// SIMD target (a Highway -inl module, the last of the integer-index kernels; int_index_kernels.cpp
+// dispatches to it): through QuadScorer and QuadAccumulator on AVX3_DL, ShuffleScorer and
+// ShuffleAccumulator elsewhere.
 //
 // Why: run as separate kernels, the scores of a range of rows go out to a heads x n array, a pass
 // finds each head's maximum, a pass takes the exponentials, and the weighted sum reads them back:
 // three round trips through L2 and a setup per kernel. Here each block's logits stay in L1 and
 // its softmax is online (the running maximum rescales the sums when it grows), which shortens every
 // TurboQuant policy's step (docs/RESULTS.md, "Kernel design measurements").
+#if defined(KVSKETCH_SIMD_INT_INDEX_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSKETCH_SIMD_INT_INDEX_ATTENTION_INL_H_
+#undef KVSKETCH_SIMD_INT_INDEX_ATTENTION_INL_H_
+#else
+#define KVSKETCH_SIMD_INT_INDEX_ATTENTION_INL_H_
+#endif
+
+#include <hwy/cache_control.h>
+
+#include "simd/exp_non_positive-inl.h"
+#include "simd/int_index_amx-inl.h"
+
+KVSKETCH_INT_INDEX_BEGIN();
+namespace kvsketch::simd {
+namespace HWY_NAMESPACE {
+
+#if KVSKETCH_INT_INDEX_X86
 
 // The target's block kernels, the tables they take and where their accumulator lanes go.
 #if HWY_TARGET == HWY_AVX3_DL
@@ -309,3 +327,11 @@ bool BlockAttention(const AttentionKeys& keys, const AttentionPart* values, size
   softmax.Finish(max, sum);
   return true;
 }
+
+#endif  // KVSKETCH_INT_INDEX_X86
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvsketch::simd
+KVSKETCH_INT_INDEX_END();
+
+#endif  // KVSKETCH_SIMD_INT_INDEX_ATTENTION_INL_H_

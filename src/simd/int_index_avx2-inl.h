@@ -1,7 +1,22 @@
 // The 256-bit block kernels of AVX2, also run by AVX3 (AVX-512 without VBMI: Skylake-SP, Cascade
-// Lake) on 256-bit vectors (included by int_index_shuffle-inl.h for those targets): the rows
+// Lake) on 256-bit vectors (a Highway -inl module, empty on the other targets): the rows
 // unpacked in registers (ShuffleUnpacker::Chunk, 32 indices at a time on both) and multiplied in
 // bytes, summed in 32 bits by ByteDot exactly as reference:: sums.
+#if defined(KVSKETCH_SIMD_INT_INDEX_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSKETCH_SIMD_INT_INDEX_AVX2_INL_H_
+#undef KVSKETCH_SIMD_INT_INDEX_AVX2_INL_H_
+#else
+#define KVSKETCH_SIMD_INT_INDEX_AVX2_INL_H_
+#endif
+
+#include "simd/cpu_features.hpp"
+#include "simd/int_index_blocks-inl.h"
+
+KVSKETCH_INT_INDEX_BEGIN();
+namespace kvsketch::simd {
+namespace HWY_NAMESPACE {
+
+#if KVSKETCH_INT_INDEX_X86 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3)
 
 // acc lane e += u[4e] s[4e] + ... + u[4e + 3] s[4e + 3], u unsigned and s signed bytes, exactly:
 // with VNNI one vpdpbusd (AVX-VNNI's VEX form on AVX2: Alder Lake and later, Sierra Forest, Zen 5;
@@ -373,3 +388,11 @@ class QuadByteAccumulator {
   bool vnni_;
   bool full_;  // ShuffleUnpacker::full_rows(): unpacked without testing their form
 };
+
+#endif  // KVSKETCH_INT_INDEX_X86 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3)
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvsketch::simd
+KVSKETCH_INT_INDEX_END();
+
+#endif  // KVSKETCH_SIMD_INT_INDEX_AVX2_INL_H_

@@ -1,5 +1,5 @@
 // Rows unpacked and looked up four at a time, straight into the layout the multiplies want
-// (included by int_index_kernels.cpp for target AVX3_DL only; it uses that file's Unpacker):
+// (a Highway -inl module for target AVX3_DL only, on int_index_unpack-inl.h's Unpacker):
 // QuadLookup for the weighted sums (AMX's B tiles, or vpdpbusd against byte weights without AMX),
 // GroupedLookup for the VNNI scores.
 //
@@ -12,6 +12,22 @@
 // 16-bit weights (as hi/lo bytes) the weighted sum gained nothing from these lookups (9 multiplies
 // a row quad against vpdpwssd's 8); with byte weights it takes 4. Measured with
 // kvsketch_bench_codecs --benchmark_filter='int_index/scores.*16384' (docs/RESULTS.md).
+#if defined(KVSKETCH_SIMD_INT_INDEX_QUADS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSKETCH_SIMD_INT_INDEX_QUADS_INL_H_
+#undef KVSKETCH_SIMD_INT_INDEX_QUADS_INL_H_
+#else
+#define KVSKETCH_SIMD_INT_INDEX_QUADS_INL_H_
+#endif
+
+#include <numeric>
+
+#include "simd/int_index_shuffle-inl.h"
+
+KVSKETCH_INT_INDEX_BEGIN();
+namespace kvsketch::simd {
+namespace HWY_NAMESPACE {
+
+#if KVSKETCH_INT_INDEX_X86 && HWY_TARGET == HWY_AVX3_DL
 
 // Where the weighted sums' accumulator lanes go when QuadLookup makes the values: lane l of a head
 // holds coordinate l (out[m] of chunk k covers coordinates 64k + 16m .. 64k + 16m + 15).
@@ -530,3 +546,11 @@ class QuadScorer {
   ScoreGroupsFn whole_groups_, partial_groups_;
   size_t reach_;
 };
+
+#endif  // KVSKETCH_INT_INDEX_X86 && HWY_TARGET == HWY_AVX3_DL
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvsketch::simd
+KVSKETCH_INT_INDEX_END();
+
+#endif  // KVSKETCH_SIMD_INT_INDEX_QUADS_INL_H_

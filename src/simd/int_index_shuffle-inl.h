@@ -1,24 +1,26 @@
 // The kernels of the targets without the bit-field lookups (AVX2, SSE4, AVX3 without VBMI, and
-// AVX3_DL for rows past 1024 coordinates), a block of rows at a time (included by
-// int_index_kernels.cpp): the rows unpacked into index bytes by byte shuffles (ShuffleUnpacker),
+// AVX3_DL for rows past 1024 coordinates), a block of rows at a time (a Highway -inl module): the rows unpacked into index bytes by byte shuffles (ShuffleUnpacker),
 // looked up in the byte table by byte shuffles (16 entries per 128-bit block) and multiplied in
 // integers. GroupedScorer and PairAccumulator go through a block of unpacked rows in L1 (SSE4, and
 // AVX3_DL's wide rows); AVX2 and AVX3 have their own 256-bit kernels instead (int_index_avx2-inl.h),
 // and compile neither.
 // ShuffleScorer and ShuffleAccumulator, the target's pair, serve the separate kernels and the fused
 // one (int_index_attention-inl.h) alike.
+#if defined(KVSKETCH_SIMD_INT_INDEX_SHUFFLE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSKETCH_SIMD_INT_INDEX_SHUFFLE_INL_H_
+#undef KVSKETCH_SIMD_INT_INDEX_SHUFFLE_INL_H_
+#else
+#define KVSKETCH_SIMD_INT_INDEX_SHUFFLE_INL_H_
+#endif
 
-// Per 128-bit block b of the result: the sums of heads 0..3 for the row of block b. acc[h]
-// holds head h's partial sums, one row per block; two interleave levels gather them. (Any vector
-// size: AVX2's and AVX3's 256-bit kernels call it too.)
-template <class D>
-HWY_INLINE hn::Vec<D> BlockHeadSums(D di, const hn::Vec<D>* acc) {
-  const hn::Repartition<int64_t, D> d64;
-  const auto t01 = hn::Add(hn::InterleaveLower(di, acc[0], acc[1]), hn::InterleaveUpper(di, acc[0], acc[1]));
-  const auto t23 = hn::Add(hn::InterleaveLower(di, acc[2], acc[3]), hn::InterleaveUpper(di, acc[2], acc[3]));
-  const auto a = hn::BitCast(d64, t01), b = hn::BitCast(d64, t23);
-  return hn::Add(hn::BitCast(di, hn::InterleaveLower(d64, a, b)), hn::BitCast(di, hn::InterleaveUpper(d64, a, b)));
-}
+#include "simd/int_index_avx2-inl.h"
+#include "simd/int_index_blocks-inl.h"
+
+KVSKETCH_INT_INDEX_BEGIN();
+namespace kvsketch::simd {
+namespace HWY_NAMESPACE {
+
+#if KVSKETCH_INT_INDEX_X86
 
 #if HWY_TARGET != HWY_AVX2 && HWY_TARGET != HWY_AVX3  // AVX2 and AVX3 have their own kernels
 
@@ -56,28 +58,6 @@ HWY_INLINE void ScoreGroups(const uint8_t* grouped, size_t blocks, VU8 table, co
   for (int g = 0; g < kGroups; ++g) hn::StoreU(BlockHeadSums(di32, acc[g]), di32, sums + g * hn::Lanes(di32));
 }
 #endif
-
-// out[h * stride + r] = scores[4 r + h] * factor[r] for r < rows, h < heads: four rows at a time
-// through a 4 x 4 transpose where all four heads are wanted (the same products either way).
-HWY_INLINE void StoreHeadMajor(const float* scores, const float* factor, size_t rows, size_t heads, float* out,
-                               size_t stride) {
-  const hn::FixedTag<float, 4> d4;
-  size_t r = 0;
-  if (heads == 4)
-    for (; r + 4 <= rows; r += 4) {
-      const auto r0 = hn::LoadU(d4, scores + 4 * r), r1 = hn::LoadU(d4, scores + 4 * r + 4);
-      const auto r2 = hn::LoadU(d4, scores + 4 * r + 8), r3 = hn::LoadU(d4, scores + 4 * r + 12);
-      const auto low01 = hn::InterleaveLower(d4, r0, r1), high01 = hn::InterleaveUpper(d4, r0, r1);
-      const auto low23 = hn::InterleaveLower(d4, r2, r3), high23 = hn::InterleaveUpper(d4, r2, r3);
-      const auto f = hn::LoadU(d4, factor + r);
-      hn::StoreU(hn::Mul(hn::ConcatLowerLower(d4, low23, low01), f), d4, out + r);
-      hn::StoreU(hn::Mul(hn::ConcatUpperUpper(d4, low23, low01), f), d4, out + stride + r);
-      hn::StoreU(hn::Mul(hn::ConcatLowerLower(d4, high23, high01), f), d4, out + 2 * stride + r);
-      hn::StoreU(hn::Mul(hn::ConcatUpperUpper(d4, high23, high01), f), d4, out + 3 * stride + r);
-    }
-  for (; r < rows; ++r)
-    for (size_t h = 0; h < heads; ++h) out[h * stride + r] = scores[4 * r + h] * factor[r];
-}
 
 #if HWY_TARGET != HWY_AVX2 && HWY_TARGET != HWY_AVX3
 // The scores of blocks of rows: per block the rows unpacked in the grouped layout, then each group
@@ -314,9 +294,15 @@ using ShuffleScorer = GroupedScorer;
 using ShuffleAccumulator = PairAccumulator;
 KernelVector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return PairLaneCoordinates(padded); }
 #else
-#include "simd/int_index_avx2-inl.h"
-
 using ShuffleScorer = RowPairScorer;
 using ShuffleAccumulator = QuadByteAccumulator;
 KernelVector<uint32_t> ShuffleLaneCoordinates(size_t padded) { return QuadByteLaneCoordinates(padded); }
 #endif
+
+#endif  // KVSKETCH_INT_INDEX_X86
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvsketch::simd
+KVSKETCH_INT_INDEX_END();
+
+#endif  // KVSKETCH_SIMD_INT_INDEX_SHUFFLE_INL_H_

@@ -1,8 +1,30 @@
-// The unpackers of int_index_kernels.cpp (included by it once per SIMD target, inside its
-// namespace, after its vector types): ShuffleUnpacker turns rows of b-bit indices into index
+// The unpackers of the integer-index kernels (a Highway -inl module, once per x86 SIMD target):
+// ShuffleUnpacker turns rows of b-bit indices into index
 // bytes with byte shuffles and multiplies (every target but AVX3_DL, and AVX3_DL's rows past its
 // bit-field lookups); Unpacker chooses between it, AVX3_DL's bit-field lookups and the portable
 // loop, and lays rows out for the kernels.
+#if defined(KVSKETCH_SIMD_INT_INDEX_UNPACK_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSKETCH_SIMD_INT_INDEX_UNPACK_INL_H_
+#undef KVSKETCH_SIMD_INT_INDEX_UNPACK_INL_H_
+#else
+#define KVSKETCH_SIMD_INT_INDEX_UNPACK_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstring>
+
+#include <hwy/cache_control.h>
+
+#include "core/kernel_memory.hpp"
+#include "kvsketch/bitpack.hpp"
+#include "simd/int_index_kernels.hpp"
+#include "simd/int_index_target-inl.h"
+
+KVSKETCH_INT_INDEX_BEGIN();
+namespace kvsketch::simd {
+namespace HWY_NAMESPACE {
+
+#if KVSKETCH_INT_INDEX_X86
 
 // Unpacks a row of b-bit indices (b <= 4) L = Lanes(DC) <= 32 at a time, the L * b / 8 <= 16
 // input bytes loaded once into every 128-bit block: each index's 16-bit lane gathers the one or
@@ -359,3 +381,11 @@ class Unpacker {
   size_t chunks_ = 0;
 #endif
 };
+
+#endif  // KVSKETCH_INT_INDEX_X86
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvsketch::simd
+KVSKETCH_INT_INDEX_END();
+
+#endif  // KVSKETCH_SIMD_INT_INDEX_UNPACK_INL_H_
