@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kvsketch/limits.hpp"
+#include "kvsketch/row_layout.hpp"
 
 namespace kvsketch {
 class CodecBase;  // codec/codec_base.hpp (internal): every codec derives from it
@@ -120,6 +121,9 @@ class VectorCodec {
   // out (dim floats) += sum_i weights[i] * x~_{first + i}.
   virtual void accumulate(const float* weights, const CodeBuffer& codes, size_t first, size_t n,
                           float* out) const = 0;
+  // What a row holds, as the fused decode-attention kernels read it (row_layout.hpp): data only,
+  // for kernels written elsewhere. has_keys and has_values say whether the codec has such a form.
+  virtual const RowLayout& row_layout() const = 0;
 
  private:
   // Only the library's codecs derive from VectorCodec, through CodecBase.

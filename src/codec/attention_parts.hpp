@@ -1,6 +1,6 @@
-// A codec's rows as the fused decode-attention kernel reads them (VectorCodec::key_parts and
-// value_parts, simd::int_index_attention): parts of b-bit indices, each with its factor per row
-// and, as keys, its query heads.
+// A codec's rows as the fused decode-attention kernel reads them: its RowLayout bound to rows in
+// memory and to the query heads (CodecBase::key_parts and value_parts, simd::int_index_attention):
+// parts of b-bit indices, each with its factor per row and, as keys, its query heads.
 #pragma once
 #include <deque>
 #include <optional>

@@ -129,23 +129,19 @@ void CenteredCodec::accumulate_rows_multi(const float* weights, size_t heads, si
     accumulators[h * (width + 1) + width] += simd::fixed_order_sum(weights + h * stride, n);
 }
 
-bool CenteredCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                              AttentionParts& parts) const {
-  if (!parts.score_shift.empty() ||
-      !inner_->key_parts(codes, inner_queries<CenteredQuery>(queries, heads).data(), heads, parts))
-    return false;
-  for (size_t h = 0; h < heads; ++h) parts.score_shift.push_back(static_cast<const CenteredQuery&>(*queries[h]).shift);
-  return true;
+void CenteredCodec::describe_row(RowLayout& layout) const {
+  layout = inner_->row_layout();
+  layout.has_keys = layout.has_keys && !layout.key_shift;  // one shift: centring twice is refused
+  layout.key_shift = true;
+  layout.accumulator = accumulator_size();
+  layout.weight_sums.push_back(inner_->accumulator_size());
 }
 
-bool CenteredCodec::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
-                                AttentionParts& parts) const {
-  if (!parts.weight_sums.empty() && parts.weight_sum_stride != stride) return false;
-  if (!inner_->value_parts(codes, accumulators, stride, parts)) return false;
-  parts.weight_sums.push_back(accumulators + inner_->accumulator_size());
-  parts.weight_sum_stride = stride;
-  return true;
+void CenteredCodec::key_domain(const PreparedQuery& q, float* out) const {
+  inner_->key_domain(*static_cast<const CenteredQuery&>(q).inner, out);
 }
+
+float CenteredCodec::key_shift(const PreparedQuery& q) const { return static_cast<const CenteredQuery&>(q).shift; }
 
 void CenteredCodec::finish_accumulator(const float* accumulator, float* out) const {
   inner_->finish_accumulator(accumulator, out);

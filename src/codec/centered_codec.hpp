@@ -43,13 +43,11 @@ class CenteredCodec final : public CodecBase {
   void decode_rows(const uint8_t* codes, size_t n, float* out) const override;
   void score_rows_multi(const PreparedQuery* const* queries, size_t heads, const uint8_t* codes, size_t n, float* out,
                         size_t stride, Arithmetic arithmetic) const override;
-  // The inner codec's parts, the keys' shift <q, mu> per head, and the values' weight sum.
-  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                 AttentionParts& parts) const override;
-  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
-  void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const override {
-    inner_->row_fields(offset, fields);
-  }
+  // The inner codec's layout, the keys' shift <q, mu> per head, and the values' weight sum in the
+  // accumulator's last slot.
+  void describe_row(RowLayout& layout) const override;
+  void key_domain(const PreparedQuery& q, float* out) const override;
+  float key_shift(const PreparedQuery& q) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
 

@@ -212,26 +212,44 @@ void ChannelSplit::accumulate_rows_multi(const float* weights, size_t heads, siz
                             });
 }
 
-bool ChannelSplit::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                             AttentionParts& parts) const {
-  // Each part a group of its own (prod's norm over its scalar and sign parts), the groups' scores
-  // added in order as score_rows_multi adds them.
-  for (size_t p = 0; p < parts_.size(); ++p)
-    if (!parts_[p]->key_parts(codes + code_offsets_[p], part_queries(queries, heads, p).data(), heads, parts))
-      return false;
-  return true;
+void ChannelSplit::describe_row(RowLayout& layout) const {
+  layout.row_bytes = code_bytes_;
+  layout.has_keys = layout.has_values = true;
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const RowLayout& part = parts_[p]->row_layout();
+    const size_t bytes = code_offsets_[p];
+    const auto moved = [&](RowLayout::Part piece, size_t domain) {
+      piece.indices.offset += bytes;
+      if (piece.factor) piece.factor->offset += bytes;
+      piece.domain += domain;
+      return piece;
+    };
+    for (RowLayout::Field field : part.fields) {
+      field.offset += bytes;
+      layout.fields.push_back(field);
+    }
+    layout.has_keys = layout.has_keys && part.has_keys && !part.key_shift;
+    for (RowLayout::KeyGroup group : part.key_groups) {
+      group.first += layout.key_parts.size();
+      if (group.factor) group.factor->offset += bytes;
+      layout.key_groups.push_back(group);
+    }
+    for (const RowLayout::Part& piece : part.key_parts) layout.key_parts.push_back(moved(piece, layout.key_domain));
+    layout.key_domain += part.key_domain;
+    layout.has_values = layout.has_values && part.has_values;
+    for (const RowLayout::Part& piece : part.value_parts)
+      layout.value_parts.push_back(moved(piece, accumulator_offsets_[p]));
+    for (const size_t slot : part.weight_sums) layout.weight_sums.push_back(slot + accumulator_offsets_[p]);
+  }
+  layout.accumulator = accumulator_size_;
 }
 
-void ChannelSplit::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
-  for (size_t p = 0; p < parts_.size(); ++p) parts_[p]->row_fields(offset + code_offsets_[p], fields);
-}
-
-bool ChannelSplit::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
-                               AttentionParts& parts) const {
-  for (size_t p = 0; p < parts_.size(); ++p)
-    if (!parts_[p]->value_parts(codes + code_offsets_[p], accumulators + accumulator_offsets_[p], stride, parts))
-      return false;
-  return true;
+void ChannelSplit::key_domain(const PreparedQuery& q, float* out) const {
+  const auto& query = static_cast<const SplitQuery&>(q);
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    parts_[p]->key_domain(*query.parts[p], out);
+    out += parts_[p]->row_layout().key_domain;
+  }
 }
 
 void ChannelSplit::finish_accumulator(const float* accumulator, float* out) const {

@@ -54,12 +54,11 @@ class ChannelSplit final : public CodecBase {
                         size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
-  // Every part's, in order (the scores add up as score_rows_multi adds them).
-  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                 AttentionParts& parts) const override;
-  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
-  // Every part's, at its place in the row.
-  void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const override;
+  // Every part's layout at its place in the row, its query coordinates and its accumulator slice:
+  // a key group per part, the groups' scores added in order as score_rows_multi adds them.
+  void describe_row(RowLayout& layout) const override;
+  // The parts' key domains one after another.
+  void key_domain(const PreparedQuery& q, float* out) const override;
 
  private:
   // Takes a channel order (every channel once): the first dims go to part 0, and so on.

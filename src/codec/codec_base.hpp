@@ -2,7 +2,8 @@
 // implements the user-facing calls once (argument checks, parallel encode, the gathered reads of
 // scattered rows) over the hooks each codec overrides, and holds what the library's own kernels
 // call: the multi-query forms for the query heads of a GQA group, the fused decode-attention
-// entry points, the accumulator domain, and the row fields that the quads packing cuts.
+// entry points, the accumulator domain, and the row layout (kvsketch/row_layout.hpp) through which
+// the fused kernels and the quads packing read rows.
 //
 // The library builds every codec (make_codec), and VectorCodec's constructor is reachable only from
 // here, so a VectorCodec is always a CodecBase: codec_base() casts without a check.
@@ -10,14 +11,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "kvsketch/codec.hpp"
 
 namespace kvsketch {
-namespace simd {
-struct QuadField;  // simd/quad_rows.hpp
-}
 struct AttentionParts;   // codec/attention_parts.hpp
 class AttentionScratch;  // codec/attention_scratch.hpp
 
@@ -84,6 +83,13 @@ class CodecBase : public VectorCodec {
                        const CodeSegment* segments, size_t count, float* max, float* sum, float* accumulators,
                        Arithmetic arithmetic, AttentionScratch* memory = nullptr) const;
 
+  // The layout's description of the rows from `codes` on as the fused kernel's parts, appended to
+  // `parts`: as keys with the query heads, as values with the accumulators (head h's at
+  // accumulators + h * stride). False where the layout has no such form.
+  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads, AttentionParts& parts) const;
+  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const;
+  const RowLayout& row_layout() const final;
+
   // The hooks each codec overrides, called by the functions above and by codecs that wrap others.
 
   // Encodes rows [0, n) of x into codes (n * code_bytes()); called on blocks, possibly in parallel.
@@ -111,12 +117,14 @@ class CodecBase : public VectorCodec {
                                 float* out, size_t stride, Arithmetic arithmetic) const;
   virtual void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                      size_t n, float* accumulators, Arithmetic arithmetic) const;
-  // Optional, for attend_multi: rows of codes from `codes` on as parts of b-bit indices for the
-  // fused kernel, appended to `parts`: as keys with the query heads, as values with the
-  // accumulators (head h's at accumulators + h * stride). False where the codec has no such form.
-  virtual bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                         AttentionParts& parts) const;
-  virtual bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const;
+  // The row's layout (kvsketch/row_layout.hpp), described once, on first use: the codecs with fused
+  // kernel forms (TurboQuant, its splits and wrappers, q4_0) give their parts, and every codec its
+  // fields; by default the whole row as one field. A layout never changes with calibration.
+  virtual void describe_row(RowLayout& layout) const;
+  // Where the layout has keys: a prepared query in the keys' domain (layout.key_domain floats), and
+  // its shift (layout.key_shift: centred keys' <q, mean>).
+  virtual void key_domain(const PreparedQuery& q, float* out) const;
+  virtual float key_shift(const PreparedQuery& q) const;
   // Optional: rows [0, n) in the accumulator domain, row i standing for row_scale[i] * rows[i]
   // (rows: n x accumulator_size() floats), such that the score of q is row_scale[i] *
   // <domain_query(q), rows[i]>. Returns false where the codec has no such form.
@@ -124,11 +132,6 @@ class CodecBase : public VectorCodec {
   // The prepared query as accumulator_size() floats (used with decode_domain_rows).
   virtual const float* domain_query(const PreparedQuery& q) const;
 
-  // The fields of a code row as rows in quads cut them (simd/quad_rows.hpp), each placed at
-  // `offset` plus its place in the row, appended to `fields`; together they cover the row once. By
-  // default the whole row as one chunk (its quads are then four plain rows); codecs with kernels
-  // that read quads give their b-bit codes in chunks of b bytes.
-  virtual void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const;
   // Scattered rows (scores_at, accumulate_partial_at): the codec whose row functions read them once
   // gather_rows has copied them out as plain rows, one after another; null where rows are encoded
   // in groups. By default this codec where its rows stand alone, and a copy of each row.
@@ -155,6 +158,9 @@ class CodecBase : public VectorCodec {
   // Scattered rows in blocks: run(block, first, count) for rows[first, first + count), gathered.
   template <class Run>
   void for_each_gathered_block(const CodeBuffer& codes, const uint32_t* rows, size_t n, const Run& run) const;
+
+  mutable std::once_flag layout_once_;
+  mutable RowLayout layout_;
 };
 
 // Every VectorCodec is a CodecBase (see above).

@@ -225,20 +225,17 @@ void GroupQuantizer::score_rows_multi(const PreparedQuery* const* queries, size_
                                       size_t n, float* out, size_t stride, Arithmetic arithmetic) const {
   const size_t d = dim();
   if (arithmetic == Arithmetic::kInteger && attention_parts()) {
-    // The integer kernels part by part, the parts' scores added in order as the fused kernel adds
-    // them: the same sums on every target.
-    const KernelVector<float> stacked = stacked_plain_queries(queries, heads, d);
-    std::vector<float> part_queries, partial(heads * n);
-    for (size_t g = 0; g < channel_groups(); ++g) {
-      const simd::AttentionPart part = group_part(codes, g);
-      const size_t first = g * group_, channels = part.rows.dim;
-      part_queries.resize(heads * channels);
-      for (size_t h = 0; h < heads; ++h)
-        std::copy_n(stacked.data() + h * d + first, channels, part_queries.data() + h * channels);
-      float* target = g == 0 ? out : partial.data();
-      simd::int_index_scores(part.rows, n, part_queries.data(), heads, 1.0f, target, g == 0 ? stride : n,
+    // The integer kernels over the layout's parts, their scores added in order as the fused kernel
+    // adds them: the same sums on every target.
+    AttentionParts parts;
+    key_parts(codes, queries, heads, parts);
+    std::vector<float> partial(heads * n);
+    for (size_t p = 0; p < parts.parts.size(); ++p) {
+      const simd::AttentionPart& part = parts.parts[p];
+      float* target = p == 0 ? out : partial.data();
+      simd::int_index_scores(part.rows, n, part.queries, heads, part.scale, target, p == 0 ? stride : n,
                              part.row_factor());
-      if (g > 0)
+      if (p > 0)
         for (size_t h = 0; h < heads; ++h)
           for (size_t i = 0; i < n; ++i) out[h * stride + i] += partial[h * n + i];
     }
@@ -295,11 +292,11 @@ void GroupQuantizer::score_rows_multi(const PreparedQuery* const* queries, size_
 void GroupQuantizer::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                            size_t n, float* accumulators, Arithmetic arithmetic) const {
   if (arithmetic == Arithmetic::kInteger && attention_parts()) {
-    for (size_t g = 0; g < channel_groups(); ++g) {
-      const simd::AttentionPart part = group_part(codes, g);
-      simd::int_index_weighted_sum(part.rows, n, weights, heads, stride, accumulators + g * group_, dim(),
+    AttentionParts parts;
+    value_parts(codes, accumulators, dim(), parts);
+    for (const simd::AttentionPart& part : parts.parts)
+      simd::int_index_weighted_sum(part.rows, n, weights, heads, stride, part.acc, part.acc_stride,
                                    part.row_factor());
-    }
     return;
   }
   if (!levels_by_channel_group())
@@ -330,55 +327,33 @@ void GroupQuantizer::accumulate_rows_multi(const float* weights, size_t heads, s
     }
 }
 
-simd::AttentionPart GroupQuantizer::group_part(const uint8_t* codes, size_t g) const {
-  static const auto centered = [] {  // q4_0's value of each level: level - 8
-    std::array<float, 16> table{};
-    for (size_t l = 0; l < table.size(); ++l) table[l] = static_cast<float>(l) - 8.0f;
-    return table;
-  }();
-  const size_t first = g * group_, offset = first * static_cast<size_t>(bits_) / 8;
-  simd::AttentionPart part;
-  part.rows = level_rows(codes, first, std::min(group_, dim() - first));
-  part.rows.table = centered.data();
-  // The scale of group g, from the part's row start.
-  part.factor = simd::RowFactor{meta_offset_ + 2 * g - offset, true};
+RowLayout::Part GroupQuantizer::group_part(size_t g) const {
+  const size_t first = g * group_;
+  RowLayout::Part part;
+  part.indices = {first * static_cast<size_t>(bits_) / 8, std::min(group_, dim() - first), bits_, {}};
+  for (int l = 0; l < (1 << bits_); ++l) part.indices.table.push_back(static_cast<float>(l - center()));
+  part.factor = RowLayout::Factor{meta_offset_ + 2 * g, true};
+  part.domain = first;
   return part;
 }
 
-bool GroupQuantizer::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                               AttentionParts& parts) const {
-  if (!attention_parts()) return false;
-  const size_t first_part = parts.parts.size();
+void GroupQuantizer::describe_row(RowLayout& layout) const {
+  if (!attention_parts()) return CodecBase::describe_row(layout);
+  layout.row_bytes = code_bytes_;
+  layout.fields.push_back({0, value_bytes_, std::min<size_t>(static_cast<size_t>(bits_), value_bytes_)});
+  for (size_t g = 0; g < channel_groups(); ++g) layout.fields.push_back({meta_offset_ + 2 * g, 2, 2});
+  layout.has_keys = layout.has_values = true;
+  layout.key_domain = layout.accumulator = dim();
   for (size_t g = 0; g < channel_groups(); ++g) {
-    simd::AttentionPart part = group_part(codes, g);
-    const size_t first = g * group_, channels = part.rows.dim;
-    std::vector<float>& part_queries = parts.next_query(heads * channels);
-    for (size_t h = 0; h < heads; ++h)
-      std::copy_n(static_cast<const PlainQuery&>(*queries[h]).values.data() + first, channels,
-                  part_queries.data() + h * channels);
-    part.queries = part_queries.data();
-    parts.parts.push_back(part);
+    layout.key_parts.push_back(group_part(g));
+    layout.value_parts.push_back(group_part(g));
   }
-  parts.close_group(first_part);
-  return true;
+  layout.key_groups.push_back({0, channel_groups(), std::nullopt});
 }
 
-bool GroupQuantizer::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
-                                 AttentionParts& parts) const {
-  if (!attention_parts()) return false;
-  for (size_t g = 0; g < channel_groups(); ++g) {
-    simd::AttentionPart part = group_part(codes, g);
-    part.acc = accumulators + g * group_;
-    part.acc_stride = stride;
-    parts.parts.push_back(part);
-  }
-  return true;
-}
-
-void GroupQuantizer::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
-  if (!attention_parts()) return CodecBase::row_fields(offset, fields);
-  fields.push_back({offset, value_bytes_, std::min<size_t>(static_cast<size_t>(bits_), value_bytes_)});
-  for (size_t g = 0; g < channel_groups(); ++g) fields.push_back({offset + meta_offset_ + 2 * g, 2, 2});
+void GroupQuantizer::key_domain(const PreparedQuery& q, float* out) const {
+  const std::vector<float>& values = static_cast<const PlainQuery&>(q).values;
+  std::copy(values.begin(), values.end(), out);
 }
 
 std::unique_ptr<PreparedQuery> GroupQuantizer::prepare_query(const float* q) const {

@@ -41,13 +41,10 @@ class GroupQuantizer final : public CodecBase {
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
   // q4_0: each channel group a part of 4-bit indices into (level - 8) with its fp16 scale as the
-  // row factor, so that decode attention runs in the fused integer kernel.
-  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                 AttentionParts& parts) const override;
-  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
-  // q4_0: the levels in chunks of 4 bytes and each scale, so that rows in quads read as
-  // TurboQuant's do.
-  void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const override;
+  // row factor, so that decode attention runs in the fused integer kernel; its fields the levels
+  // in chunks of 4 bytes and each scale, so that rows in quads read as TurboQuant's do.
+  void describe_row(RowLayout& layout) const override;
+  void key_domain(const PreparedQuery& q, float* out) const override;
 
  private:
   size_t channel_groups() const { return (dim() + group_ - 1) / group_; }
@@ -70,11 +67,11 @@ class GroupQuantizer final : public CodecBase {
   // The levels of channels [first, first + count) as index rows into 0, 1, 2, ... (first * bits
   // a whole number of bytes), for the row kernels.
   simd::RowSource level_rows(const uint8_t* codes, size_t first, size_t count) const;
-  // Whether channel groups are parts of the fused kernel (key_parts, value_parts): q4_0 (4-bit
-  // levels, one scale each, every group on a byte).
+  // Whether channel groups are parts of the fused kernel (describe_row): q4_0 (4-bit levels, one
+  // scale each, every group on a byte).
   bool attention_parts() const { return scheme_ == GroupScheme::kQ4_0 && levels_by_channel_group(); }
   // Channel group g's part: its levels as indices into level - center(), its scale the row factor.
-  simd::AttentionPart group_part(const uint8_t* codes, size_t g) const;
+  RowLayout::Part group_part(size_t g) const;
   GroupScheme scheme_;
   int bits_;
   size_t group_, value_bytes_, meta_offset_, code_bytes_;

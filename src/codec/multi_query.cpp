@@ -111,12 +111,6 @@ bool CodecBase::attend_segments(const PreparedQuery* const* queries, size_t head
   return true;
 }
 
-bool CodecBase::key_parts(const uint8_t*, const PreparedQuery* const*, size_t, AttentionParts&) const {
-  return false;
-}
-
-bool CodecBase::value_parts(const uint8_t*, float*, size_t, AttentionParts&) const { return false; }
-
 void CodecBase::score_rows_one_head(const PreparedQuery& q, const uint8_t* codes, size_t n, float* out) const {
   const PreparedQuery* queries[1] = {&q};
   score_rows_multi(queries, 1, codes, n, out, n, Arithmetic::kFloat);

@@ -22,7 +22,7 @@ constexpr size_t kRowsAhead = 8;
 
 simd::QuadLayout QuadRowsCodec::layout_of(const CodecBase& inner) {
   std::vector<simd::QuadField> fields;
-  inner.row_fields(0, fields);
+  for (const RowLayout::Field& field : inner.row_layout().fields) fields.push_back({field.offset, field.bytes, field.chunk});
   simd::QuadLayout layout(inner.code_bytes(), std::move(fields));
   require(layout.covers_rows(), "codec {} in quads: its row fields do not cover each byte of a row once", SpecOf{inner});
   return layout;
@@ -32,23 +32,25 @@ QuadRowsCodec::QuadRowsCodec(std::unique_ptr<VectorCodec> inner)
     : CodecBase(inner->dim()), inner_(codec_base(std::move(inner))), layout_(layout_of(*inner_)) {}
 
 bool QuadRowsCodec::rearranges(const VectorCodec& codec) {
-  std::vector<simd::QuadField> fields;
-  codec_base(codec).row_fields(0, fields);
+  const std::vector<RowLayout::Field>& fields = codec.row_layout().fields;
   return !(fields.size() == 1 && fields[0].chunk == codec.code_bytes());
 }
 
 bool QuadRowsCodec::read_in_place(bool as_keys) const {
-  // The parts' places in a quad: key_parts and value_parts do not read the codes.
-  AttentionParts parts;
-  const std::vector<uint8_t> quad(4 * code_bytes());
-  const uint8_t* codes = quad.data();
-  std::vector<float> zero(dim(), 0.0f), accumulators(accumulator_size());
-  const auto query = prepare(zero.data());
-  const PreparedQuery* queries[1] = {query.get()};
-  const bool fused = as_keys ? key_parts(codes, queries, 1, parts)
-                             : value_parts(codes, accumulators.data(), accumulators.size(), parts);
-  return fused && std::all_of(parts.parts.begin(), parts.parts.end(),
-                              [](const simd::AttentionPart& part) { return simd::int_index_reads_quads(part.rows); });
+  const RowLayout& layout = row_layout();
+  if (as_keys ? !layout.has_keys : !layout.has_values) return false;
+  return std::all_of(layout.key_parts.begin(), layout.key_parts.end(), [&](const RowLayout::Part& part) {
+           return !as_keys || reads_in_place(part);
+         }) &&
+         std::all_of(layout.value_parts.begin(), layout.value_parts.end(),
+                     [&](const RowLayout::Part& part) { return as_keys || reads_in_place(part); });
+}
+
+bool QuadRowsCodec::reads_in_place(const RowLayout::Part& part) {
+  simd::RowSource rows{simd::RowFormat::kIndex, nullptr, 0, part.indices.count, part.indices.bits,
+                       part.indices.table.data()};
+  rows.quads = true;
+  return simd::int_index_reads_quads(rows);
 }
 
 size_t QuadRowsCodec::row_group() const { return std::lcm(size_t{4}, inner_->row_group()); }
@@ -103,35 +105,6 @@ void QuadRowsCodec::score_rows_multi(const PreparedQuery* const* queries, size_t
 void QuadRowsCodec::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,
                                           size_t n, float* accumulators, Arithmetic arithmetic) const {
   inner_->accumulate_rows_multi(weights, heads, stride, plain_rows(codes, n).data(), n, accumulators, arithmetic);
-}
-
-namespace {
-// The parts from `first` on, which the inner codec described at their places in plain rows starting
-// at codes, moved to their places in the quads there: a field at offset o of a row lies at 4 o of
-// its quad (simd/quad_rows.hpp).
-void mark_quads(const uint8_t* codes, AttentionParts& parts, size_t first) {
-  for (size_t p = first; p < parts.parts.size(); ++p) {
-    simd::RowSource& rows = parts.parts[p].rows;
-    rows.data = codes + 4 * static_cast<size_t>(rows.data - codes);
-    rows.quads = true;
-  }
-}
-}  // namespace
-
-bool QuadRowsCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                              AttentionParts& parts) const {
-  const size_t first = parts.parts.size();
-  if (!inner_->key_parts(codes, queries, heads, parts)) return false;
-  mark_quads(codes, parts, first);
-  return true;
-}
-
-bool QuadRowsCodec::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
-                                AttentionParts& parts) const {
-  const size_t first = parts.parts.size();
-  if (!inner_->value_parts(codes, accumulators, stride, parts)) return false;
-  mark_quads(codes, parts, first);
-  return true;
 }
 
 const CodecBase* QuadRowsCodec::scattered_reader() const {

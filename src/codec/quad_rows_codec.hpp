@@ -61,10 +61,13 @@ class QuadRowsCodec final : public CodecBase {
                         size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
-  // The inner codec's parts, marked as quads where they lie in them.
-  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                 AttentionParts& parts) const override;
-  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
+  // The inner codec's layout, its rows in quads.
+  void describe_row(RowLayout& layout) const override {
+    layout = inner_->row_layout();
+    layout.quads = true;
+  }
+  void key_domain(const PreparedQuery& q, float* out) const override { inner_->key_domain(q, out); }
+  float key_shift(const PreparedQuery& q) const override { return inner_->key_shift(q); }
   const CodecBase* scattered_reader() const override;
   void gather_rows(const CodeBuffer& codes, const uint32_t* rows, size_t n, uint8_t* out) const override;
 
@@ -77,6 +80,8 @@ class QuadRowsCodec final : public CodecBase {
   void for_each_plain_block(const uint8_t* codes, size_t n, const Run& run) const;
   // The inner codec's fields, checked to cover its rows once.
   static simd::QuadLayout layout_of(const CodecBase& inner);
+  // Whether the fused kernel reads this part's indices in quads on this CPU.
+  static bool reads_in_place(const RowLayout::Part& part);
 
   std::unique_ptr<CodecBase> inner_;
   simd::QuadLayout layout_;

@@ -78,14 +78,8 @@ void RotatedCodec::accumulate_rows_multi(const float* weights, size_t heads, siz
   inner_->accumulate_rows_multi(weights, heads, stride, codes, n, accumulators, arithmetic);
 }
 
-bool RotatedCodec::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                             AttentionParts& parts) const {
-  return inner_->key_parts(codes, inner_queries<RotatedQuery>(queries, heads).data(), heads, parts);
-}
-
-bool RotatedCodec::value_parts(const uint8_t* codes, float* accumulators, size_t stride,
-                               AttentionParts& parts) const {
-  return inner_->value_parts(codes, accumulators, stride, parts);
+void RotatedCodec::key_domain(const PreparedQuery& q, float* out) const {
+  inner_->key_domain(*static_cast<const RotatedQuery&>(q).inner, out);
 }
 
 void RotatedCodec::finish_accumulator(const float* accumulator, float* out) const {

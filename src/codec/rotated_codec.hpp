@@ -41,9 +41,9 @@ class RotatedCodec final : public CodecBase {
                         size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
-  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                 AttentionParts& parts) const override;
-  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
+  // The inner codec's layout: its query is the rotated one, and finish_accumulator rotates back.
+  void describe_row(RowLayout& layout) const override { layout = inner_->row_layout(); }
+  void key_domain(const PreparedQuery& q, float* out) const override;
 
  private:
   std::vector<float> rotated(const float* x, size_t n) const;

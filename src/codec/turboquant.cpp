@@ -192,46 +192,40 @@ void TurboQuant::score_rows_multi(const PreparedQuery* const* queries, size_t he
   }
 }
 
-bool TurboQuant::key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                           AttentionParts& parts) const {
-  const size_t d = dim(), m = signs_ ? signs_->rows() : 0;
-  // The query heads' floats [first, first + count) of their domain (rotated q, then S rotated q).
-  const auto domain = [&](size_t first, size_t count) {
-    std::vector<float>& out = parts.next_query(heads * count);
-    for (size_t h = 0; h < heads; ++h)
-      std::copy_n(static_cast<const TurboQuantQuery&>(*queries[h]).domain.data() + first, count,
-                  out.data() + h * count);
-    return out.data();
-  };
-  const size_t first = parts.parts.size();
-  if (!signs_) {
-    parts.parts.push_back({index_rows(codes), stored_norms(norm_offset_, options_.norm), domain(0, d), nullptr, 0, 1.0f});
-    parts.close_group(first);
-    return true;
-  }
-  // prod: (scalar score + sign score) * norm, as score_rows_multi forms it.
-  const size_t first_offset = scalar_.bits() > 0 ? 0 : sign_offset_;
-  if (scalar_.bits() > 0) parts.parts.push_back({index_rows(codes), std::nullopt, domain(0, d), nullptr, 0, 1.0f});
-  const SignCodeStage::Rows signs = sign_part(codes);
-  parts.parts.push_back({signs_->index_rows(signs.codes, signs.stride, signs.readable),
-                         simd::RowFactor{signs.norm_offset, signs.norm == NormPrecision::kFp16}, domain(d, m), nullptr,
-                         0, sign_scale_});
-  parts.close_group(first, stored_norms(norm_offset_ - first_offset, options_.norm));
-  return true;
-}
-
-void TurboQuant::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
-  if (const size_t bits = static_cast<size_t>(scalar_.bits()); bits > 0)
-    fields.push_back({offset, scalar_.bytes(), std::min(bits, scalar_.bytes())});
-  if (signs_) fields.push_back({offset + sign_offset_, signs_->bytes(), 1});
+void TurboQuant::describe_row(RowLayout& layout) const {
+  const size_t d = dim(), m = signs_ ? signs_->rows() : 0, bits = static_cast<size_t>(scalar_.bits());
+  const RowLayout::Factor norm{norm_offset_, options_.norm == NormPrecision::kFp16};
+  layout.row_bytes = row_stride_;
+  if (bits > 0) layout.fields.push_back({0, scalar_.bytes(), std::min(bits, scalar_.bytes())});
+  if (signs_) layout.fields.push_back({sign_offset_, signs_->bytes(), 1});
   for (size_t at = norm_offset_; at < code_bytes_; at += norm_bytes(options_.norm))
-    fields.push_back({offset + at, norm_bytes(options_.norm), norm_bytes(options_.norm)});
+    layout.fields.push_back({at, norm_bytes(options_.norm), norm_bytes(options_.norm)});
+  const auto& centroids = scalar_.codebook().centroids;
+  const RowLayout::Indices scalar{0, d, static_cast<int>(bits), {centroids.begin(), centroids.end()}};
+  layout.has_keys = true;
+  layout.key_domain = d + m;
+  if (!signs_) {
+    layout.key_parts.push_back({scalar, norm, 0, 1.0f});
+    layout.key_groups.push_back({0, 1, std::nullopt});
+    layout.has_values = true;
+    layout.accumulator = accumulator_size();
+    layout.value_parts.push_back({scalar, norm, 0, 1.0f});
+    return;
+  }
+  // prod: (scalar score + sign score) * norm, as score_rows_multi forms it; the signs are 1-bit
+  // indices into {-1, +1}, times their residual norm gamma.
+  if (bits > 0) layout.key_parts.push_back({scalar, std::nullopt, 0, 1.0f});
+  const simd::RowSource signs = signs_->index_rows(nullptr, row_stride_, code_bytes_ - sign_offset_);
+  layout.key_parts.push_back({{sign_offset_, m, 1, {signs.table, signs.table + 2}},
+                              RowLayout::Factor{gamma_offset(), options_.norm == NormPrecision::kFp16},
+                              d,
+                              sign_scale_});
+  layout.key_groups.push_back({0, layout.key_parts.size(), norm});
 }
 
-bool TurboQuant::value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const {
-  if (signs_) return false;
-  parts.parts.push_back({index_rows(codes), stored_norms(norm_offset_, options_.norm), nullptr, accumulators, stride});
-  return true;
+void TurboQuant::key_domain(const PreparedQuery& q, float* out) const {
+  const std::vector<float>& domain = static_cast<const TurboQuantQuery&>(q).domain;
+  std::copy(domain.begin(), domain.end(), out);
 }
 
 void TurboQuant::accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes,

@@ -78,12 +78,12 @@ class TurboQuant final : public CodecBase {
                         size_t stride, Arithmetic arithmetic) const override;
   void accumulate_rows_multi(const float* weights, size_t heads, size_t stride, const uint8_t* codes, size_t n,
                              float* accumulators, Arithmetic arithmetic) const override;
-  // mse codes (their indices and norms) for the fused attention kernel; prod has none.
-  bool key_parts(const uint8_t* codes, const PreparedQuery* const* queries, size_t heads,
-                 AttentionParts& parts) const override;
-  bool value_parts(const uint8_t* codes, float* accumulators, size_t stride, AttentionParts& parts) const override;
-  // The b'-bit indices in chunks of b' bytes, the signs in bytes, the norm and gamma whole.
-  void row_fields(size_t offset, std::vector<simd::QuadField>& fields) const override;
+  // Keys: mse's indices times the norm; prod's scalar and sign parts, their sum times the norm.
+  // Values: mse only. Fields: the b'-bit indices in chunks of b' bytes, the signs in bytes, the
+  // norm and gamma whole.
+  void describe_row(RowLayout& layout) const override;
+  // [rotated q | prod: S rotated q]
+  void key_domain(const PreparedQuery& q, float* out) const override;
 
  private:
   simd::RowSource index_rows(const uint8_t* codes) const;

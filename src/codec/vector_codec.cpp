@@ -206,10 +206,6 @@ void CodecBase::accumulate_partial_at(const float* weights, const CodeBuffer& co
   });
 }
 
-void CodecBase::row_fields(size_t offset, std::vector<simd::QuadField>& fields) const {
-  fields.push_back({offset, code_bytes(), code_bytes()});
-}
-
 void CodecBase::decode_rows(const uint8_t* codes, size_t n, float* out) const {
   std::vector<float> accumulator(accumulator_size());
   const float weight = 1.0f;
