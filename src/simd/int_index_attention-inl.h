@@ -202,32 +202,25 @@ HWY_INLINE void MoveParts(const AttentionPart* originals, AttentionPart* copies,
         reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(originals[p].rows.data) + shift[s]);
 }
 
-// The prefetch across a segment's end: the kernels ask for the next block's rows and, into L2,
-// rows kFarBlocks blocks further on (FetchRows), within their segment; near its end the next
-// segment's first rows are asked for instead, as one long range would have them (a sequence's next
-// page lies elsewhere in memory).
+// The prefetch across a segment's end: within their segment the kernels ask for the next block's
+// rows and, into L2, rows kFarBlocks blocks further on (FetchRows); near its end the next
+// segment's rows kFarBlocks blocks on are asked into L2 here, as one long range would have them
+// (a sequence's next page lies elsewhere in memory). Only into L2: asking for the next segment's
+// first block into L1 as well, a block's lines at once, made every page cost more than the far
+// requests alone (docs/RESULTS.md, "The paged multi-sequence cache").
 HWY_INLINE void FetchNextSegment(const AttentionPart* parts, size_t count, const std::ptrdiff_t* shift,
                                  const RowSegments& segments, size_t s, size_t start) {
   if (s + 1 >= segments.count) return;
   const size_t n = segments.rows[s], next_rows = segments.rows[s + 1];
-  const auto fetch = [&](size_t ahead, bool near) {
-    if (ahead < n || ahead - n >= next_rows) return;
-    const size_t row = ahead - n, rows = std::min(kIntBlockRows, next_rows - row);
-    for (size_t p = 0; p < count; ++p) {
-      const RowSource& source = parts[p].rows;
-      const uintptr_t base = reinterpret_cast<uintptr_t>(source.data) + shift[s + 1];
-      const uint8_t* first = reinterpret_cast<const uint8_t*>(base + row * source.stride);
-      for (size_t at = 0; at < rows * source.stride; at += 64) {
-        if (near) {
-          hwy::Prefetch(first + at);
-        } else {
-          FetchLine(first + at);
-        }
-      }
-    }
-  };
-  fetch(start + kIntBlockRows, true);                         // the next block
-  fetch(start + (kFarBlocks + 1) * kIntBlockRows, false);     // the far one, into L2
+  const size_t ahead = start + (kFarBlocks + 1) * kIntBlockRows;
+  if (ahead < n || ahead - n >= next_rows) return;
+  const size_t row = ahead - n, rows = std::min(kIntBlockRows, next_rows - row);
+  for (size_t p = 0; p < count; ++p) {
+    const RowSource& source = parts[p].rows;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(source.data) + shift[s + 1];
+    const uint8_t* first = reinterpret_cast<const uint8_t*>(base + row * source.stride);
+    for (size_t at = 0; at < rows * source.stride; at += 64) FetchLine(first + at);
+  }
 }
 
 // The common case, one key part and one value part (TurboQuant mse): its states on the stack, so

@@ -240,11 +240,16 @@ class LaneAccumulators {
   KernelVector<float> lanes_;
 };
 
-// One past the rows' last code byte: the bound of the kernels' plain loads. Not n strides from
-// the first row, since the rows may be one part of longer rows (a channel split's).
+// One past the last byte the kernels' plain loads may read: the last row's readable bytes
+// (RowSource::readable, its stride where 0), which run past its codes into the rest of its row (a
+// norm), as every other row's loads run into the next row. Loads bounded by the codes alone sent
+// the last group of every range, and so of every page of a paged cache, to the slower partial
+// path. Not n strides from the first row, since the rows may be one part of longer rows (a
+// channel split's).
 const uint8_t* CodesEnd(const RowSource& rows, size_t n) {
-  if (rows.quads) return rows.data + (n - 4) * rows.stride + 4 * packed_bytes(rows.dim, rows.bits);
-  return rows.data + (n - 1) * rows.stride + packed_bytes(rows.dim, rows.bits);
+  const size_t readable = rows.readable != 0 ? rows.readable : rows.stride;
+  if (rows.quads) return rows.data + (n - 4) * rows.stride + 4 * readable;
+  return rows.data + (n - 1) * rows.stride + readable;
 }
 
 size_t PaddedDim(size_t d) { return (d + hn::Lanes(DU8()) - 1) / hn::Lanes(DU8()) * hn::Lanes(DU8()); }
