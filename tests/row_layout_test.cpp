@@ -11,6 +11,7 @@
 #include "codec/quad_rows_codec.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/half.hpp"
+#include "kvsketch/sparse_attention.hpp"
 #include "test_util.hpp"
 
 namespace kvsketch {
@@ -138,6 +139,37 @@ TEST(RowLayout, CodecsWithoutAFusedFormAreOneField) {
   ASSERT_EQ(q4.key_parts.size(), 3u);
   EXPECT_EQ(q4.key_parts[2].indices.offset, 32u);
   EXPECT_EQ(q4.key_parts[2].factor->offset, 48u + 4u);
+}
+
+// A VectorCodec derived outside the library: the library refuses it rather than cast it.
+class ForeignCodec final : public VectorCodec {
+ public:
+  ForeignCodec() : VectorCodec(8) {}
+  std::string spec() const override { return "foreign"; }
+  size_t code_bytes() const override { return 32; }
+  void encode(const float*, size_t n, CodeBuffer& out, const float*) const override { out.resize(out.size() + n); }
+  void decode(const CodeBuffer&, size_t, size_t, float*) const override {}
+  size_t first_non_finite_row(const CodeBuffer& codes) const override { return codes.size(); }
+  std::unique_ptr<PreparedQuery> prepare(const float*) const override { return std::make_unique<PreparedQuery>(); }
+  void prepare(const float*, std::unique_ptr<PreparedQuery>&) const override {}
+  void scores(const PreparedQuery&, const CodeBuffer&, size_t, size_t, float*) const override {}
+  void accumulate(const float*, const CodeBuffer&, size_t, size_t, float*) const override {}
+  const RowLayout& row_layout() const override { return layout_; }
+
+ private:
+  RowLayout layout_;
+};
+
+TEST(RowLayout, ACodecTheLibraryDidNotBuildIsRefused) {
+  const ForeignCodec foreign;
+  CodeBuffer codes = foreign.make_buffer();
+  foreign.encode(nullptr, 4, codes, nullptr);
+  EXPECT_NE(testutil::error_of([&] { BodyView::compressed(foreign, codes, foreign, codes); })
+                .find("codec foreign: not one the library built"),
+            std::string::npos);
+  EXPECT_NE(testutil::error_of([&] { codec_base(std::unique_ptr<VectorCodec>(std::make_unique<ForeignCodec>())); })
+                .find("not one the library built"),
+            std::string::npos);
 }
 
 }  // namespace

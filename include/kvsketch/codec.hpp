@@ -21,10 +21,6 @@
 #include "kvsketch/limits.hpp"
 #include "kvsketch/row_layout.hpp"
 
-namespace kvsketch {
-class CodecBase;  // codec/codec_base.hpp (internal): every codec derives from it
-}  // namespace kvsketch
-
 // The library is built with hidden visibility: what this header declares is its exported API.
 #pragma GCC visibility push(default)
 namespace kvsketch {
@@ -125,10 +121,12 @@ class VectorCodec {
   // for kernels written elsewhere. has_keys and has_values say whether the codec has such a form.
   virtual const RowLayout& row_layout() const = 0;
 
- private:
-  // Only the library's codecs derive from VectorCodec, through CodecBase.
+ protected:
+  // The library's codecs derive from VectorCodec; the library takes only codecs it built
+  // (make_codec) and refuses others with an Error.
   explicit VectorCodec(size_t dim) : dim_(dim) {}
-  friend class CodecBase;
+
+ private:
   size_t dim_;
 };
 

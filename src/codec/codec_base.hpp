@@ -1,12 +1,12 @@
-// CodecBase: the one class every codec derives from, beneath the public CodecBase interface. It
+// CodecBase: the one class every codec derives from, beneath the public VectorCodec interface. It
 // implements the user-facing calls once (argument checks, parallel encode, the gathered reads of
 // scattered rows) over the hooks each codec overrides, and holds what the library's own kernels
 // call: the multi-query forms for the query heads of a GQA group, the fused decode-attention
 // entry points, the accumulator domain, and the row layout (kvsketch/row_layout.hpp) through which
 // the fused kernels and the quads packing read rows.
 //
-// The library builds every codec (make_codec), and VectorCodec's constructor is reachable only from
-// here, so a VectorCodec is always a CodecBase: codec_base() casts without a check.
+// The library builds every codec (make_codec) as a CodecBase; codec_base() refuses a VectorCodec
+// derived elsewhere.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -163,11 +163,9 @@ class CodecBase : public VectorCodec {
   mutable RowLayout layout_;
 };
 
-// Every VectorCodec is a CodecBase (see above).
-inline const CodecBase& codec_base(const VectorCodec& codec) { return static_cast<const CodecBase&>(codec); }
-inline CodecBase& codec_base(VectorCodec& codec) { return static_cast<CodecBase&>(codec); }
-inline std::unique_ptr<CodecBase> codec_base(std::unique_ptr<VectorCodec> codec) {
-  return std::unique_ptr<CodecBase>(static_cast<CodecBase*>(codec.release()));
-}
+// The library's side of a codec; an Error for a VectorCodec the library did not build.
+const CodecBase& codec_base(const VectorCodec& codec);
+CodecBase& codec_base(VectorCodec& codec);
+std::unique_ptr<CodecBase> codec_base(std::unique_ptr<VectorCodec> codec);
 
 }  // namespace kvsketch

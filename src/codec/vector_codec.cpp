@@ -34,11 +34,11 @@ void require_finite_rows(const float* x, size_t rows, size_t cols, const char* w
 }
 
 float CodecBase::finite_norm(const float* row, size_t row_index, const float* squared_norm) const {
-  const float squares = squared_norm ? *squared_norm : simd::sum_of_squares(row, dim_);
+  const float squares = squared_norm ? *squared_norm : simd::sum_of_squares(row, dim());
   if (std::isfinite(squares)) return std::sqrt(squares);
-  require_finite(row, 1, dim_, "encode", row_index);  // NaN or Inf: names the column
+  require_finite(row, 1, dim(), "encode", row_index);  // NaN or Inf: names the column
   double sum = 0.0;  // finite values whose squares overflow
-  for (size_t j = 0; j < dim_; ++j) sum += static_cast<double>(row[j]) * row[j];
+  for (size_t j = 0; j < dim(); ++j) sum += static_cast<double>(row[j]) * row[j];
   const double norm = std::sqrt(sum);
   require(norm <= std::numeric_limits<float>::max(), "encode: row {} has norm {:g}, beyond the float range",
           row_index, norm);
@@ -89,7 +89,7 @@ void CodecBase::encode(const float* x, size_t n, CodeBuffer& out, const float* s
     const size_t row = static_cast<size_t>(b) * block;
     const size_t count = std::min(block, n - row);
     try {
-      encode_rows_given(x + row * dim_, squared_norms ? squared_norms + row : nullptr, count,
+      encode_rows_given(x + row * dim(), squared_norms ? squared_norms + row : nullptr, count,
                         codes + row * code_bytes(), row);
     } catch (...) {
 #pragma omp critical(kvsketch_encode_failure)
@@ -112,19 +112,19 @@ void CodecBase::decode(const CodeBuffer& codes, size_t first, size_t n, float* o
 
 size_t CodecBase::first_non_finite_row(const CodeBuffer& codes) const {
   const size_t group = row_group(), chunk = group * std::max<size_t>(1, 256 / group), rows = codes.size();
-  std::vector<float> decoded(chunk * dim_);
+  std::vector<float> decoded(chunk * dim());
   for (size_t first = 0; first < rows; first += chunk) {
     const size_t n = std::min(chunk, rows - first);
     decode(codes, first, n, decoded.data());
-    for (size_t i = 0; i < n * dim_; ++i)
-      if (!std::isfinite(decoded[i])) return first + i / dim_;
+    for (size_t i = 0; i < n * dim(); ++i)
+      if (!std::isfinite(decoded[i])) return first + i / dim();
   }
   return rows;
 }
 
 std::unique_ptr<PreparedQuery> CodecBase::prepare(const float* q) const {
   require(q != nullptr, "prepare: query pointer is null");
-  require_finite(q, 1, dim_, "prepare (query)");
+  require_finite(q, 1, dim(), "prepare (query)");
   auto prepared = prepare_query(q);
   prepared->owner = this;
   return prepared;
@@ -132,7 +132,7 @@ std::unique_ptr<PreparedQuery> CodecBase::prepare(const float* q) const {
 
 void CodecBase::prepare(const float* q, std::unique_ptr<PreparedQuery>& prepared) const {
   require(q != nullptr, "prepare: query pointer is null");
-  require_finite(q, 1, dim_, "prepare (query)");
+  require_finite(q, 1, dim(), "prepare (query)");
   if (prepared == nullptr || !reprepare_query(q, *prepared)) prepared = prepare_query(q);
   prepared->owner = this;
 }
@@ -212,19 +212,43 @@ void CodecBase::decode_rows(const uint8_t* codes, size_t n, float* out) const {
   for (size_t i = 0; i < n; ++i) {
     std::fill(accumulator.begin(), accumulator.end(), 0.0f);
     accumulate_rows(&weight, codes + i * code_bytes(), 1, accumulator.data());
-    std::fill(out + i * dim_, out + (i + 1) * dim_, 0.0f);
-    finish_accumulator(accumulator.data(), out + i * dim_);
+    std::fill(out + i * dim(), out + (i + 1) * dim(), 0.0f);
+    finish_accumulator(accumulator.data(), out + i * dim());
   }
 }
 
 void CodecBase::finish_accumulator(const float* accumulator, float* out) const {
-  for (size_t j = 0; j < dim_; ++j) out[j] += accumulator[j];
+  for (size_t j = 0; j < dim(); ++j) out[j] += accumulator[j];
 }
 
 void CodecBase::accumulate(const float* weights, const CodeBuffer& codes, size_t first, size_t n, float* out) const {
   std::vector<float> accumulator(accumulator_size(), 0.0f);
   accumulate_partial(weights, codes, first, n, accumulator.data());
   finish_accumulator(accumulator.data(), out);
+}
+
+namespace {
+[[noreturn]] void not_the_librarys(const VectorCodec& codec) {
+  throw Error(fmt::format("codec {}: not one the library built (make_codec builds every codec)", codec.spec()));
+}
+}  // namespace
+
+const CodecBase& codec_base(const VectorCodec& codec) {
+  const auto* base = dynamic_cast<const CodecBase*>(&codec);
+  if (base == nullptr) not_the_librarys(codec);
+  return *base;
+}
+
+CodecBase& codec_base(VectorCodec& codec) {
+  auto* base = dynamic_cast<CodecBase*>(&codec);
+  if (base == nullptr) not_the_librarys(codec);
+  return *base;
+}
+
+std::unique_ptr<CodecBase> codec_base(std::unique_ptr<VectorCodec> codec) {
+  CodecBase& base = codec_base(*codec);
+  codec.release();
+  return std::unique_ptr<CodecBase>(&base);
 }
 
 }  // namespace kvsketch
