@@ -135,7 +135,8 @@ TEST(RowLayout, CodecsWithoutAFusedFormAreOneField) {
   }
   // prod's keys have a form, its values none; q4_0's parts are its 32-channel groups.
   EXPECT_FALSE(make_codec("tq_prod:b=3", 64)->row_layout().has_values);
-  const RowLayout& q4 = make_codec("q4_0", 96)->row_layout();
+  const auto q4_0 = make_codec("q4_0", 96);  // the layout lives as long as its codec
+  const RowLayout& q4 = q4_0->row_layout();
   ASSERT_EQ(q4.key_parts.size(), 3u);
   EXPECT_EQ(q4.key_parts[2].indices.offset, 32u);
   EXPECT_EQ(q4.key_parts[2].factor->offset, 48u + 4u);
