@@ -119,6 +119,7 @@ class VectorCodec {
                           float* out) const = 0;
   // What a row holds, as the fused decode-attention kernels read it (row_layout.hpp): data only,
   // for kernels written elsewhere. has_keys and has_values say whether the codec has such a form.
+  // The layout (its tables too) lives as long as the codec.
   virtual const RowLayout& row_layout() const = 0;
 
  protected:
