@@ -35,6 +35,7 @@ StoredRows make_rows(simd::RowFormat format, int bits, size_t n, size_t dim, uin
     case simd::RowFormat::kFloat: stride = 4 * dim; break;
     case simd::RowFormat::kHalf: stride = 2 * dim; break;
     case simd::RowFormat::kInt8: stride = dim; break;
+    case simd::RowFormat::kUint8: stride = dim; break;
     case simd::RowFormat::kIndex: stride = packed_bytes(dim, bits); break;
     case simd::RowFormat::kSign: stride = (dim + 7) / 8; break;
   }
@@ -60,6 +61,10 @@ StoredRows make_rows(simd::RowFormat format, int bits, size_t n, size_t dim, uin
           value[j] = q;
           break;
         }
+        case simd::RowFormat::kUint8:
+          row[j] = static_cast<uint8_t>(stream.next_u64() % 256);
+          value[j] = row[j];
+          break;
         case simd::RowFormat::kIndex:
           indices[j] = static_cast<uint8_t>(stream.next_u64() % (1u << bits));
           value[j] = rows.table[indices[j]];
@@ -85,7 +90,8 @@ struct Case {
 
 TEST(RowKernels, ScoresAndWeightedSumsMatchTheReferenceOnEveryTarget) {
   const std::vector<Case> cases = {{simd::RowFormat::kFloat, 0}, {simd::RowFormat::kHalf, 0},
-                                   {simd::RowFormat::kInt8, 0},  {simd::RowFormat::kSign, 0},
+                                   {simd::RowFormat::kInt8, 0},  {simd::RowFormat::kUint8, 0},
+                                   {simd::RowFormat::kSign, 0},
                                    {simd::RowFormat::kIndex, 1}, {simd::RowFormat::kIndex, 2},
                                    {simd::RowFormat::kIndex, 3}, {simd::RowFormat::kIndex, 4},
                                    // 5-8: tables past two vectors, looked up by gathers

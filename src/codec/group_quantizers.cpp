@@ -173,6 +173,8 @@ simd::RowSource GroupQuantizer::level_rows(const uint8_t* codes, size_t first, s
     return table;
   }();
   const size_t offset = first * static_cast<size_t>(bits_) / 8;
+  // 8-bit levels are their bytes: converted in registers, not looked up (q8_0).
+  if (bits_ == 8) return {simd::RowFormat::kUint8, codes + offset, code_bytes_, count, 0, nullptr, code_bytes_ - offset};
   return {simd::RowFormat::kIndex, codes + offset, code_bytes_, count, bits_, levels.data(), code_bytes_ - offset};
 }
 

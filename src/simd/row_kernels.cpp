@@ -58,6 +58,18 @@ struct Int8Rows {
   float Scalar(const uint8_t* row, size_t j) const { return static_cast<float>(static_cast<int8_t>(row[j])); }
 };
 
+struct Uint8Rows {
+  const RowSource src;
+  const uint8_t* Row(size_t i) const { return src.row(i); }
+  const RowSource& Source() const { return src; }
+  VF Load(const uint8_t* row, size_t j) const {
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<uint8_t, DF> du8;
+    return hn::ConvertTo(DF(), hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(du8, row + j))));
+  }
+  float Scalar(const uint8_t* row, size_t j) const { return static_cast<float>(row[j]); }
+};
+
 struct SignRows {
   const RowSource src;
   const uint8_t* Row(size_t i) const { return src.row(i); }
@@ -496,6 +508,7 @@ void WithRows(const RowSource& src, size_t n, const Run& run) {
     case RowFormat::kFloat: return run(FloatRows{src});
     case RowFormat::kHalf: return run(HalfRows{src});
     case RowFormat::kInt8: return run(Int8Rows{src});
+    case RowFormat::kUint8: return run(Uint8Rows{src});
     case RowFormat::kSign:
       if (SignRows::Usable()) return run(SignRows{src});
       break;

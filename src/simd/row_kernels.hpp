@@ -13,6 +13,7 @@ enum class RowFormat {
   kFloat,  // dim floats
   kHalf,   // dim fp16 values
   kInt8,   // dim signed bytes
+  kUint8,  // dim unsigned bytes (8-bit levels: q8_0's)
   kIndex,  // dim b-bit indices (bitpack.hpp layout, b = 1..8) into `table`
   kSign,   // dim sign bits, LSB-first: +1 or -1
 };
