@@ -46,29 +46,22 @@ struct HalfRows {
   }
 };
 
-struct Int8Rows {
+// Rows of dim bytes, signed (int8) or unsigned (8-bit levels, q8_0's), converted in registers.
+template <typename Byte>
+struct ByteRows {
   const RowSource src;
   const uint8_t* Row(size_t i) const { return src.row(i); }
   const RowSource& Source() const { return src; }
   VF Load(const uint8_t* row, size_t j) const {
+    const hn::Rebind<Byte, DF> db;
+    const hn::Rebind<hwy::MakeWide<hwy::MakeWide<Byte>>, DF> dw;  // 32-bit, of the bytes' sign
     const hn::RebindToSigned<DF> di;
-    const hn::Rebind<int8_t, DF> di8;
-    return hn::ConvertTo(DF(), hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(row) + j)));
+    return hn::ConvertTo(DF(), hn::BitCast(di, hn::PromoteTo(dw, hn::LoadU(db, reinterpret_cast<const Byte*>(row) + j))));
   }
-  float Scalar(const uint8_t* row, size_t j) const { return static_cast<float>(static_cast<int8_t>(row[j])); }
+  float Scalar(const uint8_t* row, size_t j) const { return static_cast<float>(static_cast<Byte>(row[j])); }
 };
-
-struct Uint8Rows {
-  const RowSource src;
-  const uint8_t* Row(size_t i) const { return src.row(i); }
-  const RowSource& Source() const { return src; }
-  VF Load(const uint8_t* row, size_t j) const {
-    const hn::RebindToSigned<DF> di;
-    const hn::Rebind<uint8_t, DF> du8;
-    return hn::ConvertTo(DF(), hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(du8, row + j))));
-  }
-  float Scalar(const uint8_t* row, size_t j) const { return static_cast<float>(row[j]); }
-};
+using Int8Rows = ByteRows<int8_t>;
+using Uint8Rows = ByteRows<uint8_t>;
 
 struct SignRows {
   const RowSource src;
