@@ -4,13 +4,11 @@
 #include <typeinfo>
 
 #include "codec/accumulator_slices.hpp"
-#include "codec/attention_parts.hpp"
 #include "codec/inner_queries.hpp"
 #include "codec/spec_of.hpp"
 #include "core/require.hpp"
 #include "kvsketch/half.hpp"
 #include "simd/kernels.hpp"
-#include "simd/quad_rows.hpp"
 
 namespace kvsketch {
 namespace {

@@ -10,11 +10,9 @@
 
 #include "core/kernel_memory.hpp"
 #include "codec/accumulator_slices.hpp"
-#include "codec/attention_parts.hpp"
 #include "codec/channel_list.hpp"
 #include "codec/spec_parser.hpp"
 #include "simd/kernels.hpp"
-#include "simd/quad_rows.hpp"
 #include "core/require.hpp"
 #include "kvsketch/random.hpp"
 

@@ -18,7 +18,6 @@
 #include "simd/affine_kernels.hpp"
 #include "simd/attention_kernels.hpp"
 #include "simd/kernels.hpp"
-#include "simd/quad_rows.hpp"
 
 namespace kvsketch {
 namespace {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "codec/attention_parts.hpp"
 #include "codec/spec_of.hpp"
 #include "core/require.hpp"
 #include "core/kernel_memory.hpp"
@@ -39,11 +38,8 @@ bool QuadRowsCodec::rearranges(const VectorCodec& codec) {
 bool QuadRowsCodec::read_in_place(bool as_keys) const {
   const RowLayout& layout = row_layout();
   if (as_keys ? !layout.has_keys : !layout.has_values) return false;
-  return std::all_of(layout.key_parts.begin(), layout.key_parts.end(), [&](const RowLayout::Part& part) {
-           return !as_keys || reads_in_place(part);
-         }) &&
-         std::all_of(layout.value_parts.begin(), layout.value_parts.end(),
-                     [&](const RowLayout::Part& part) { return as_keys || reads_in_place(part); });
+  const std::vector<RowLayout::Part>& parts = as_keys ? layout.key_parts : layout.value_parts;
+  return std::all_of(parts.begin(), parts.end(), reads_in_place);
 }
 
 bool QuadRowsCodec::reads_in_place(const RowLayout::Part& part) {

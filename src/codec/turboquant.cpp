@@ -9,12 +9,10 @@
 #include <fmt/format.h>
 
 #include "core/kernel_memory.hpp"
-#include "codec/attention_parts.hpp"
 #include "core/require.hpp"
 #include "kvsketch/random.hpp"
 #include "simd/int_index_kernels.hpp"
 #include "simd/kernels.hpp"
-#include "simd/quad_rows.hpp"
 
 namespace kvsketch {
 namespace {
