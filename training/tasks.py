@@ -5,7 +5,6 @@ tokens are the answers a model must retrieve (weighted more in the loss, scored 
 The prompts are the ones `kvsketch retrieval` builds (src/model/retrieval_tasks.cpp); change both
 together.
 """
-import random
 
 PASSKEY_INTRO = ("There is important information hidden inside a lot of irrelevant text. "
                  "Find it and memorize it. I will quiz you about it.\n")
@@ -97,6 +96,31 @@ def copy_words(rng, vocabulary, chars, corpus_text=None):
     first = lead + "Words: " + " ".join(words) + ".\nAgain:"
     answer = " " + " ".join(words)
     return first + answer + ".", [(len(first), len(first) + len(answer))]
+
+
+def repeated_tokens(rng, length, low, high, spans=None, max_gap=None, max_distance=None):
+    """`length` random token ids in [low, high) in which spans repeat after random gaps, and per
+    token the position it copies where copying predicts it (a repeat's tokens after its first),
+    else None. Random tokens leave only a look-up by content to predict a repeat (an induction
+    head, the mechanism every retrieval task rests on)."""
+    spans = spans or (3, max(8, length // 8))
+    max_gap = max(4, length // 8) if max_gap is None else max_gap
+    # Copies far from their spans: with copies only a few tokens on, a head supervised to look up
+    # by content did not learn to (attention_supervision), while at up to half the row it does.
+    max_distance = length // 2 if max_distance is None else max_distance
+    ids = [rng.randrange(low, high) for _ in range(length)]
+    sources = [None] * length
+    position = 0
+    while True:
+        # Random tokens before a span and between it and its copy: no fixed offset predicts a copy.
+        start = position + rng.randint(0, max_gap)
+        span = rng.randint(*spans)
+        copy = start + span + rng.randint(0, max_distance)
+        if copy + span > length:
+            return ids, sources
+        ids[copy:copy + span] = ids[start:start + span]
+        sources[copy + 1:copy + span] = range(start + 1, start + span)
+        position = copy + span
 
 
 def document(rng, corpus_text, vocabulary, chars, mix):

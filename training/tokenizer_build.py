@@ -64,6 +64,13 @@ def train_byte_level(texts, vocab_size):
     return tokenizer, facts("byte_level")
 
 
+def special_tokens(tokenizer):
+    """The special tokens a trained tokenizer holds, which take its first ids."""
+    specials = SPECIAL_SENTENCEPIECE if tokenizer.token_to_id(SPECIAL_SENTENCEPIECE[0]) is not None else SPECIAL_BYTE_LEVEL
+    assert [tokenizer.token_to_id(t) for t in specials] == list(range(len(specials))), specials
+    return specials
+
+
 def facts(kind):
     """The special tokens of a tokenizer of `kind`, for tokenizer_config.json."""
     if kind == "sentencepiece":

@@ -21,6 +21,7 @@ import time
 import torch
 import transformers
 
+import attention_supervision
 import corpus
 import tasks
 import tokenizer_build
@@ -35,7 +36,8 @@ PRESETS = {
                   intermediate_size=512, num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=1,
                   head_dim=64, dtype=torch.float16),
 }
-CURRICULUM = [(0.40, 256), (0.25, 512), (0.20, 1024), (0.15, 2048)]  # (fraction of steps, context)
+# (fraction of steps, context[, mix]): a stage's own mix replaces MIX for its steps.
+CURRICULUM = [(0.40, 256), (0.25, 512), (0.20, 1024), (0.15, 2048)]
 MIX = {"text": 0.35, "passkey": 0.2, "needles": 0.15, "mqar": 0.15, "repeat": 0.15}
 ANSWER_WEIGHT = 4.0
 
@@ -65,54 +67,79 @@ def encode(tokenizer, text, spans, limit):
             weights[i] = ANSWER_WEIGHT
     if len(ids) > limit:
         ids, weights = ids[-limit:], weights[-limit:]
-    return ids, weights
+    return ids, weights, [None] * len(ids)
 
 
-def single_row(rng, tokenizer, text, vocabulary, context, chars_per_token):
-    """One document sized to the context (a long one cut from the left, keeping its answers)."""
-    doc, spans = tasks.document(rng, text, vocabulary, int(context * chars_per_token * 0.97), MIX)
+def single_row(rng, tokenizer, text, vocabulary, context, chars_per_token, mix):
+    """One document sized to the context (a long one cut from the left, keeping its answers): token
+    ids, loss weights, and per token the position it copies where that is known (else None)."""
+    if "tokens" in mix:  # token-level documents: the kind is drawn here, text kinds in tasks.document
+        kinds, weights = zip(*mix.items())
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "tokens":
+            # No BOS: with one, the supervised induction head did not form (attention_supervision).
+            special = len(tokenizer_build.special_tokens(tokenizer))
+            ids, sources = tasks.repeated_tokens(rng, context, special, tokenizer.get_vocab_size())
+            # The random tokens are unpredictable: a loss on them would only drown the copies'.
+            return ids, [0.0 if s is None else ANSWER_WEIGHT for s in sources], sources
+        mix = {kind: 1.0}
+    doc, spans = tasks.document(rng, text, vocabulary, int(context * chars_per_token * 0.97), mix)
     return encode(tokenizer, doc, spans, context)
 
 
-def packed_row(rng, tokenizer, text, vocabulary, context, chars_per_token):
+def packed_row(rng, tokenizer, text, vocabulary, context, chars_per_token, mix):
     """Documents one after another (each from its BOS) until fewer than 32 tokens of the context are
     left: the synthetic documents are much shorter than a context, and padding them alone wasted
     most of each step. The first document is sized to the whole context, later ones to what is
     left."""
-    ids, weights = [], []
+    ids, weights, sources = [], [], []
     while not ids or context - len(ids) >= 32:
-        doc_ids, doc_weights = single_row(rng, tokenizer, text, vocabulary, context - len(ids), chars_per_token)
+        doc_ids, doc_weights, doc_sources = single_row(rng, tokenizer, text, vocabulary, context - len(ids),
+                                                       chars_per_token, mix)
+        sources += [s if s is None else s + len(ids) for s in doc_sources]
         ids += doc_ids
         weights += doc_weights
-    return ids, weights
+    return ids, weights, sources
 
 
-def batch(rng, tokenizer, text, vocabulary, context, size, chars_per_token, pack=False, fixed_length=False):
-    """`size` rows of token ids, their mask and loss weights, padded to the longest row or, with
+def batch(rng, tokenizer, text, vocabulary, context, size, chars_per_token, mix, pack=False, fixed_length=False):
+    """`size` rows of token ids, their mask and loss weights, and where an induction head looks from
+    each position (-1 where unknown; attention_supervision), padded to the longest row or, with
     fixed_length, to the context (one shape per context, so that a compiled step compiles once)."""
     row = packed_row if pack else single_row
-    rows = [row(rng, tokenizer, text, vocabulary, context, chars_per_token) for _ in range(size)]
-    length = context if fixed_length else max(len(r) for r, _ in rows)
+    rows = [row(rng, tokenizer, text, vocabulary, context, chars_per_token, mix) for _ in range(size)]
+    length = context if fixed_length else max(len(r) for r, _, _ in rows)
     ids = torch.zeros(size, length, dtype=torch.long)
     mask = torch.zeros(size, length, dtype=torch.long)
     weight = torch.zeros(size, length)
-    for i, (r, w) in enumerate(rows):
+    attend = torch.full((size, length), -1, dtype=torch.long)
+    for i, (r, w, sources) in enumerate(rows):
         ids[i, :len(r)] = torch.tensor(r)
         mask[i, :len(r)] = 1
         weight[i, :len(r)] = torch.tensor(w)
-    return ids, mask, weight
+        for p, source in enumerate(sources):
+            if source is not None:
+                attend[i, p - 1] = source  # from the token before a copied one, look at its source
+    return ids, mask, weight, attend
 
 
-def weighted_loss(model, ids, mask, weight):
-    """The loss to train on (token losses weighted, answers more) and the mean loss over answer tokens
-    alone: the second falls steeply once the model learns to look back (the induction step)."""
-    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+def weighted_loss(model, ids, mask, weight, attend=None, supervise=0.0):
+    """The loss to train on (token losses weighted, answers more; with `supervise`, plus that weight
+    times attention_supervision's loss) and the mean loss over answer tokens alone: the second falls
+    steeply once the model learns to look back (the induction step)."""
+    out = model(input_ids=ids, attention_mask=mask, output_attentions=supervise > 0)
+    logits = out.logits[:, :-1].float()
     targets, w = ids[:, 1:], weight[:, 1:] * mask[:, 1:]
     losses = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                                reduction="none").view_as(w)
     answers = (w > 1.0).float()
     answer_loss = (losses * answers).sum() / answers.sum().clamp(min=1.0)
-    return (losses * w).sum() / w.sum(), answer_loss.detach()
+    loss = (losses * w).sum() / w.sum()
+    attention = torch.zeros(())
+    if supervise > 0:
+        attention = attention_supervision.attention_loss(out.attentions, attend, mask)
+        loss = loss + supervise * attention
+    return loss, answer_loss.detach(), attention.detach()
 
 
 @torch.no_grad()
@@ -164,7 +191,8 @@ def main():
     parser.add_argument("--validation-samples", type=int, default=40)
     parser.add_argument("--init", help="a model folder to continue training from (its tokenizer is kept)")
     parser.add_argument("--mix", help="document kinds and weights as JSON, e.g. '{\"text\": 0.2, \"mqar\": 0.3}'")
-    parser.add_argument("--curriculum", help="(fraction of steps, context) pairs as JSON, e.g. '[[0.5, 512], [0.5, 2048]]'")
+    parser.add_argument("--curriculum", help="(fraction of steps, context[, mix]) stages as JSON, e.g. "
+                        "'[[0.1, 64, {\"copy\": 0.5, \"mqar\": 0.5}], [0.9, 2048]]'")
     parser.add_argument("--answer-weight", type=float, default=ANSWER_WEIGHT)
     parser.add_argument("--stop-after", type=int, help="stop after this many steps of the --steps schedule")
     # The defaults train as the committed reference models were trained; --autocast bf16 --compile
@@ -178,6 +206,11 @@ def main():
                         help="transformers' attention implementation used in training")
     parser.add_argument("--pack", action=argparse.BooleanOptionalAction, default=False,
                         help="fill each row with documents one after another instead of padding one document")
+    parser.add_argument("--supervise-attention", type=float, default=1.0,
+                        help="weight of attention_supervision's loss in the supervised steps")
+    parser.add_argument("--supervised-steps", type=int, default=0,
+                        help="the first N steps lead two heads to the induction circuit's attention "
+                             "(on rows of the 'tokens' kind, whose copies are known)")
     parser.add_argument("--probe-every", type=int, default=0,
                         help="every N steps, print passkey accuracy at the current context and MQAR accuracy")
     args = parser.parse_args()
@@ -223,25 +256,30 @@ def main():
         0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, s / args.steps)))))
     rng = random.Random(args.seed)
     boundaries, total = [], 0.0
-    for fraction, length in CURRICULUM:
+    for fraction, length, *stage_mix in CURRICULUM:
         total += fraction
-        boundaries.append((int(round(total * args.steps)), length))
+        boundaries.append((int(round(total * args.steps)), length, stage_mix[0] if stage_mix else MIX))
     log = []
     model.train()
 
-    def train_step(ids, mask, weight):
+    def train_step(ids, mask, weight, attend=None, supervise=0.0):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
-            loss, answer_loss = weighted_loss(model, ids, mask, weight)
+            loss, answer_loss, attention = weighted_loss(model, ids, mask, weight, attend, supervise)
         loss.backward()
-        return loss.detach(), answer_loss
+        return loss.detach(), answer_loss, attention
 
+    # Supervised steps need the attention probabilities (transformers' eager attention): not compiled.
     step_function = torch.compile(train_step) if args.compile else train_step
     last = min(args.steps, args.stop_after or args.steps) - 1
     for step in range(last + 1):
-        length = next(l for b, l in boundaries if step < b)
-        ids, mask, weight = batch(rng, tokenizer, train_text, vocabulary, length,
-                                  max(1, args.tokens_per_step // length), chars_per_token, args.pack, args.compile)
-        loss, answer_loss = step_function(ids, mask, weight)
+        length, mix = next((l, m) for b, l, m in boundaries if step < b)
+        ids, mask, weight, attend = batch(rng, tokenizer, train_text, vocabulary, length,
+                                          max(1, args.tokens_per_step // length), chars_per_token, mix, args.pack,
+                                          args.compile)
+        if step < args.supervised_steps:
+            loss, answer_loss, attention = train_step(ids, mask, weight, attend, args.supervise_attention)
+        else:
+            loss, answer_loss, attention = step_function(ids, mask, weight)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
@@ -249,10 +287,11 @@ def main():
         if step % 25 == 0 or step == last:
             elapsed = time.time() - started
             log.append({"step": step, "context": length, "loss": float(loss), "answer_loss": float(answer_loss),
+                        **({"attention_loss": float(attention)} if step < args.supervised_steps else {}),
                         "seconds": round(elapsed, 1)})
             print(json.dumps(log[-1]), flush=True)
         if args.probe_every and (step + 1) % args.probe_every == 0:
-            probe = validate(model, tokenizer, validation_text, vocabulary, [length], chars_per_token, 16,
+            probe = validate(model, tokenizer, validation_text, vocabulary, [max(length, 256)], chars_per_token, 16,
                              perplexity=False)
             print(json.dumps({"step": step, "probe": probe}), flush=True)
         if (step + 1) % 250 == 0 or step == last:
@@ -260,13 +299,16 @@ def main():
             model.float()
     training_seconds = time.time() - started
     model.float()
-    report = validate(model, tokenizer, validation_text, vocabulary, [c for _, c in CURRICULUM],
+    # Passkey prompts need about 80 tokens: shorter warm-up stages are not validated.
+    contexts = sorted({c[1] for c in CURRICULUM if c[1] >= 128})
+    report = validate(model, tokenizer, validation_text, vocabulary, contexts,
                       chars_per_token, args.validation_samples)
     report.update({"preset": {k: (str(v) if k == "dtype" else v) for k, v in preset.items()},
                    "parameters": parameters, "steps": args.steps, "stopped_after": last + 1, "tokens_per_step": args.tokens_per_step,
                    "curriculum": CURRICULUM, "mix": MIX, "answer_weight": ANSWER_WEIGHT, "lr": args.lr,
                    "seed": args.seed, "threads": args.threads, "autocast": args.autocast, "compile": args.compile,
-                   "attention": args.attention, "pack": args.pack, "init": args.init, "training_seconds": round(training_seconds, 1),
+                   "attention": args.attention, "pack": args.pack,
+                   "supervised_steps": args.supervised_steps, "supervise_attention": args.supervise_attention, "init": args.init, "training_seconds": round(training_seconds, 1),
                    "torch": torch.__version__, "transformers": transformers.__version__, "log": log})
     model.generation_config.do_sample = False
     model.to(preset["dtype"]).save_pretrained(args.out, safe_serialization=True)
