@@ -1,0 +1,103 @@
+"""Tests of the training data and losses that form the reference models' induction circuit
+(tasks.repeated_tokens, attention_supervision, train.batch), run by CTest in the PyTorch venv."""
+import math
+import os
+import random
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import attention_supervision  # noqa: E402
+import tasks  # noqa: E402
+
+MODELS = os.path.join(os.path.dirname(__file__), "..", "models")
+
+
+@pytest.mark.parametrize("length", [32, 64, 256, 2048])
+def test_repeated_tokens_point_each_copy_at_its_source(length):
+    rng = random.Random(length)
+    copies = 0
+    for _ in range(20):
+        ids, sources = tasks.repeated_tokens(rng, length, 3, 4096)
+        assert len(ids) == len(sources) == length
+        assert all(3 <= t < 4096 for t in ids)
+        for p, s in enumerate(sources):
+            if s is None:
+                continue
+            copies += 1
+            # The copied token and the one before it repeat the source and the one before it, from
+            # at most half a row plus the longest span away.
+            assert s < p and ids[s] == ids[p] and ids[s - 1] == ids[p - 1]
+            assert p - s <= length // 2 + max(8, length // 8)
+    assert copies > length // 2  # a copied token in every 40 or fewer, over the 20 rows
+
+
+def test_repeated_tokens_are_seeded():
+    assert tasks.repeated_tokens(random.Random(7), 64, 3, 100) == tasks.repeated_tokens(random.Random(7), 64, 3, 100)
+
+
+def circuit_attention(attend, length, heads=2, sharpness=1.0):
+    """Attention probabilities in transformers' layout for two layers: head 0 of layer 0 on the
+    previous token, head 0 of layer 1 on `attend`, mixed with uniform causal attention by
+    1 - sharpness."""
+    causal = torch.tril(torch.ones(length, length))
+    uniform = causal / causal.sum(-1, keepdim=True)
+    previous = torch.zeros(length, length)
+    previous[0, 0] = 1
+    previous[torch.arange(1, length), torch.arange(length - 1)] = 1
+    layers = []
+    for first in (previous.expand(attend.shape[0], length, length), None):
+        if first is None:
+            first = uniform.repeat(attend.shape[0], 1, 1)
+            for b, t in zip(*torch.nonzero(attend >= 0, as_tuple=True)):
+                first[b, t] = 0
+                first[b, t, attend[b, t]] = 1
+        head = sharpness * first + (1 - sharpness) * uniform
+        layers.append(torch.stack([head] + [uniform.expand_as(head)] * (heads - 1), dim=1))
+    return layers
+
+
+def test_attention_loss_is_zero_on_the_circuit_and_large_elsewhere():
+    rng = random.Random(1)
+    rows = [tasks.repeated_tokens(rng, 64, 3, 4096)[1] for _ in range(4)]
+    attend = torch.full((4, 64), -1, dtype=torch.long)
+    for b, sources in enumerate(rows):
+        for p, s in enumerate(sources):
+            if s is not None:
+                attend[b, p - 1] = s
+    exact = attention_supervision.attention_loss(circuit_attention(attend, 64), attend)
+    assert float(exact) < 1e-4
+    spread = attention_supervision.attention_loss(circuit_attention(attend, 64, sharpness=0.0), attend)
+    # Uniform attention over about 32 earlier tokens on average: two cross-entropies of a few nats.
+    assert float(spread) > 2 * math.log(8)
+    half = attention_supervision.attention_loss(circuit_attention(attend, 64, sharpness=0.5), attend)
+    assert float(exact) < float(half) < float(spread)
+
+
+def test_attention_loss_ignores_masked_positions():
+    attend = torch.full((1, 16), -1, dtype=torch.long)
+    layers = circuit_attention(attend, 16)
+    layers[0][0, 0, 12:] = 0  # padding: no previous-token attention there
+    layers[0][0, 0, 12:, 0] = 1
+    mask = torch.ones(1, 16, dtype=torch.long)
+    mask[0, 12:] = 0
+    assert float(attention_supervision.attention_loss(layers, attend, mask)) < 1e-4
+    assert float(attention_supervision.attention_loss(layers, attend)) > 1.0
+
+
+def test_token_rows_in_a_batch_have_no_bos_and_loss_only_on_copies():
+    tokenizers = pytest.importorskip("tokenizers")
+    import train
+    tokenizer = tokenizers.Tokenizer.from_file(os.path.join(MODELS, "llama-reference", "tokenizer.json"))
+    ids, mask, weight, attend = train.batch(random.Random(3), tokenizer, "", [], 64, 8, 3.0, {"tokens": 1.0})
+    assert ids.shape == (8, 64) and bool(mask.all())
+    assert int(ids[:, 0].eq(1).sum()) == 0 or bool(weight[:, 0].eq(0).all())
+    b, t = torch.nonzero(attend >= 0, as_tuple=True)
+    assert len(b) > 0
+    assert bool((ids[b, attend[b, t]] == ids[b, t + 1]).all())
+    # Weights: the answer weight exactly on the tokens an induction head predicts, 0 elsewhere.
+    expected = torch.zeros_like(weight)
+    expected[b, t + 1] = train.ANSWER_WEIGHT
+    assert torch.equal(weight, expected)
