@@ -206,6 +206,9 @@ def main():
                         help="transformers' attention implementation used in training")
     parser.add_argument("--pack", action=argparse.BooleanOptionalAction, default=False,
                         help="fill each row with documents one after another instead of padding one document")
+    parser.add_argument("--max-key-tokens", type=int, default=3,
+                        help="longest key word of needles and MQAR, in tokens (`kvsketch retrieval` asks any "
+                             "3-9-letter word of its text)")
     parser.add_argument("--supervise-attention", type=float, default=1.0,
                         help="weight of attention_supervision's loss in the supervised steps")
     parser.add_argument("--supervised-steps", type=int, default=0,
@@ -239,7 +242,8 @@ def main():
         json.dump(tokenizer_build.tokenizer_config(facts, context), f, indent=2)
     sample = train_text[:2000000]
     chars_per_token = len(sample) / len(tokenizer.encode(sample).ids)
-    vocabulary = [w for w in corpus.words(train_docs[::7]) if len(tokenizer.encode(" " + w).ids) <= 3]
+    vocabulary = [w for w in corpus.words(train_docs[::7])
+                  if len(tokenizer.encode(" " + w).ids) <= args.max_key_tokens]
     print(f"tokenizer: {chars_per_token:.2f} chars/token, {len(vocabulary)} key words", flush=True)
 
     if args.init:
@@ -308,7 +312,7 @@ def main():
                    "curriculum": CURRICULUM, "mix": MIX, "answer_weight": ANSWER_WEIGHT, "lr": args.lr,
                    "seed": args.seed, "threads": args.threads, "autocast": args.autocast, "compile": args.compile,
                    "attention": args.attention, "pack": args.pack,
-                   "supervised_steps": args.supervised_steps, "supervise_attention": args.supervise_attention, "init": args.init, "training_seconds": round(training_seconds, 1),
+                   "supervised_steps": args.supervised_steps, "max_key_tokens": args.max_key_tokens, "supervise_attention": args.supervise_attention, "init": args.init, "training_seconds": round(training_seconds, 1),
                    "torch": torch.__version__, "transformers": transformers.__version__, "log": log})
     model.generation_config.do_sample = False
     model.to(preset["dtype"]).save_pretrained(args.out, safe_serialization=True)
