@@ -4,14 +4,22 @@ an induction head in layer 1) on rows whose copies are known (tasks.repeated_tok
 Untrained, these heads form only after a long plateau: attention starts spread over every earlier
 token, so the signal that would form either head is diluted by the row's length, and each head is
 useful only once the other exists. On two cores the reference models did not leave that plateau in
-their budget (docs/RESULTS.md, "Training speed and the induction plateau"). Supervising the two attention
-patterns for the first few hundred steps removes the plateau; the heads' values and outputs, and
-everything retrieval needs beyond copying, are still learned from the language-modelling loss.
+their budget (docs/RESULTS.md, "Training speed and the induction plateau"). Supervising the two
+attention patterns for the first few hundred steps removes the plateau; the heads' values and
+outputs, and everything retrieval needs beyond copying, are still learned from the
+language-modelling loss.
 Two conditions the probe (induction_probe.py) found: rows without a BOS token (with one, the
 induction head did not form), and copies up to half a row away from their spans (at most 8 tokens
 away, it did not either).
 """
 import torch
+
+
+def look_ups(sources):
+    """(query, key) positions of an induction head over a row whose tokens copy `sources` (per
+    token the position it copies, or None): from the token before a copied one, the head looks at
+    the copied token's source."""
+    return [(p - 1, source) for p, source in enumerate(sources) if source is not None]
 
 
 def attention_loss(attentions, attend, mask=None):

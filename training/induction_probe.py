@@ -25,7 +25,7 @@ import torch
 import transformers
 
 import tasks
-from attention_supervision import attention_loss
+from attention_supervision import attention_loss, look_ups
 
 
 def rows(rng, batch, context, vocabulary, fixed_gap, spans, max_gap, max_distance=None):
@@ -39,10 +39,9 @@ def rows(rng, batch, context, vocabulary, fixed_gap, spans, max_gap, max_distanc
     for b in range(batch):
         row, sources = tasks.repeated_tokens(rng, context, 10, 10 + vocabulary, spans, max_gap, max_distance)
         ids[b] = torch.tensor(row)
-        for p, source in enumerate(sources):
-            if source is not None:
-                target[b, p - 1] = 1
-                attend[b, p - 1] = source  # where an induction head at p - 1 looks
+        for query, key in look_ups(sources):
+            target[b, query] = 1
+            attend[b, query] = key
     return ids, target, attend
 
 
@@ -107,9 +106,9 @@ def main():
     args.steps = len(plan)
     for step, (context, batch, spans, max_gap, distance) in enumerate(plan):
         ids, target, attend = rows(rng, batch, context, args.vocabulary, args.fixed_gap, spans, max_gap, distance)
+        if args.bos:
+            ids[:, 0] = 1
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            if args.bos:
-                ids[:, 0] = 1
             out = model(input_ids=ids, output_attentions=bool(args.supervise_attention))
             logits = out.logits[:, :-1].float()
         losses = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),

@@ -117,9 +117,8 @@ def batch(rng, tokenizer, text, vocabulary, context, size, chars_per_token, mix,
         ids[i, :len(r)] = torch.tensor(r)
         mask[i, :len(r)] = 1
         weight[i, :len(r)] = torch.tensor(w)
-        for p, source in enumerate(sources):
-            if source is not None:
-                attend[i, p - 1] = source  # from the token before a copied one, look at its source
+        for query, key in attention_supervision.look_ups(sources):
+            attend[i, query] = key
     return ids, mask, weight, attend
 
 
