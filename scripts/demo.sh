@@ -12,9 +12,9 @@ policies="q8_0;q4_0;kivi:b=4,group=32;kivi:b=2,group=32;tq_mse:b=4|tq_mse:b=4;tq
 policies+=";tq_mse:b=3,rescale=1|tq_mse:b=3;tq_prod:b=3|tq_mse:b=3;tq_mse:b=2.5,rescale=1|tq_mse:b=2.5"
 echo "== $model through the cache: perplexity and KL divergence against the fp16 cache (8 windows of 1024 tokens, 3 codec seeds) =="
 ./build/kvsketch perplexity --model $model --text $text --context 1024 --windows 8 --seeds 3 --policies "$policies"
-echo "== $model: passkey retrieval through the cache (3 prompts per cell; this model has not learned it yet) =="
-./build/kvsketch retrieval --model $model --text $text --task passkey --contexts 512,1k --depths 0,0.5,1 \
-  --samples 3 --policies "fp16;q4_0;tq_mse:b=3,rescale=1|tq_mse:b=3"
+echo "== $model: passkey retrieval through the cache (4 prompts per cell, up to its trained context) =="
+./build/kvsketch retrieval --model $model --text $text --task passkey --contexts 1k,2k --depths 0,0.5,1 \
+  --samples 4 --policies "fp16;q4_0;tq_mse:b=3,rescale=1|tq_mse:b=3;tq_mse:b=2.5,rescale=1|tq_mse:b=2.5"
 echo "== $model: decode speed through the cache against fp16 =="
 ./build/kvsketch bench decode --model $model --text $text --contexts 2k,8k --policies "fp16;q4_0;tq_mse:b=3|tq_mse:b=3"
 echo "== KV cache policies on the synthetic cache (one KV head, d=128, 4096 tokens, 16 queries per regime) =="

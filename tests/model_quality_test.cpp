@@ -87,9 +87,9 @@ TEST_P(ReferenceModels, PerplexityMatchesTransformersAndKldGrowsAsBitsFall) {
 
 INSTANTIATE_TEST_SUITE_P(Committed, ReferenceModels, ::testing::Values("llama-reference", "qwen2-reference"));
 
-// The model has not learned retrieval (docs/RESULTS.md), so this checks the prompts and the
-// accounting, not the accuracy.
-TEST(ReferenceModel, RetrievalPromptsFillTheirContext) {
+// The reference model learned retrieval (models/llama-reference/README.md): the fp16 cache and a
+// 3-bit TurboQuant cache both find the pass key, and the prompts fill the context asked for.
+TEST(ReferenceModel, PasskeyFoundThroughTheCache) {
   RetrievalConfig config;
   config.model_dir = kModel;
   config.text_path = kText;
@@ -101,6 +101,8 @@ TEST(ReferenceModel, RetrievalPromptsFillTheirContext) {
   ASSERT_EQ(r.policies.size(), 2u);
   for (const auto& p : r.policies) {
     std::printf("passkey at 512 tokens, %s: %.0f%%\n", p.policy.c_str(), 100 * p.accuracy);
+    // 12 prompts: at most one miss (the fp16 cache and 3-bit codes find all 12 as committed).
+    EXPECT_GE(p.accuracy, 11.0 / 12) << p.policy;
     ASSERT_EQ(p.cells.size(), 3u);
     for (const auto& c : p.cells) {
       EXPECT_EQ(c.total, 4u);
@@ -168,7 +170,9 @@ TEST(ReferenceModelCommands, GenerateStreamsText) {
                                                    " --prompt 'The pass key is 314. What is the pass key? The pass key "
                                                    "is' --max-tokens 8 --policy fp16");
   ASSERT_EQ(status, 0) << output;
-  EXPECT_NE(output.find("The pass key is 314. What is the pass key? The pass key is"), std::string::npos) << output;
+  // The model answers from the prompt: the pass key comes back.
+  EXPECT_NE(output.find("The pass key is 314. What is the pass key? The pass key is 314"), std::string::npos)
+      << output;
   EXPECT_NE(output.find("8 generated"), std::string::npos) << output;
 }
 
