@@ -11,6 +11,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import attention_supervision  # noqa: E402
 import tasks  # noqa: E402
+import tokenizer_build  # noqa: E402
 
 MODELS = os.path.join(os.path.dirname(__file__), "..", "models")
 
@@ -93,7 +94,6 @@ def test_token_rows_in_a_batch_have_no_bos_and_loss_only_on_copies():
     tokenizer = tokenizers.Tokenizer.from_file(os.path.join(MODELS, "llama-reference", "tokenizer.json"))
     ids, mask, weight, attend = train.batch(random.Random(3), tokenizer, "", [], 64, 8, 3.0, {"tokens": 1.0})
     assert ids.shape == (8, 64) and bool(mask.all())
-    import tokenizer_build
     # No BOS or other special token anywhere (they take the first ids).
     assert not bool(ids.lt(len(tokenizer_build.special_tokens(tokenizer))).any())
     b, t = torch.nonzero(attend >= 0, as_tuple=True)

@@ -2,7 +2,7 @@
 # Trains a reference model as it is committed (models/llama-reference, models/qwen2-reference), then
 # writes its golden fixtures (transformers' logits and perplexity) beside the weights.
 #
-# The recipe (docs/RESULTS.md, "The committed reference models"): 5000 steps of 4096 tokens, a
+# The recipe (docs/RESULTS.md, "The committed model's run"): 5000 steps of 4096 tokens, a
 # cosine schedule from 3e-3. The first 300 steps are random-token rows whose copies are known, with
 # two heads' attention supervised towards the induction circuit (training/attention_supervision.py);
 # without that warm-up the model never learns retrieval at this budget. Then contexts of 256, 512,
