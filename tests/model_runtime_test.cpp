@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 const std::string kModels = std::string(KVSKETCH_TEST_DATA_DIR) + "/models/";
 const char* kFixtures[] = {"llama_f32", "llama3_scaled_bf16_sharded", "llama_linear_rope_f16", "qwen2_f16",
-                           "mistral_f32"};
+                           "mistral_f32", "qwen3_bf16"};
 
 struct Golden {
   std::vector<std::vector<int32_t>> prompts;
@@ -265,6 +265,29 @@ TEST(ModelRuntimeBadInput, ConfigProblemsAreNamed) {
   ScratchModel s("mistral_f32");
   s.replace("config.json", "\"sliding_window\": null", "\"sliding_window\": 0");
   EXPECT_NE(s.load_error().find("'sliding_window' is 0"), std::string::npos) << s.load_error();
+  ScratchModel layers("qwen3_bf16");
+  layers.replace("config.json", "\"full_attention\"\n  ]", "\"full_attention\",\n    \"full_attention\"\n  ]");
+  EXPECT_NE(layers.load_error().find("expected a list of 2 layer types, one per layer"), std::string::npos)
+      << layers.load_error();
+  ScratchModel chunked("qwen3_bf16");
+  chunked.replace("config.json", "\"full_attention\"\n  ]", "\"chunked_attention\"\n  ]");
+  EXPECT_NE(chunked.load_error().find("layer type \"chunked_attention\" is not supported"), std::string::npos)
+      << chunked.load_error();
+}
+
+// Sliding layers (Qwen's use_sliding_window, or a sliding entry in layer_types) limit the positions
+// the runtime accepts to the window, since it attends every layer fully.
+TEST(ModelRuntimeBadInput, PositionsBeyondASlidingLayerAreRefused) {
+  ScratchModel m("qwen3_bf16");
+  m.replace("config.json", "\"sliding_window\": null", "\"sliding_window\": 16");
+  m.replace("config.json", "\"full_attention\"\n  ]", "\"sliding_attention\"\n  ]");
+  const LanguageModel model = LanguageModel::load(m.dir.string());
+  ASSERT_EQ(model.config().sliding_window, std::optional<size_t>(16));
+  ExactKV kv(model.config().layers, model.config().kv_heads, model.config().head_dim);
+  const std::vector<int32_t> prompt(20, 3);
+  std::vector<float> logits(model.config().vocab_size);
+  const std::string error = testutil::error_of([&] { model.forward(kv, prompt.data(), prompt.size(), logits.data(), 1); });
+  EXPECT_NE(error.find("beyond the sliding window of 16 tokens"), std::string::npos) << error;
 }
 
 TEST(ModelRuntimeBadInput, WeightProblemsAreNamed) {
@@ -290,6 +313,10 @@ TEST(ModelRuntimeBadInput, WeightProblemsAreNamed) {
   ScratchModel shard("llama3_scaled_bf16_sharded");
   fs::remove(shard.dir / "model-00002-of-00004.safetensors");
   EXPECT_NE(shard.load_error().find("cannot open"), std::string::npos) << shard.load_error();
+  ScratchModel norm("qwen2_f16");  // Qwen2's weights, which have no per-head norms
+  norm.replace("config.json", "\"Qwen2ForCausalLM\"", "\"Qwen3ForCausalLM\"");
+  EXPECT_NE(norm.load_error().find("no tensor 'model.layers.0.self_attn.q_norm.weight'"), std::string::npos)
+      << norm.load_error();
   ScratchModel none("llama_f32");
   fs::remove(none.dir / "model.safetensors");
   EXPECT_NE(none.load_error().find("neither model.safetensors nor"), std::string::npos) << none.load_error();

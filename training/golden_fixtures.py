@@ -1,6 +1,7 @@
 """Golden fixtures for kvsketch's model runtime, computed by transformers' own implementations.
 
     .venv-train/bin/python training/golden_fixtures.py tests/data/models     tiny random models
+    .venv-torch/bin/python training/golden_fixtures.py tests/data/models --only qwen3_bf16
     .venv-train/bin/python training/golden_fixtures.py --model models/NAME    a trained model
 
 A trained model also gets golden_perplexity.json: transformers' perplexity over the first windows
@@ -8,8 +9,8 @@ of data/validation-text.txt, windowed and scored as `kvsketch perplexity` does.
 
 Tiny models (random weights, seeded) cover what the trained reference models do not: llama3 and
 linear RoPE scaling, an explicit head_dim unlike hidden/heads, attention and MLP biases, tied and
-untied embeddings, Qwen2's q/k/v bias, Mistral, f32/f16/bf16 weights and sharded checkpoints. Each
-folder gets golden.safetensors: for every prompt `promptN.ids` (token ids as F32) and `promptN.logits`
+untied embeddings, Qwen2's q/k/v bias, Qwen3's per-head q/k norms (in a config as transformers 5
+writes it), Mistral, f32/f16/bf16 weights and sharded checkpoints. Each folder gets golden.safetensors: for every prompt `promptN.ids` (token ids as F32) and `promptN.logits`
 ([tokens][vocab], float32, every position), from the model run in float32.
 """
 import argparse
@@ -42,9 +43,17 @@ TINY = {
     "mistral_f32": ("mistral", dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                     num_attention_heads=8, num_key_value_heads=2, sliding_window=None,
                                     tie_word_embeddings=False), torch.float32, None),
+    # transformers 5 writes rope_parameters and layer_types: made with .venv-torch (--only qwen3_bf16).
+    "qwen3_bf16": ("qwen3", dict(vocab_size=320, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, attention_bias=True,
+                                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                                 tie_word_embeddings=True, use_sliding_window=False, rms_norm_eps=1e-6),
+                   torch.bfloat16, None),
 }
-CONFIGS = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
-           "mistral": transformers.MistralConfig}
+# Resolved when used: Qwen3 needs transformers >= 4.51, the others run on the pinned 4.46.
+CONFIGS = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "mistral": "MistralConfig", "qwen3": "Qwen3Config"}
+# transformers 5 renamed from_pretrained's torch_dtype to dtype.
+DTYPE = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
 
 
 def write_golden(model, folder, prompts):
@@ -60,10 +69,15 @@ def write_golden(model, folder, prompts):
               metadata={"transformers": transformers.__version__, "torch": torch.__version__})
 
 
-def tiny(out):
+def tiny(out, only=None):
     for name, (kind, fields, dtype, shard) in TINY.items():
+        if only and name not in only:
+            continue
+        if not hasattr(transformers, CONFIGS[kind]):
+            raise SystemExit(f"{name}: transformers {transformers.__version__} has no {CONFIGS[kind]}; "
+                             "run with .venv-torch (scripts/setup_torch.sh)")
         torch.manual_seed(sum(map(ord, name)))
-        config = CONFIGS[kind](attn_implementation="eager", **fields)
+        config = getattr(transformers, CONFIGS[kind])(attn_implementation="eager", **fields)
         model = transformers.AutoModelForCausalLM.from_config(config)
         with torch.no_grad():  # weights large enough that every layer matters to the logits
             for p in model.parameters():
@@ -77,7 +91,7 @@ def tiny(out):
         lengths = [9, 41] + ([150] if "scaled" in name else [])
         prompts = [torch.randint(0, config.vocab_size, (n,), generator=generator).tolist() for n in lengths]
         # Reload what was saved, so the logits come from the committed (rounded) weights.
-        write_golden(transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32), folder,
+        write_golden(transformers.AutoModelForCausalLM.from_pretrained(folder, **{DTYPE: torch.float32}), folder,
                      prompts)
         print(name, sum(p.numel() for p in model.parameters()), "parameters")
 
@@ -109,7 +123,7 @@ def trained(folder, text_path):
     texts = ["The quick brown fox jumps over the lazy dog. A dictionary defines words;",
              "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)\n",
              "Remember these pairs: river 412, candle 88, orbit 731.\nRecall: orbit 731, river"]
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, **{DTYPE: torch.float32})
     write_golden(model, folder, [tokenizer.encode(t).ids for t in texts])
     golden_perplexity(model, tokenizer, folder, text_path)
     with open(os.path.join(folder, "golden_prompts.json"), "w") as f:
@@ -120,9 +134,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", nargs="?", help="folder for the tiny models")
     parser.add_argument("--model", help="a trained model folder to add golden logits to")
+    parser.add_argument("--only", nargs="+", choices=sorted(TINY), help="make only these tiny models")
     parser.add_argument("--text", default="data/validation-text.txt", help="text of the golden perplexity")
     args = parser.parse_args()
     if args.model:
         trained(args.model, args.text)
     else:
-        tiny(args.out)
+        tiny(args.out, args.only)

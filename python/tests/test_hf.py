@@ -9,7 +9,8 @@ if os.environ.get("KVSKETCH_REQUIRE_TORCH") != "1":
     pytest.importorskip("transformers")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
+from transformers import (DynamicCache, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM,  # noqa: E402
+                          Qwen3Config, Qwen3ForCausalLM)
 
 import kvsketch.hf as kh  # noqa: E402
 
@@ -103,8 +104,13 @@ def test_a_prefilled_dynamic_cache_continues_in_kvsketch():
     assert max((a - b).abs().max().item() for a, b in zip(ours.scores, reference.scores)) < 2e-3
 
 
-def test_qwen2_with_attention_biases_generates_the_tokens_of_dynamic_cache():
-    model, ids = model_of(Qwen2Config, Qwen2ForCausalLM, seed=3), prompt(33, seed=4)
+@pytest.mark.parametrize("family", [
+    (Qwen2Config, Qwen2ForCausalLM, {}),  # q/k/v biases
+    (Qwen3Config, Qwen3ForCausalLM, dict(head_dim=32, attention_bias=True)),  # per-head q/k norms, head_dim 32
+], ids=["qwen2", "qwen3"])
+def test_qwen_families_generate_the_tokens_of_dynamic_cache(family):
+    config_class, model_class, overrides = family
+    model, ids = model_of(config_class, model_class, seed=3, **overrides), prompt(33, seed=4)
     reference = generate(model, ids, DynamicCache(config=model.config), "sdpa", max_new_tokens=24)
     ours = generate(model, ids, kh.Cache(model.config, policy="fp16"), kh.ATTENTION, max_new_tokens=24)
     assert torch.equal(ours.sequences, reference.sequences)

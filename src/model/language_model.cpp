@@ -102,6 +102,10 @@ struct LanguageModel::Decoder {
       linear(normed.data(), count, h, l.q.data(), qd, or_null(l.q_bias), q.data());
       linear(normed.data(), count, h, l.k.data(), kvd, or_null(l.k_bias), k.data());
       linear(normed.data(), count, h, l.v.data(), kvd, or_null(l.v_bias), v.data());
+      if (c.qk_norm) {  // each head normalized on its own, before RoPE (in place: a row is read before written)
+        rms_norm(q.data(), count * c.q_heads, d, l.q_norm.data(), c.rms_norm_eps, q.data());
+        rms_norm(k.data(), count * c.kv_heads, d, l.k_norm.data(), c.rms_norm_eps, k.data());
+      }
       for (size_t i = 0; i < count; ++i) {
         s.rope.apply(q.data() + i * qd, c.q_heads, positions[i]);
         s.rope.apply(k.data() + i * kvd, c.kv_heads, positions[i]);

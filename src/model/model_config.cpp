@@ -68,8 +68,9 @@ Architecture architecture_of(const json& config, const std::string& source, std:
   if (name == "LlamaForCausalLM" || name == "llama") return Architecture::kLlama;
   if (name == "MistralForCausalLM" || name == "mistral") return Architecture::kMistral;
   if (name == "Qwen2ForCausalLM" || name == "qwen2") return Architecture::kQwen2;
-  throw Error(fmt::format("{}: architecture '{}' is not supported; expected LlamaForCausalLM, MistralForCausalLM "
-                          "or Qwen2ForCausalLM",
+  if (name == "Qwen3ForCausalLM" || name == "qwen3") return Architecture::kQwen3;
+  throw Error(fmt::format("{}: architecture '{}' is not supported; expected LlamaForCausalLM, MistralForCausalLM, "
+                          "Qwen2ForCausalLM or Qwen3ForCausalLM",
                           source, name));
 }
 
@@ -113,6 +114,24 @@ void read_rope(const Reader& r, const json& config, RopeConfig& rope, size_t max
           rope.low_freq_factor, rope.high_freq_factor);
   require(rope.original_max_position_embeddings > 0, "{}: '{}original_max_position_embeddings' must be positive",
           r.source, prefix);
+}
+
+// Newer configs list each layer's attention in `layer_types`; the runtime attends every layer
+// fully, so a sliding layer limits the positions it accepts as a sliding config does.
+bool has_sliding_layer(const Reader& r, size_t layers) {
+  if (!r.has("layer_types")) return false;
+  const json& types = r.object.at("layer_types");
+  require(types.is_array() && types.size() == layers,
+          "{}: field 'layer_types' is {}; expected a list of {} layer types, one per layer", r.source, types.dump(),
+          layers);
+  bool sliding = false;
+  for (const json& t : types) {
+    require(t.is_string() && (t == "full_attention" || t == "sliding_attention"),
+            "{}: layer type {} is not supported; expected \"full_attention\" or \"sliding_attention\"", r.source,
+            t.dump());
+    sliding = sliding || t == "sliding_attention";
+  }
+  return sliding;
 }
 
 }  // namespace
@@ -159,8 +178,10 @@ ModelConfig ModelConfig::parse(const std::string& json_text, const std::string& 
   c.qkv_bias = c.architecture == Architecture::kQwen2 || attention_bias;
   c.output_bias = c.architecture != Architecture::kQwen2 && attention_bias;
   c.mlp_bias = r.flag_or("mlp_bias", false);
-  const bool sliding = c.architecture == Architecture::kMistral ||
-                       (c.architecture == Architecture::kQwen2 && r.flag_or("use_sliding_window", false));
+  c.qk_norm = c.architecture == Architecture::kQwen3;
+  const bool qwen = c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen3;
+  const bool sliding = c.architecture == Architecture::kMistral || (qwen && r.flag_or("use_sliding_window", false)) ||
+                       has_sliding_layer(r, c.layers);
   if (sliding && r.has("sliding_window")) c.sliding_window = r.positive("sliding_window");
   c.bos_token_id = r.token_id("bos_token_id");
   c.eos_token_id = r.token_id("eos_token_id");

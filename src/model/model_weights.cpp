@@ -96,6 +96,10 @@ ModelWeights ModelWeights::load(const std::string& model_dir, const ModelConfig&
       l.v_bias = source.fetch(p + "self_attn.v_proj.bias", {kvd});
     }
     if (c.output_bias) l.o_bias = source.fetch(p + "self_attn.o_proj.bias", {h});
+    if (c.qk_norm) {
+      l.q_norm = source.fetch(p + "self_attn.q_norm.weight", {c.head_dim});
+      l.k_norm = source.fetch(p + "self_attn.k_norm.weight", {c.head_dim});
+    }
     l.gate = source.fetch(p + "mlp.gate_proj.weight", {f, h});
     l.up = source.fetch(p + "mlp.up_proj.weight", {f, h});
     l.down = source.fetch(p + "mlp.down_proj.weight", {h, f});
@@ -112,7 +116,7 @@ size_t ModelWeights::bytes() const {
   size_t floats = embedding.size() + final_norm.size() + lm_head.size();
   for (const LayerWeights& l : layers)
     for (const auto* v : {&l.attention_norm, &l.post_attention_norm, &l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias,
-                          &l.v_bias, &l.o_bias, &l.gate, &l.up, &l.down, &l.gate_bias,
+                          &l.v_bias, &l.o_bias, &l.q_norm, &l.k_norm, &l.gate, &l.up, &l.down, &l.gate_bias,
                           &l.up_bias, &l.down_bias})
       floats += v->size();
   return floats * sizeof(float);

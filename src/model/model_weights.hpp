@@ -13,6 +13,7 @@ struct LayerWeights {
   std::vector<float> attention_norm, post_attention_norm;
   std::vector<float> q, k, v, o;              // [q_heads*head_dim][hidden], ..., o: [hidden][q_heads*head_dim]
   std::vector<float> q_bias, k_bias, v_bias, o_bias;  // empty unless the config has them
+  std::vector<float> q_norm, k_norm;                  // [head_dim] each, Qwen3 only
   std::vector<float> gate, up, down;          // [intermediate][hidden] x2, [hidden][intermediate]
   std::vector<float> gate_bias, up_bias, down_bias;
 };

@@ -1,8 +1,8 @@
 // ModelConfig: the shape and arithmetic of a Llama-family decoder, read from a Hugging Face
 // `config.json`. Families: LlamaForCausalLM (Llama 2 and 3.x, TinyLlama, SmolLM), MistralForCausalLM
-// (no sliding window within the context used) and Qwen2ForCausalLM (q/k/v bias). Both spellings of
-// RoPE are read: the classic
-// `rope_theta` + `rope_scaling`, and the newer `rope_parameters`.
+// (no sliding window within the context used), Qwen2ForCausalLM (q/k/v bias) and Qwen3ForCausalLM
+// (an RMSNorm over each query and key head before RoPE). Both spellings of RoPE are read: the
+// classic `rope_theta` + `rope_scaling`, and the newer `rope_parameters`.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #pragma GCC visibility push(default)
 namespace kvsketch::model {
 
-enum class Architecture { kLlama, kMistral, kQwen2 };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
 
 // How RoPE frequencies are scaled: none ("default"), linear (divided by factor), or Llama 3's
 // frequency-dependent rule (low frequencies divided by factor, high ones kept, a smooth blend).
@@ -41,8 +41,9 @@ struct ModelConfig {
   RopeConfig rope;
   size_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
-  bool qkv_bias = false;    // Qwen2, or Llama's attention_bias
-  bool output_bias = false; // Llama's attention_bias also biases o_proj
+  bool qkv_bias = false;    // Qwen2, or attention_bias (Llama, Qwen3)
+  bool output_bias = false; // attention_bias also biases o_proj (not Qwen2's)
+  bool qk_norm = false;     // Qwen3: q_norm and k_norm, RMSNorm over each head's head_dim channels
   bool mlp_bias = false;
   std::optional<size_t> sliding_window;  // positions beyond it are refused
   std::optional<int64_t> bos_token_id, eos_token_id;
