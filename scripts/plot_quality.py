@@ -11,6 +11,7 @@ perplexity: mean KLD against bits per value, one point per policy, with the seed
 Needs matplotlib (Debian python3-matplotlib: scripts/setup_training.sh installs it).
 """
 import json
+import re
 import sys
 
 import matplotlib
@@ -45,16 +46,29 @@ def retrieval(report, out):
     fig.savefig(out, dpi=120)
 
 
+def family(policy):
+    """A policy with its bit widths taken out: the rows of one codec at several widths share it, and
+    are drawn as one curve (rows whose keys and values differ in width stay points of their own)."""
+    widths = set(re.findall(r"b=([\d.]+)", policy))
+    name = re.sub(r"b=[\d.]+", "b=B", policy)
+    return name if len(widths) <= 1 else policy
+
+
 def perplexity(report, out):
     # Policies of at most 8 bits per value: q8_0 and exact sit orders of magnitude lower.
     shown = [p for p in report["policies"] if p["bits_per_value"] <= 8 and p["kld_mean"] > 0]
+    families = {}
+    for p in sorted(shown, key=lambda p: p["bits_per_value"]):
+        families.setdefault(family(p["policy"]), []).append(p)
     fig, ax = plt.subplots(figsize=(8.4, 4.4))
     markers = "os^Dv<>pP*Xh"
-    for i, p in enumerate(sorted(shown, key=lambda p: p["bits_per_value"])):
-        seeds = p["kld_mean_per_seed"]
-        low, high = min(seeds), max(seeds)
-        ax.errorbar(p["bits_per_value"], p["kld_mean"], yerr=[[p["kld_mean"] - low], [high - p["kld_mean"]]],
-                    fmt=markers[i % len(markers)], capsize=3, label=f'{p["policy"]} ({p["bits_per_value"]:.2f})')
+    for i, (name, rows) in enumerate(families.items()):
+        x = [p["bits_per_value"] for p in rows]
+        y = [p["kld_mean"] for p in rows]
+        low = [p["kld_mean"] - min(p["kld_mean_per_seed"]) for p in rows]
+        high = [max(p["kld_mean_per_seed"]) - p["kld_mean"] for p in rows]
+        ax.errorbar(x, y, yerr=[low, high], fmt=markers[i % len(markers)] + ("-" if len(rows) > 1 else ""),
+                    capsize=3, linewidth=1, markersize=5, label=name if len(rows) > 1 else rows[0]["policy"])
     ax.set_xlabel("bits per value (everything the cache holds, fp16 sinks and window included)")
     ax.set_ylabel("mean KLD against the fp16 cache")
     ax.set_yscale("log")
