@@ -111,6 +111,29 @@ TEST_P(ReferenceModels, CentredTurboQuantBeatsPlainAndQ4_0) {
   EXPECT_LT(centred3.pooled.kld_mean, 0.9 * plain3.pooled.kld_mean);
 }
 
+// Scored tokens are decode steps by default: each sees its recent tokens in the fp16 window.
+// Prefilled in one chunk longer than the window, a query early in the chunk sees its neighbours
+// compressed, which moves the model more; the fp16 cache gives the same perplexity either way.
+TEST_P(ReferenceModels, ScoringDecodesTheScoredHalf) {
+  PerplexityConfig config;
+  config.model_dir = folder();
+  config.text_path = kText;
+  config.context = 256;
+  config.chunk = 256;
+  config.windows = 4;
+  config.seeds = 1;
+  config.policies = {"tq_mse:b=3|tq_mse:b=3|window=32"};
+  const PerplexityReport decoded = run_perplexity(config);
+  config.score_decode = false;
+  const PerplexityReport prefilled = run_perplexity(config);
+  EXPECT_TRUE(decoded.score_decode);
+  EXPECT_FALSE(prefilled.score_decode);
+  EXPECT_NEAR(decoded.reference_ppl, prefilled.reference_ppl, 1e-3 * prefilled.reference_ppl);
+  const double d = decoded.policies[0].pooled.kld_mean, p = prefilled.policies[0].pooled.kld_mean;
+  std::printf("KLD decoded %.5f, prefilled %.5f\n", d, p);
+  EXPECT_GT(p, 1.5 * d);
+}
+
 INSTANTIATE_TEST_SUITE_P(Committed, ReferenceModels, ::testing::Values("llama-reference", "qwen2-reference"));
 
 // The reference model learned retrieval (models/llama-reference/README.md): the fp16 cache and a

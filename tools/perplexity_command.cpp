@@ -41,6 +41,7 @@ void print(const model::PerplexityReport& r, const std::string& reference, bool 
                           {"text", r.text_path},
                           {"context", r.context},
                           {"windows", r.windows},
+                          {"scoring", r.score_decode ? "decode" : "prefill"},
                           {"text_tokens", r.text_tokens},
                           {"scored_tokens", r.scored_tokens},
                           {"reference", reference},
@@ -63,8 +64,9 @@ void print(const model::PerplexityReport& r, const std::string& reference, bool 
     std::cout << out.dump(2) << "\n";
     return;
   }
-  fmt::print("model {}, text {}: {} windows of {} tokens, {} tokens scored per policy and seed\n", r.model_dir,
-             r.text_path, r.windows, r.context, r.scored_tokens);
+  fmt::print("model {}, text {}: {} windows of {} tokens, {} tokens scored per policy and seed ({})\n", r.model_dir,
+             r.text_path, r.windows, r.context, r.scored_tokens,
+             r.score_decode ? "decode steps" : "prefilled in chunks");
   fmt::print("reference {}: PPL {:.4f} ± {:.4f}, {:.2f} bits per value\n\n", reference, r.reference_ppl,
              r.reference_ppl_stderr, r.reference_bits_per_value);
   TextTable table({"<policy", "bits/value", "seeds", "PPL", "ln(PPL/ref)", "KLD mean", "KLD p99", "KLD max",
@@ -118,12 +120,18 @@ std::function<void()> add_perplexity_command(CLI::App& app) {
   command->add_option("--context", config->context, "tokens per window (0: min(model maximum, 1024))")
       ->default_val(0);
   command->add_option("--chunk", config->chunk, "prefill chunk in tokens")->default_val(256);
+  auto scoring = std::make_shared<std::string>("decode");
+  command->add_option("--scoring", *scoring, "decode: the scored half decoded token by token after the first half is "
+                                             "prefilled; prefill: the whole window prefilled in chunks (llama.cpp)")
+      ->check(CLI::IsMember({"decode", "prefill"}))
+      ->default_val("decode");
   command->add_option("--windows", config->windows, "windows to score (0: the whole text)")->default_val(0);
   command->add_option("--seeds", config->seeds, "codec seeds of randomized policies")->default_val(3);
   command->add_option("--depth-bands", config->depth_buckets, "bands of positions for KLD by depth")->default_val(4);
   command->add_flag("--json", *json, "print JSON");
-  return [command, config, policies, json] {
+  return [command, config, policies, json, scoring] {
     if (!command->parsed()) return;
+    config->score_decode = *scoring == "decode";
     config->policies = split_policies(*policies);
     print(model::run_perplexity(*config), config->reference, *json);
   };

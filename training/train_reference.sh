@@ -16,10 +16,12 @@ cd "$(dirname "$0")/.."
 # q/k/v bias, one KV head for three query heads, byte-level BPE); the second the folder.
 preset=${1:-llama}
 out=${2:-models/$preset-reference}
+# The committed models use seed 0; SEED picks another (when retrieval forms varies with it).
+seed=${SEED:-0}
 mix='{"text":0.3,"passkey":0.2,"needles":0.1,"mqar":0.25,"repeat":0.05,"tokens":0.1}'
 curriculum="[[0.06,64,{\"tokens\":1.0}],[0.16,256,$mix],[0.14,512,$mix],[0.14,1024,$mix],[0.5,2048,$mix]]"
 mkdir -p "$out"
-.venv-train/bin/python training/train.py --model "$preset" --out "$out" --steps 5000 --curriculum "$curriculum" \
+.venv-train/bin/python training/train.py --model "$preset" --out "$out" --steps 5000 --seed "$seed" --curriculum "$curriculum" \
   --supervised-steps 300 --max-key-tokens 8 --probe-every 500 --autocast bf16 --compile --attention sdpa \
   2>&1 | tee "$out.log"
 mv "$out.log" "$out/training.log"

@@ -25,6 +25,19 @@ std::vector<std::vector<int32_t>> windows_of(const std::vector<int32_t>& tokens,
   return windows;
 }
 
+// Every position's logits of a window: its scored positions, from `first` on, decoded one token at a
+// time after the rest is prefilled in chunks, or the whole window prefilled. A policy with selectors
+// is always decoded there: selectors act on decode steps only (a prompt is prefilled densely, as
+// MagicPIG serves a model).
+void score_window(const LanguageModel& model, PolicyStore& store, const std::vector<int32_t>& window, size_t first,
+                  size_t chunk, bool decode, float* logits) {
+  if (!decode && !store.selects())
+    return run_chunks(model, store.kv(), window.data(), window.size(), chunk, logits);
+  const size_t vocab = model.config().vocab_size;
+  run_chunks(model, store.kv(), window.data(), first, chunk, logits);
+  run_chunks(model, store.kv(), window.data() + first, window.size() - first, 1, logits + first * vocab);
+}
+
 }  // namespace
 
 PerplexityReport run_perplexity(const PerplexityConfig& config) {
@@ -56,6 +69,7 @@ PerplexityReport run_perplexity(const PerplexityConfig& config) {
   report.text_path = config.text_path;
   report.context = context;
   report.windows = windows.size();
+  report.score_decode = config.score_decode;
   report.text_tokens = tokens.size();
   const size_t first = context / 2, vocab = mc.vocab_size, bands = config.depth_buckets;
   for (size_t b = 0; b < bands; ++b)
@@ -77,7 +91,7 @@ PerplexityReport run_perplexity(const PerplexityConfig& config) {
   for (const auto& window : windows) {
     {
       PolicyStore store(model, config.reference, 0);
-      run_chunks(model, store.kv(), window.data(), window.size(), config.chunk, logits.data());
+      score_window(model, store, window, first, config.chunk, config.score_decode, logits.data());
       reference_bits = store.bits_per_value();
     }
     for (size_t i = first; i + 1 < context; ++i) {
@@ -88,7 +102,7 @@ PerplexityReport run_perplexity(const PerplexityConfig& config) {
     for (size_t p = 0; p < config.policies.size(); ++p)
       for (size_t seed = 0; seed < comparisons[p].size(); ++seed) {
         PolicyStore store(model, config.policies[p], seed);
-        run_chunks(model, store.kv(), window.data(), window.size(), config.chunk, logits.data());
+        score_window(model, store, window, first, config.chunk, config.score_decode, logits.data());
         bits[p].push_back(store.bits_per_value());
         for (size_t i = first; i + 1 < context; ++i)
           comparisons[p][seed].add(reference.data() + (i - first) * vocab, logits.data() + i * vocab, vocab,

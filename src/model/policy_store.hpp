@@ -22,6 +22,9 @@ class PolicyStore {
   KVStore& kv() { return *stores_.front(); }
   // Another sequence in the same cache (or another ExactKV), held by the store.
   KVStore& add_sequence();
+  // Whether single-token steps attend through token selectors (`|select=`); chunks of several
+  // tokens are prefilled densely either way.
+  bool selects() const { return selection_.has_value(); }
   // Bytes held per value stored (keys and values of every layer and KV head, every sequence),
   // everything counted: codes, norms, sinks, window, calibration and the selectors' indexes.
   double bits_per_value() const;

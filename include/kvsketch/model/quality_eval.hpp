@@ -2,9 +2,14 @@
 // (`llama-perplexity --kl-divergence`): the same text through a reference cache and through each
 // policy in one process, comparing the next-token distributions at every scored position.
 //
-// The text is cut into windows of `context` tokens (BOS first where the tokenizer has one); each
-// window is prefilled in chunks through the cache (the compressed past included) and its second
-// half is scored, so that every scored token has at least context/2 tokens before it.
+// The text is cut into windows of `context` tokens (BOS first where the tokenizer has one) and the
+// second half of each is scored, so that every scored token has at least context/2 tokens before
+// it. By default the first half is prefilled in chunks and the second half decoded one token at a
+// time: each scored token's distribution is that of a decode step at its position, the cache holding
+// the tokens before it as the policy keeps them (recent ones in the fp16 window). Scoring prefill
+// instead feeds the whole window in chunks, as llama.cpp scores a batch: a chunk's queries attend
+// the chunk's own tokens as the cache holds them after the chunk is appended, so a query early in
+// a chunk longer than the window sees its recent neighbours compressed.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +26,7 @@ struct PerplexityConfig {
   std::string reference = "fp16";      // the policy the others are compared with
   size_t context = 0;                  // tokens per window; 0: min(max_position_embeddings, 1024)
   size_t chunk = 256;                  // prefill chunk
+  bool score_decode = true;            // the scored half decoded token by token (false: prefilled in chunks)
   size_t windows = 0;                  // windows scored; 0: as many as the text holds
   size_t seeds = 3;                    // codec seeds of a randomized policy (deterministic ones run once)
   size_t depth_buckets = 4;            // KLD reported by position within the window, in this many bands
@@ -50,6 +56,7 @@ struct PolicyQuality {
 struct PerplexityReport {
   std::string model_dir, text_path;
   size_t context = 0, windows = 0, scored_tokens = 0, text_tokens = 0;
+  bool score_decode = true;
   double reference_ppl = 0, reference_ppl_stderr = 0;
   double reference_bits_per_value = 0;
   std::vector<PolicyQuality> policies;
