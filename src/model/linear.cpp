@@ -3,6 +3,11 @@
 #include <Eigen/Dense>
 
 namespace kvsketch::model {
+namespace {
+
+constexpr size_t kParallelGemvValues = size_t{1} << 14;
+
+}  // namespace
 
 void linear(const float* x, size_t rows, size_t in, const float* weight, size_t out, const float* bias, float* y) {
   using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -10,7 +15,8 @@ void linear(const float* x, size_t rows, size_t in, const float* weight, size_t 
   if (rows == 1) {
     const Eigen::Map<const Eigen::VectorXf> v(x, n);
     // Each output is one dot product whatever the thread count: the same bits on any machine size.
-#pragma omp parallel for schedule(static)
+    // Threads only for a large matrix: a small one takes microseconds, less than waking them.
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(m) * in >= kParallelGemvValues)
     for (Eigen::Index o = 0; o < m; ++o)
       y[o] = Eigen::Map<const Eigen::VectorXf>(weight + o * n, n).dot(v) + (bias ? bias[o] : 0.0f);
     return;
