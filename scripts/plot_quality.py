@@ -72,7 +72,8 @@ def perplexity(report, out):
     ax.set_xlabel("bits per value (everything the cache holds, fp16 sinks and window included)")
     ax.set_ylabel("mean KLD against the fp16 cache")
     ax.set_yscale("log")
-    ax.set_title(f'{report["model"]}: {report["windows"]} windows of {report["context"]} tokens (bars: seeds)',
+    scoring = f', {report["scoring"]} scoring' if "scoring" in report else ""
+    ax.set_title(f'{report["model"]}: {report["windows"]} windows of {report["context"]} tokens{scoring} (bars: seeds)',
                  fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
