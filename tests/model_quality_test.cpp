@@ -177,6 +177,12 @@ TEST(ReferenceModelCommands, PerplexityJsonAndBadInput) {
   EXPECT_EQ(json.at("policies").size(), 2u);
   EXPECT_EQ(json.at("policies")[1].at("seeds"), 2);
   EXPECT_GT(json.at("policies")[0].at("kld_mean").get<double>(), 0.0);
+  EXPECT_EQ(json.at("scoring"), "decode");
+  const auto bad_scoring = testutil::run_tool("perplexity --model " + kModel + " --text " + kText +
+                                              " --policies fp16 --scoring batch");
+  EXPECT_EQ(bad_scoring.first, 2);
+  EXPECT_NE(bad_scoring.second.find("--scoring: batch not in {decode,prefill}"), std::string::npos)
+      << bad_scoring.second;
   const auto bad_policy = testutil::run_tool("perplexity --model " + kModel + " --text " + kText + " --policies "
                                              "'tq_mse:b=3;tq_msee:b=3'");
   EXPECT_EQ(bad_policy.first, 2);
