@@ -33,6 +33,16 @@ nlohmann::json read_json(const std::string& path) {
 class ReferenceModels : public ::testing::TestWithParam<const char*> {
  protected:
   std::string folder() const { return std::string(KVSKETCH_MODELS_DIR) + "/" + GetParam(); }
+  // This model over `windows` windows of `context` tokens of the held-out text.
+  PerplexityConfig perplexity_config(size_t context, size_t windows, size_t seeds) const {
+    PerplexityConfig config;
+    config.model_dir = folder();
+    config.text_path = kText;
+    config.context = context;
+    config.windows = windows;
+    config.seeds = seeds;
+    return config;
+  }
   // Thousands of decode steps, each a dozen small parallel regions: CTest runs two tests at once
   // on two cores, where one thread each is fastest (same bits: a GEMV output is one dot product).
   ThreadScope one_thread_{1};
@@ -62,13 +72,9 @@ TEST_P(ReferenceModels, TokenizerAndLogitsMatchTransformers) {
 
 TEST_P(ReferenceModels, PerplexityMatchesTransformersAndKldGrowsAsBitsFall) {
   const auto golden = read_json(folder() + "/golden_perplexity.json");
-  PerplexityConfig config;
-  config.model_dir = folder();
-  config.text_path = kText;
+  PerplexityConfig config =
+      perplexity_config(golden.at("context").get<size_t>(), golden.at("windows").get<size_t>(), 2);
   config.reference = "exact";
-  config.context = golden.at("context").get<size_t>();
-  config.windows = golden.at("windows").get<size_t>();
-  config.seeds = 2;
   config.policies = {"fp16", "q8_0", "q4_0", "tq_mse:b=2|tq_mse:b=2"};
   const PerplexityReport r = run_perplexity(config);
   EXPECT_EQ(r.scored_tokens, golden.at("tokens").get<size_t>());
@@ -92,12 +98,7 @@ TEST_P(ReferenceModels, PerplexityMatchesTransformersAndKldGrowsAsBitsFall) {
 // docs/RESULTS.md's finding on both models: centred, rescaled TurboQuant codes move the model
 // less than plain ones at the same bits, and at 4 bits less than q4_0 with fewer bytes.
 TEST_P(ReferenceModels, CentredTurboQuantBeatsPlainAndQ4_0) {
-  PerplexityConfig config;
-  config.model_dir = folder();
-  config.text_path = kText;
-  config.context = 512;
-  config.windows = 4;
-  config.seeds = 2;
+  PerplexityConfig config = perplexity_config(512, 4, 2);
   config.policies = {"q4_0", "center:tq_mse:b=4,rescale=1|center:tq_mse:b=4,rescale=1",
                      "tq_mse:b=3,rescale=1|tq_mse:b=3", "center:tq_mse:b=3,rescale=1|center:tq_mse:b=3,rescale=1"};
   const PerplexityReport r = run_perplexity(config);
@@ -119,13 +120,8 @@ TEST_P(ReferenceModels, CentredTurboQuantBeatsPlainAndQ4_0) {
 // Prefilled in one chunk longer than the window, a query early in the chunk sees its neighbours
 // compressed, which moves the model more; the fp16 cache gives the same perplexity either way.
 TEST_P(ReferenceModels, ScoringDecodesTheScoredHalf) {
-  PerplexityConfig config;
-  config.model_dir = folder();
-  config.text_path = kText;
-  config.context = 256;
+  PerplexityConfig config = perplexity_config(256, 4, 1);
   config.chunk = 256;
-  config.windows = 4;
-  config.seeds = 1;
   config.policies = {"tq_mse:b=3|tq_mse:b=3|window=32"};
   const PerplexityReport decoded = run_perplexity(config);
   config.score_decode = false;

@@ -10,7 +10,8 @@ of data/validation-text.txt, windowed and scored as `kvsketch perplexity` does.
 Tiny models (random weights, seeded) cover what the trained reference models do not: llama3 and
 linear RoPE scaling, an explicit head_dim unlike hidden/heads, attention and MLP biases, tied and
 untied embeddings, Qwen2's q/k/v bias, Qwen3's per-head q/k norms (in a config as transformers 5
-writes it), Mistral, f32/f16/bf16 weights and sharded checkpoints. Each folder gets golden.safetensors: for every prompt `promptN.ids` (token ids as F32) and `promptN.logits`
+writes it), Mistral, f32/f16/bf16 weights and sharded checkpoints. Each folder gets
+golden.safetensors: for every prompt `promptN.ids` (token ids as F32) and `promptN.logits`
 ([tokens][vocab], float32, every position), from the model run in float32.
 """
 import argparse
