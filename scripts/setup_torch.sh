@@ -17,7 +17,13 @@ have_pins() {
 }
 if ! have_pins; then
   "$python" -m venv .venv-torch
-  .venv-torch/bin/python -m pip install -q --disable-pip-version-check "${pins[@]}"
+  # No wheel cache: PyTorch's wheels with their CUDA libraries are about 3 GB, installed 5.6 GB,
+  # and a cached copy would double what the install holds on disk at its peak.
+  if ! .venv-torch/bin/python -m pip install -q --disable-pip-version-check --no-cache-dir "${pins[@]}"; then
+    rm -rf .venv-torch  # a half-installed environment would only hold the disk
+    echo "setup_torch: installing ${pins[*]} failed" >&2
+    exit 1
+  fi
 fi
 .venv-torch/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
 .venv-torch/bin/python -c "import kvsketch, torch, transformers; print('setup_torch: .venv-torch with kvsketch', \
