@@ -96,24 +96,23 @@ TEST_P(ReferenceModels, PerplexityMatchesTransformersAndKldGrowsAsBitsFall) {
 }
 
 // docs/RESULTS.md's finding on both models: centred, rescaled TurboQuant codes move the model
-// less than plain ones at the same bits, and at 4 bits less than q4_0 with fewer bytes.
+// less than plain ones at the same bits (a third of the KLD at 4 bits), and less than q4_0 with
+// fewer bytes.
 TEST_P(ReferenceModels, CentredTurboQuantBeatsPlainAndQ4_0) {
   PerplexityConfig config = perplexity_config(512, 4, 2);
-  config.policies = {"q4_0", "center:tq_mse:b=4,rescale=1|center:tq_mse:b=4,rescale=1",
-                     "tq_mse:b=3,rescale=1|tq_mse:b=3", "center:tq_mse:b=3,rescale=1|center:tq_mse:b=3,rescale=1"};
+  config.policies = {"q4_0", "center:tq_mse:b=4,rescale=1|center:tq_mse:b=4,rescale=1", "tq_mse:b=4|tq_mse:b=4"};
   const PerplexityReport r = run_perplexity(config);
-  ASSERT_EQ(r.policies.size(), 4u);
+  ASSERT_EQ(r.policies.size(), 3u);
   for (const auto& p : r.policies)
     std::printf("%-58s %.2f bits/value  KLD %.6f ± %.6f\n", p.policy.c_str(), p.bits_per_value, p.pooled.kld_mean,
                 p.pooled.kld_stderr);
   const auto& q4 = r.policies[0];
   const auto& centred4 = r.policies[1];
-  const auto& plain3 = r.policies[2];
-  const auto& centred3 = r.policies[3];
+  const auto& plain4 = r.policies[2];
   EXPECT_LT(centred4.bits_per_value, q4.bits_per_value);
   EXPECT_LT(centred4.pooled.kld_mean + 2 * centred4.pooled.kld_stderr, q4.pooled.kld_mean);
-  EXPECT_NEAR(centred3.bits_per_value, plain3.bits_per_value, 0.05);
-  EXPECT_LT(centred3.pooled.kld_mean, 0.9 * plain3.pooled.kld_mean);
+  EXPECT_NEAR(centred4.bits_per_value, plain4.bits_per_value, 0.05);
+  EXPECT_LT(centred4.pooled.kld_mean, 0.6 * plain4.pooled.kld_mean);
 }
 
 // Scored tokens are decode steps by default: each sees its recent tokens in the fp16 window.

@@ -102,6 +102,34 @@ TEST_P(GoldenLogits, Fp16CacheStaysCloseAndCompressedCachesDrift) {
   EXPECT_GT(tq2_error, 4 * fp16_error) << GetParam() << ": a 2-bit cache should move the logits";
 }
 
+// A prompt in one chunk reads no codes (ChunkAttention::kExactChunk, as engines prefill): a 2-bit
+// cache gives the fp16 cache's logits to the bit, and both stay at transformers'. Read back
+// through the cache (kThroughCache, as llama.cpp) the chunk's early queries read codes; split in
+// chunks, the later chunks read the earlier ones' codes either way.
+TEST_P(GoldenLogits, AChunkAttendsItselfExactlyBeforeItIsAppended) {
+  const std::string folder = kModels + GetParam();
+  const LanguageModel model = LanguageModel::load(folder);
+  const Golden golden = read_golden(folder);
+  const auto& prompt = golden.prompts[1];
+  const auto logits = [&](const char* spec, ChunkAttention chunks, size_t chunk) {
+    PagedKVCache cache = model.make_cache(KVPolicy::parse(spec), 1);
+    CompressedKV kv(cache, AttentionOptions{}, chunks);
+    auto out = run(model, kv, prompt, chunk);
+    EXPECT_EQ(kv.tokens(), prompt.size());
+    return out;
+  };
+  const char *fp16 = "fp16|sinks=2|window=8|block=4", *tq2 = "tq_mse:b=2|sinks=2|window=8|block=4";
+  const auto exact = ChunkAttention::kExactChunk, through = ChunkAttention::kThroughCache;
+  const auto fp16_whole = logits(fp16, exact, prompt.size());
+  EXPECT_EQ(fp16_whole, logits(tq2, exact, prompt.size()));
+  EXPECT_LE(max_abs_difference(fp16_whole, golden.logits[1]), 2e-2);
+  const double through_error = max_abs_difference(logits(tq2, through, prompt.size()), fp16_whole);
+  const double chunked_error = max_abs_difference(logits(tq2, exact, 5), fp16_whole);
+  std::printf("%s: read back %.3f, in chunks of 5 %.3f\n", GetParam(), through_error, chunked_error);
+  EXPECT_GT(through_error, 0.05);
+  EXPECT_GT(chunked_error, 0.05);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, GoldenLogits, ::testing::ValuesIn(kFixtures));
 
 // A decode step for a batch runs the projections over all rows and the attention of a cache's

@@ -494,6 +494,98 @@ TEST(PagedKVCache, PrefillIsCausalAndEndsWithDecodesBits) {
             std::string::npos);
 }
 
+// attend_chunk, before the chunk's append: each query's answer is decode's over the past merged with
+// exact attention over the chunk's fp16 tokens up to its own; it leaves the cache as it was; and a
+// chunk longer than the window comes out nearer exact attention than prefill() after the append.
+TEST(PagedKVCache, AttendChunkReadsThePastAsStoredAndTheChunkExactly) {
+  const TokenStream stream(400, 32);
+  const size_t group = 2, q_heads = group * kHeads, chunk = 150, past = stream.total - chunk;
+  const auto queries = testutil::gaussian_matrix(chunk * q_heads, kDim, 33);
+  const auto [k, v] = stream.slice(past, chunk);
+  const auto [all_k, all_v] = stream.slice(0, stream.total);
+  // Exact fp32 attention of position i's query heads of KV head g over its prefix, as fp16 holds it.
+  const auto exact = [&](size_t i, size_t g) {
+    const size_t prefix = past + i + 1;
+    std::vector<float> keys(prefix * kDim), values(prefix * kDim);
+    for (size_t j = 0; j < prefix * kDim; ++j) {
+      keys[j] = half_to_float(float_to_half(all_k[g * stream.total * kDim + j]));
+      values[j] = half_to_float(float_to_half(all_v[g * stream.total * kDim + j]));
+    }
+    return reference_attention(queries.data() + (i * q_heads + g * group) * kDim, group, keys.data(), values.data(),
+                               prefix, kDim);
+  };
+  for (const char* spec : {"fp16|window=32|block=16|page=64", "tq_mse:b=3|window=32|block=16|page=64",
+                           "kivi:b=2|window=32|block=32|page=64"}) {
+    SCOPED_TRACE(spec);
+    PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse(spec), 3);
+    const SequenceId id = cache.add_sequence();
+    feed(cache, id, stream, 0, past);
+    std::vector<float> output(chunk * q_heads * kDim), lse(chunk * q_heads);
+    cache.attend_chunk(0, id, chunk, queries.data(), q_heads, k.data(), v.data(), output.data(), lse.data());
+    EXPECT_EQ(cache.tokens(id, 0), past);
+    double worst_merge = 0.0, chunk_error = 0.0, prefill_error = 0.0;
+    std::vector<float> prefilled(chunk * q_heads * kDim);
+    {
+      PagedKVCache appended(1, kHeads, kDim, KVPolicy::parse(spec), 3);
+      const SequenceId a = appended.add_sequence();
+      feed(appended, a, stream, 0, past);
+      appended.append(a, 0, k.data(), v.data(), chunk);
+      appended.prefill(0, a, chunk, queries.data(), q_heads, prefilled.data(), nullptr);
+    }
+    for (size_t i = 0; i < chunk; i += 5) {
+      const Decoded before = decode(cache, 0, {id}, queries.data() + i * q_heads * kDim, q_heads);
+      for (size_t g = 0; g < kHeads; ++g) {
+        std::vector<float> keys(k.begin() + static_cast<std::ptrdiff_t>(g * chunk * kDim),
+                                k.begin() + static_cast<std::ptrdiff_t>((g * chunk + i + 1) * kDim));
+        std::vector<float> values(v.begin() + static_cast<std::ptrdiff_t>(g * chunk * kDim),
+                                  v.begin() + static_cast<std::ptrdiff_t>((g * chunk + i + 1) * kDim));
+        for (auto* x : {&keys, &values})
+          for (float& value : *x) value = half_to_float(float_to_half(value));
+        const size_t first = i * q_heads + g * group;
+        const AttentionResult own =
+            reference_attention(queries.data() + first * kDim, group, keys.data(), values.data(), i + 1, kDim);
+        std::vector<float> merged(group * kDim), merged_lse(group);
+        merge_attention_states(before.output.data() + g * group * kDim, before.lse.data() + g * group,
+                               own.output.data(), own.lse.data(), group, kDim, merged.data(), merged_lse.data());
+        const AttentionResult reference = exact(i, g);
+        for (size_t j = 0; j < group * kDim; ++j) {
+          worst_merge = std::max(worst_merge, double(std::abs(output[first * kDim + j] - merged[j])));
+          chunk_error += std::abs(double(output[first * kDim + j]) - reference.output[j]);
+          prefill_error += std::abs(double(prefilled[first * kDim + j]) - reference.output[j]);
+        }
+        for (size_t h = 0; h < group; ++h)
+          worst_merge = std::max(worst_merge, double(std::abs(lse[first + h] - merged_lse[h])) / 10);
+      }
+    }
+    EXPECT_LT(worst_merge, 2e-5);
+    if (std::string(spec).rfind("fp16", 0) == 0) {
+      EXPECT_NEAR(chunk_error, prefill_error, 1e-3 * (1 + prefill_error));
+    } else {  // the chunk's 150 tokens exact, against all but its last 32-48 compressed (ratios 0.79-0.81)
+      EXPECT_LT(chunk_error, 0.85 * prefill_error) << chunk_error << " " << prefill_error;
+    }
+    // Appended afterwards, the sequence is the one a plain append makes.
+    cache.append(id, 0, k.data(), v.data(), chunk);
+    PagedKVCache clean(1, kHeads, kDim, KVPolicy::parse(spec), 3);
+    const SequenceId c = clean.add_sequence();
+    feed(clean, c, stream, 0, past);
+    clean.append(c, 0, k.data(), v.data(), chunk);
+    EXPECT_EQ(decode(cache, 0, {id}, queries.data(), q_heads), decode(clean, 0, {c}, queries.data(), q_heads));
+  }
+  PagedKVCache cache(1, kHeads, kDim, KVPolicy::parse("tq_mse:b=3"), 3);
+  const SequenceId id = cache.add_sequence();
+  std::vector<float> output(chunk * q_heads * kDim), bad(k);
+  bad[kDim * 3 + 1] = std::nanf("");
+  EXPECT_NE(testutil::error_of([&] {
+              cache.attend_chunk(0, id, chunk, queries.data(), q_heads, bad.data(), v.data(), output.data(), nullptr);
+            }).find("keys"),
+            std::string::npos);
+  EXPECT_NE(testutil::error_of([&] {
+              cache.attend_chunk(0, id, chunk, queries.data(), q_heads, nullptr, v.data(), output.data(), nullptr);
+            }).find("null keys"),
+            std::string::npos);
+  EXPECT_EQ(cache.tokens(id, 0), 0u);
+}
+
 // read() gives the rows attention reads: fp16 sinks and window as fp16 holds them, body rows as
 // the codec decodes them; attention over them in float equals decode's float arithmetic.
 TEST(PagedKVCache, ReadGivesTheRowsAttentionReads) {

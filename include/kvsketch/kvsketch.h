@@ -139,6 +139,14 @@ KVS_API kvs_status kvs_cache_decode(const kvs_cache* cache, size_t layer, const 
 KVS_API kvs_status kvs_cache_prefill(const kvs_cache* cache, size_t layer, uint64_t sequence, size_t chunk,
                                      const float* queries, size_t q_heads, float* output, float* lse,
                                      const kvs_attention_params* params);
+/* Chunked prefill as engines run it: called before the chunk is appended, `chunk` queries attend
+ * the sequence as the cache holds it and the chunk's own keys and values ([kv_heads][chunk][head_dim]
+ * of dtype, as kvs_cache_append takes them) exactly, query i the chunk's tokens 0..i. Append the
+ * chunk afterwards. */
+KVS_API kvs_status kvs_cache_attend_chunk(const kvs_cache* cache, size_t layer, uint64_t sequence, size_t chunk,
+                                          const float* queries, size_t q_heads, kvs_dtype dtype, const void* keys,
+                                          const void* values, float* output, float* lse,
+                                          const kvs_attention_params* params);
 /* Bytes held (shared pages once), and one sequence's bytes. */
 KVS_API kvs_status kvs_cache_bytes(const kvs_cache* cache, size_t* bytes);
 KVS_API kvs_status kvs_cache_sequence_bytes(const kvs_cache* cache, uint64_t sequence, size_t* bytes);

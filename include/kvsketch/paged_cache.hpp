@@ -17,8 +17,8 @@
 //   auto b = cache.fork(a);                            // shares a's sealed pages
 //   cache.decode(layer, ids, batch, queries, q_heads, output, lse);   // one step for a batch
 //   cache.truncate(b, cache.tokens(b, 0) - 3);         // roll back 3 tokens
-//   cache.append(a, layer, chunk_keys, chunk_values, 512);                  // a prompt chunk,
-//   cache.prefill(layer, a, 512, chunk_queries, q_heads, output, lse);      // attended causally
+//   cache.attend_chunk(layer, a, 512, chunk_queries, q_heads, chunk_keys, chunk_values, output, lse);
+//   cache.append(a, layer, chunk_keys, chunk_values, 512);   // a prompt chunk: attended, then kept
 //
 // One sequence's appends give the bytes a KVCache with the same policy and seed holds: the same
 // codes, sinks and window. Its decode cuts the body at page boundaries, where KVCache cuts it into
@@ -110,6 +110,18 @@ class PagedKVCache {
   // same, lse [chunk][q_heads] (may be null). The chunk's last position gives decode's bits.
   void prefill(size_t layer, SequenceId sequence, size_t chunk, const float* queries, size_t q_heads, float* output,
                float* lse, const AttentionOptions& options = {}) const;
+
+  // Chunked prefill as engines run it (vLLM's chunked prefill, FlashAttention over the new tokens):
+  // called before the chunk is appended, each query attends the sequence's tokens as the cache
+  // holds them (sinks, codes, window) and the chunk's own keys and values exactly, as fp16, query i
+  // the chunk's tokens 0..i. keys and values in append's layout ([kv_heads][chunk][head_dim]);
+  // append them afterwards. Every query thus reads at least the window's recent tokens in fp16,
+  // where prefill() gives the first queries of a chunk longer than the window their own neighbours
+  // compressed. Same arguments otherwise as prefill(); bad keys or values (NaN, Inf, beyond fp16)
+  // are refused as append refuses them.
+  void attend_chunk(size_t layer, SequenceId sequence, size_t chunk, const float* queries, size_t q_heads,
+                    const float* keys, const float* values, float* output, float* lse,
+                    const AttentionOptions& options = {}) const;
 
   // Plan, run, merge: a decode step split by token ranges, so that parts of a long sequence can run
   // elsewhere (other threads, devices, machines) and merge exactly. plan() gives the ranges of

@@ -131,6 +131,25 @@ void bind_cache(py::module_& module) {
           py::arg("layer"), py::arg("sequence"), py::arg("queries"), py::arg("threads") = 0,
           "The last chunk tokens as queries (chunk, q_heads, head_dim), causally -> (output, lse).")
       .def(
+          "attend_chunk",
+          [](const PagedKVCache& cache, size_t layer, SequenceId sequence, const py::array& queries,
+             const py::array& keys, const py::array& values, int threads) {
+            std::vector<size_t> shape;
+            const float* q = float32_input(queries, "queries", {-1, -1, static_cast<py::ssize_t>(cache.head_dim())}, &shape);
+            const KeyValueInput input = key_value_input(keys, values, cache.kv_heads(), cache.head_dim());
+            if (input.tokens != shape[0])
+              throw py::value_error("attend_chunk: " + std::to_string(shape[0]) + " queries, but keys and values of " +
+                                    std::to_string(input.tokens) + " tokens");
+            const AttentionOptions options = options_of(threads, true);
+            return attention_outputs(shape, [&](float* out, float* lse) {
+              cache.attend_chunk(layer, sequence, shape[0], q, shape[1], input.keys, input.values, out, lse, options);
+            });
+          },
+          py::arg("layer"), py::arg("sequence"), py::arg("queries"), py::arg("keys"), py::arg("values"),
+          py::arg("threads") = 0,
+          "Before appending a chunk: its queries (chunk, q_heads, head_dim) attend the cached past and the "
+          "chunk's own keys and values (kv_heads, chunk, head_dim) exactly, causally -> (output, lse).")
+      .def(
           "_native_attention_seconds",
           [](const PagedKVCache& cache, size_t layer, const std::vector<SequenceId>& sequences, const py::array& queries,
              int repetitions, int threads) {

@@ -108,6 +108,33 @@ def test_compressed_cache_saves_bytes_forks_truncates_and_loads():
     assert cache.sequences() == [a]
 
 
+def test_attend_chunk_reads_the_chunk_exactly_before_its_append():
+    cache = kvsketch.KVCache(1, 2, 64, policy="tq_mse:b=3|window=16|block=16|page=32", seed=5)
+    a = cache.add_sequence()
+    keys, values = model_like(2, 300, 64), model_like(2, 300, 64)
+    cache.append(a, 0, np.ascontiguousarray(keys[:, :200]), np.ascontiguousarray(values[:, :200]))
+    chunk_keys, chunk_values = np.ascontiguousarray(keys[:, 200:]), np.ascontiguousarray(values[:, 200:])
+    queries = RNG.standard_normal((100, 4, 64)).astype(np.float32)
+    out, lse = cache.attend_chunk(0, a, queries, chunk_keys, chunk_values)
+    assert out.shape == (100, 4, 64) and lse.shape == (100, 4) and cache.tokens(a) == 200
+    # Query i: the past as decode reads it, merged with exact attention over the chunk's tokens 0..i.
+    past_out, past_lse = cache.attention(0, [a] * 100, queries)
+    for i in (0, 37, 99):
+        for h in range(4):
+            own, own_lse = exact_attention(queries[i, h], chunk_keys[h // 2, :i + 1].astype(np.float16).astype(np.float32),
+                                           chunk_values[h // 2, :i + 1].astype(np.float16).astype(np.float32))
+            top = max(past_lse[i, h], own_lse)
+            wa, wb = np.exp(past_lse[i, h] - top), np.exp(own_lse - top)
+            np.testing.assert_allclose(out[i, h], (wa * past_out[i, h] + wb * own) / (wa + wb), rtol=1e-4, atol=1e-4)
+            assert abs(lse[i, h] - (top + np.log(wa + wb))) < 1e-4
+    with pytest.raises(ValueError, match="100 queries, but keys and values of 99 tokens"):
+        cache.attend_chunk(0, a, queries, chunk_keys[:, :99].copy(), chunk_values[:, :99].copy())
+    bad = chunk_keys.copy()
+    bad[1, 5, 7] = np.inf
+    with pytest.raises(ValueError, match="inf"):
+        cache.attend_chunk(0, a, queries, bad, chunk_values)
+
+
 def test_calibration_feeds_a_cache():
     calibration = kvsketch.Calibration(1, 2, 64, "tq_mse:b=2.5|tq_mse:b=3", seed=4)
     assert not calibration.complete

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "attention/paged_steps.hpp"
+#include "cache/half_rows.hpp"
 #include "cache/paged_cache_state.hpp"
 #include "core/team_size.hpp"
 #include "core/require.hpp"
@@ -78,6 +79,39 @@ void PagedKVCache::prefill(size_t layer, SequenceId sequence, size_t chunk, cons
       paged_group_step(steps[i * kv + g], work->segments, *s.codecs.keys[s.shape.index(layer, g)],
                        *s.codecs.values[s.shape.index(layer, g)], rows, g, TokenRange{0, first_position + i + 1},
                        queries + (i * q_heads + g * group) * d, group, options);
+  run_steps(steps, chunk * kv, work->items, options);
+  merge_steps(*work, chunk, kv, group, d, output, lse);
+}
+
+void PagedKVCache::attend_chunk(size_t layer, SequenceId sequence, size_t chunk, const float* queries,
+                                size_t q_heads, const float* keys, const float* values, float* output, float* lse,
+                                const AttentionOptions& options) const {
+  const State& s = *state_;
+  s.check_layer(layer, "attend_chunk");
+  const SequenceLayer& rows = s.sequence(sequence, "attend_chunk").layers[layer];
+  if (chunk == 0) return;
+  require(keys != nullptr && values != nullptr, "attend_chunk: null keys or values for a chunk of {} tokens", chunk);
+  const size_t kv = s.shape.kv_heads, d = s.shape.head_dim, past = rows.tokens();
+  const size_t group = check_step(kv, d, queries, chunk, q_heads, output, options, "attend_chunk");
+  check_half_range(keys, layer, kv, chunk, past, d, "keys");
+  check_half_range(values, layer, kv, chunk, past, d, "values");
+  // The chunk as the window would hold it: fp16, each KV head's rows together.
+  std::vector<uint16_t> half_keys, half_values;
+  half_keys.reserve(kv * chunk * d);
+  half_values.reserve(kv * chunk * d);
+  append_halves(half_keys, keys, kv * chunk * d);
+  append_halves(half_values, values, kv * chunk * d);
+  const std::unique_ptr<StepWorkspace> work = std::make_unique<StepWorkspace>();
+  GroupStep* steps = work->reserve_steps(chunk * kv);
+  for (size_t i = 0; i < chunk; ++i)
+    for (size_t g = 0; g < kv; ++g) {
+      GroupStep& step = steps[i * kv + g];
+      paged_group_items(step, work->segments, *s.codecs.keys[s.shape.index(layer, g)],
+                        *s.codecs.values[s.shape.index(layer, g)], rows, g, TokenRange{0, past},
+                        queries + (i * q_heads + g * group) * d, group, options);
+      step.add_exact({half_keys.data() + g * chunk * d, half_values.data() + g * chunk * d, i + 1});
+      step.finish();
+    }
   run_steps(steps, chunk * kv, work->items, options);
   merge_steps(*work, chunk, kv, group, d, output, lse);
 }

@@ -43,9 +43,9 @@ void decoded_piece(const CodecBase& key_codec, const CodecBase& value_codec, con
 
 }  // namespace
 
-void paged_group_step(GroupStep& step, std::vector<CodeSegment>& segments, const CodecBase& key_codec,
-                      const CodecBase& value_codec, const SequenceLayer& rows, size_t g, TokenRange range,
-                      const float* queries, size_t heads, const AttentionOptions& options) {
+void paged_group_items(GroupStep& step, std::vector<CodeSegment>& segments, const CodecBase& key_codec,
+                       const CodecBase& value_codec, const SequenceLayer& rows, size_t g, TokenRange range,
+                       const float* queries, size_t heads, const AttentionOptions& options) {
   const HeadRows& head = rows.heads[g];
   const size_t d = key_codec.dim(), begin = range.first, end = range.first + range.count;
   // The range in each part: sinks, then body rows, then window rows, in token order.
@@ -74,6 +74,12 @@ void paged_group_step(GroupStep& step, std::vector<CodeSegment>& segments, const
   segments.clear();
   if (whole_first < whole_last) page_segments(rows, g, whole_first, whole_last, segments);
   step.add_body(segments.data(), segments.size(), options.tokens_per_task, group);
+}
+
+void paged_group_step(GroupStep& step, std::vector<CodeSegment>& segments, const CodecBase& key_codec,
+                      const CodecBase& value_codec, const SequenceLayer& rows, size_t g, TokenRange range,
+                      const float* queries, size_t heads, const AttentionOptions& options) {
+  paged_group_items(step, segments, key_codec, value_codec, rows, g, range, queries, heads, options);
   step.finish();
 }
 

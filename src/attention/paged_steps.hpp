@@ -17,6 +17,11 @@ void paged_group_step(GroupStep& step, std::vector<CodeSegment>& segments, const
                       const CodecBase& value_codec, const SequenceLayer& rows, size_t g, TokenRange range,
                       const float* queries, size_t heads, const AttentionOptions& options);
 
+// The same items, the step left open (before finish()) so that the caller adds pieces of its own.
+void paged_group_items(GroupStep& step, std::vector<CodeSegment>& segments, const CodecBase& key_codec,
+                       const CodecBase& value_codec, const SequenceLayer& rows, size_t g, TokenRange range,
+                       const float* queries, size_t heads, const AttentionOptions& options);
+
 // The token ranges of paged_group_step's items over the whole sequence, in item order.
 std::vector<TokenRange> paged_plan(const CodecBase& key_codec, const CodecBase& value_codec,
                                    const SequenceLayer& rows, const AttentionOptions& options);

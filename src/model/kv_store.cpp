@@ -7,11 +7,11 @@
 
 namespace kvsketch::model {
 
-CompressedKV::CompressedKV(PagedKVCache& cache, AttentionOptions options)
-    : CompressedKV(cache, cache.add_sequence(), options) {}
+CompressedKV::CompressedKV(PagedKVCache& cache, AttentionOptions options, ChunkAttention chunks)
+    : CompressedKV(cache, cache.add_sequence(), options, chunks) {}
 
-CompressedKV::CompressedKV(PagedKVCache& cache, SequenceId sequence, AttentionOptions options)
-    : cache_(cache), sequence_(sequence), options_(options) {
+CompressedKV::CompressedKV(PagedKVCache& cache, SequenceId sequence, AttentionOptions options, ChunkAttention chunks)
+    : cache_(cache), sequence_(sequence), options_(options), chunks_(chunks) {
   require(cache.contains(sequence), "CompressedKV: the cache has no sequence {}", sequence);
 }
 
@@ -37,8 +37,15 @@ void to_head_major(const float* keys, const float* values, size_t count, size_t 
 void CompressedKV::append_and_attend(size_t layer, const float* keys, const float* values, size_t count,
                                      const float* queries, size_t q_heads, float* output) {
   to_head_major(keys, values, count, cache_.kv_heads(), cache_.head_dim(), keys_, values_);
+  // A decode step has the bits of the cache's decode (and of append_and_attend_batch) either way.
+  if (count == 1 || chunks_ == ChunkAttention::kThroughCache) {
+    cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
+    cache_.prefill(layer, sequence_, count, queries, q_heads, output, nullptr, options_);
+    return;
+  }
+  cache_.attend_chunk(layer, sequence_, count, queries, q_heads, keys_.data(), values_.data(), output, nullptr,
+                      options_);
   cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
-  cache_.prefill(layer, sequence_, count, queries, q_heads, output, nullptr, options_);
 }
 
 size_t CompressedKV::bytes() const { return cache_.sequence_bytes(sequence_); }
@@ -58,7 +65,8 @@ void CompressedKV::append_and_attend_batch(CompressedKV* const* stores, size_t b
   cache.decode(layer, ids.data(), batch, queries, q_heads, output, nullptr, stores[0]->options_);
 }
 
-SelectedKV::SelectedKV(PagedSelectionCache& cache) : cache_(cache), sequence_(cache.add_sequence()) {}
+SelectedKV::SelectedKV(PagedSelectionCache& cache, ChunkAttention chunks)
+    : cache_(cache), sequence_(cache.add_sequence()), chunks_(chunks) {}
 
 size_t SelectedKV::tokens() const { return cache_.cache().tokens(sequence_, 0); }
 
@@ -67,10 +75,13 @@ void SelectedKV::append_and_attend(size_t layer, const float* keys, const float*
   const PagedKVCache& cache = cache_.cache();
   to_head_major(keys, values, count, cache.kv_heads(), cache.head_dim(), keys_, values_);
   const size_t position = cache.tokens(sequence_, layer);
+  const bool exact_chunk = count > 1 && chunks_ == ChunkAttention::kExactChunk;
+  if (exact_chunk)
+    cache.attend_chunk(layer, sequence_, count, queries, q_heads, keys_.data(), values_.data(), output, nullptr);
   cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
   if (count == 1)
     cache_.attention(layer, &sequence_, 1, queries, q_heads, output, nullptr, position);
-  else
+  else if (!exact_chunk)
     cache.prefill(layer, sequence_, count, queries, q_heads, output, nullptr);
 }
 

@@ -88,9 +88,12 @@ PerplexityReport run_perplexity(const PerplexityConfig& config) {
 
   std::vector<float> logits(context * vocab);
   std::vector<double> reference((context - 1 - first) * vocab);
+  // Prefill scoring reads each chunk back from the cache, as llama.cpp scores a batch; decode
+  // scoring prefills its context as engines do, each chunk attending itself exactly.
+  const ChunkAttention chunks = config.score_decode ? ChunkAttention::kExactChunk : ChunkAttention::kThroughCache;
   for (const auto& window : windows) {
     {
-      PolicyStore store(model, config.reference, 0);
+      PolicyStore store(model, config.reference, 0, chunks);
       score_window(model, store, window, first, config.chunk, config.score_decode, logits.data());
       reference_bits = store.bits_per_value();
     }
@@ -101,7 +104,7 @@ PerplexityReport run_perplexity(const PerplexityConfig& config) {
     }
     for (size_t p = 0; p < config.policies.size(); ++p)
       for (size_t seed = 0; seed < comparisons[p].size(); ++seed) {
-        PolicyStore store(model, config.policies[p], seed);
+        PolicyStore store(model, config.policies[p], seed, chunks);
         score_window(model, store, window, first, config.chunk, config.score_decode, logits.data());
         bits[p].push_back(store.bits_per_value());
         for (size_t i = first; i + 1 < context; ++i)

@@ -51,8 +51,8 @@ RuntimePolicy split_runtime_policy(const std::string& policy) {
 
 }  // namespace
 
-PolicyStore::PolicyStore(const LanguageModel& model, const std::string& policy, uint64_t seed)
-    : config_(&model.config()) {
+PolicyStore::PolicyStore(const LanguageModel& model, const std::string& policy, uint64_t seed, ChunkAttention chunks)
+    : config_(&model.config()), chunks_(chunks) {
   if (policy != "exact") {
     const RuntimePolicy parts = split_runtime_policy(policy);
     if (!parts.selector.empty())
@@ -66,9 +66,9 @@ PolicyStore::PolicyStore(const LanguageModel& model, const std::string& policy, 
 
 KVStore& PolicyStore::add_sequence() {
   if (selection_)
-    stores_.push_back(std::make_unique<SelectedKV>(*selection_));
+    stores_.push_back(std::make_unique<SelectedKV>(*selection_, chunks_));
   else if (cache_)
-    stores_.push_back(std::make_unique<CompressedKV>(*cache_));
+    stores_.push_back(std::make_unique<CompressedKV>(*cache_, AttentionOptions{}, chunks_));
   else
     stores_.push_back(std::make_unique<ExactKV>(config_->layers, config_->kv_heads, config_->head_dim));
   return *stores_.back();

@@ -17,7 +17,8 @@ namespace kvsketch::model {
 class PolicyStore {
  public:
   // Throws Error naming the policy when it does not parse.
-  PolicyStore(const LanguageModel& model, const std::string& policy, uint64_t seed);
+  PolicyStore(const LanguageModel& model, const std::string& policy, uint64_t seed,
+              ChunkAttention chunks = ChunkAttention::kExactChunk);
   // The first sequence.
   KVStore& kv() { return *stores_.front(); }
   // Another sequence in the same cache (or another ExactKV), held by the store.
@@ -31,6 +32,7 @@ class PolicyStore {
 
  private:
   const ModelConfig* config_;
+  ChunkAttention chunks_;
   std::optional<PagedKVCache> cache_;
   std::optional<PagedSelectionCache> selection_;
   std::vector<std::unique_ptr<KVStore>> stores_;

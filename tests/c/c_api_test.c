@@ -351,6 +351,62 @@ static void test_cache(const char* directory) {
   free(values);
 }
 
+/* attend_chunk before the chunk's append: over an fp16 cache each query's answer is exact attention
+ * over the past and the chunk up to it, as fp16 holds them; bad keys are refused. */
+static void test_attend_chunk(void) {
+  enum { kPast = 92, kChunk = kTokens - kPast };
+  kvs_cache_params params = kvs_cache_default_params();
+  kvs_cache* cache = NULL;
+  uint64_t a = 0;
+  size_t h, t, i;
+  float* keys = malloc(kHeads * kTokens * kDim * sizeof(float));
+  float* values = malloc(kHeads * kTokens * kDim * sizeof(float));
+  float* past_keys = malloc(kHeads * kPast * kDim * sizeof(float));
+  float* past_values = malloc(kHeads * kPast * kDim * sizeof(float));
+  float chunk_keys[kHeads * kChunk * kDim], chunk_values[kHeads * kChunk * kDim], queries[kChunk * kQHeads * kDim],
+      output[kChunk * kQHeads * kDim], lse[kChunk * kQHeads], expected[kDim], expected_lse;
+  params.layers = 1;
+  params.kv_heads = kHeads;
+  params.head_dim = kDim;
+  params.policy = "fp16|sinks=4|window=16|block=16|page=32";
+  OK(kvs_cache_create(&params, &cache));
+  OK(kvs_cache_add_sequence(cache, &a));
+  model_like(keys, kTokens);
+  model_like(values, kTokens);
+  for (h = 0; h < kHeads; ++h)
+    for (t = 0; t < kTokens; ++t) {
+      float* k = t < kPast ? past_keys + (h * kPast + t) * kDim : chunk_keys + (h * kChunk + t - kPast) * kDim;
+      float* v = t < kPast ? past_values + (h * kPast + t) * kDim : chunk_values + (h * kChunk + t - kPast) * kDim;
+      memcpy(k, keys + (h * kTokens + t) * kDim, kDim * sizeof(float));
+      memcpy(v, values + (h * kTokens + t) * kDim, kDim * sizeof(float));
+    }
+  OK(kvs_cache_append(cache, a, 0, KVS_FLOAT32, past_keys, past_values, kPast));
+  fill(queries, kChunk * kQHeads * kDim);
+  OK(kvs_cache_attend_chunk(cache, 0, a, kChunk, queries, kQHeads, KVS_FLOAT32, chunk_keys, chunk_values, output, lse,
+                            NULL));
+  for (i = 0; i < kChunk; ++i)
+    for (h = 0; h < kQHeads; ++h) {
+      const size_t kv = h / (kQHeads / kHeads), row = i * kQHeads + h;
+      /* keys and values [kv_heads][kTokens][dim]: position kPast + i's prefix of KV head kv */
+      exact_attention(queries + row * kDim, keys + kv * kTokens * kDim, values + kv * kTokens * kDim, kPast + i + 1,
+                      kDim, kDim, expected, &expected_lse);
+      CHECK(relative_error(output + row * kDim, expected, kDim) < 2e-3);
+      CHECK(fabs(lse[row] - expected_lse) < 2e-3);
+    }
+  chunk_keys[3] = NAN;
+  BAD(kvs_cache_attend_chunk(cache, 0, a, kChunk, queries, kQHeads, KVS_FLOAT32, chunk_keys, chunk_values, output,
+                             lse, NULL),
+      KVS_ERROR_REFUSED, "channel 3 is nan");
+  BAD(kvs_cache_attend_chunk(cache, 0, a, kChunk, queries, kQHeads, KVS_FLOAT32, NULL, chunk_values, output, lse,
+                             NULL),
+      KVS_ERROR_ARGUMENT, "keys is NULL");
+  kvs_cache_destroy(cache);
+  free(keys);
+  free(values);
+  free(past_keys);
+  free(past_values);
+}
+
 static void test_merge(void) {
   enum { kTokensHere = 40 };
   float keys[kTokensHere * kDim], values[kTokensHere * kDim], q[kDim], out_a[kDim], out_b[kDim], whole[kDim];
@@ -620,6 +676,7 @@ int main(int argc, char** argv) {
   test_version();
   test_codec();
   test_cache(directory);
+  test_attend_chunk();
   test_merge();
   test_index(directory);
   test_ivf_index(directory);

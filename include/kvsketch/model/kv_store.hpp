@@ -2,7 +2,8 @@
 // runtime appends a chunk of keys and values to a layer and attends the chunk's queries causally
 // over everything stored up to each query's own position.
 //   CompressedKV   a sequence of a PagedKVCache: any kvsketch policy (codecs, splits, sinks, window,
-//                  per-layer overrides), the chunk attended through the cache's prefill kernels
+//                  per-layer overrides), a chunk attended as ChunkAttention says, a decode step
+//                  as the cache's decode
 //   SelectedKV     a sequence of a PagedSelectionCache: a prompt chunk attended as CompressedKV
 //                  attends it, each decoded token through the sequence's token selectors
 //                  (MagicPIG, BalanceKV, top-k), as the sampling papers serve a model
@@ -18,6 +19,13 @@
 
 #pragma GCC visibility push(default)
 namespace kvsketch::model {
+
+// How a chunk of several tokens (a prompt's) attends itself:
+//   kExactChunk    as engines run a chunked prefill (vLLM): the compressed past and the chunk's own
+//                  keys and values exactly (PagedKVCache::attend_chunk), then appended
+//   kThroughCache  as llama.cpp runs a batch: appended first and read back as the cache stores it
+//                  (PagedKVCache::prefill), the chunk's tokens beyond the window compressed
+enum class ChunkAttention { kExactChunk, kThroughCache };
 
 class KVStore {
  public:
@@ -37,8 +45,10 @@ class KVStore {
 // head_dim). A new sequence is added unless one is given.
 class CompressedKV final : public KVStore {
  public:
-  explicit CompressedKV(PagedKVCache& cache, AttentionOptions options = {});
-  CompressedKV(PagedKVCache& cache, SequenceId sequence, AttentionOptions options = {});
+  explicit CompressedKV(PagedKVCache& cache, AttentionOptions options = {},
+                        ChunkAttention chunks = ChunkAttention::kExactChunk);
+  CompressedKV(PagedKVCache& cache, SequenceId sequence, AttentionOptions options = {},
+               ChunkAttention chunks = ChunkAttention::kExactChunk);
   size_t tokens() const override;
   void append_and_attend(size_t layer, const float* keys, const float* values, size_t count, const float* queries,
                          size_t q_heads, float* output) override;
@@ -57,16 +67,16 @@ class CompressedKV final : public KVStore {
   PagedKVCache& cache_;
   SequenceId sequence_;
   AttentionOptions options_;
+  ChunkAttention chunks_;
   std::vector<float> keys_, values_;  // the chunk transposed to [kv_heads][count][head_dim]
 };
 
 // One sequence of a PagedSelectionCache (which must outlive it and have the model's shape). A chunk
-// of several tokens goes through the paged cache's prefill kernels, every token attending densely
-// to the compressed past; a chunk of one token (a decode step) through the selectors, its position
+// of several tokens is attended as CompressedKV attends it, densely; a chunk of one token (a decode step) through the selectors, its position
 // numbering the draw of the sampling selectors. A new sequence is added.
 class SelectedKV final : public KVStore {
  public:
-  explicit SelectedKV(PagedSelectionCache& cache);
+  explicit SelectedKV(PagedSelectionCache& cache, ChunkAttention chunks = ChunkAttention::kExactChunk);
   size_t tokens() const override;
   void append_and_attend(size_t layer, const float* keys, const float* values, size_t count, const float* queries,
                          size_t q_heads, float* output) override;
@@ -77,6 +87,7 @@ class SelectedKV final : public KVStore {
  private:
   PagedSelectionCache& cache_;
   SequenceId sequence_;
+  ChunkAttention chunks_;
   std::vector<float> keys_, values_;  // the chunk transposed to [kv_heads][count][head_dim]
 };
 

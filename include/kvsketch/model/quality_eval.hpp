@@ -4,7 +4,8 @@
 //
 // The text is cut into windows of `context` tokens (BOS first where the tokenizer has one) and the
 // second half of each is scored, so that every scored token has at least context/2 tokens before
-// it. By default the first half is prefilled in chunks and the second half decoded one token at a
+// it. By default the first half is prefilled in chunks as engines prefill a prompt (each chunk
+// attending the compressed past and itself exactly) and the second half decoded one token at a
 // time: each scored token's distribution is that of a decode step at its position, the cache holding
 // the tokens before it as the policy keeps them (recent ones in the fp16 window). Scoring prefill
 // instead feeds the whole window in chunks, as llama.cpp scores a batch: a chunk's queries attend
