@@ -162,6 +162,27 @@ TEST(ReferenceModel, PasskeyFoundThroughTheCache) {
   }
 }
 
+// Answers are scored on decode steps, which read the codes: an MQAR prompt (about 450 tokens at 32
+// pairs) fits two prefill chunks that attend themselves exactly, so a prefill-scored answer would
+// barely see the cache. Through 1-bit codes with a window of 8, MQAR falls far below fp16's (14%
+// against 85%).
+TEST(ReferenceModel, MqarAnswersReadTheCache) {
+  const ThreadScope one_thread(1);
+  RetrievalConfig config;
+  config.model_dir = kModel;
+  config.text_path = kText;
+  config.task = RetrievalTask::kMqar;
+  config.pairs = {32};
+  config.samples = 4;
+  config.policies = {"fp16", "tq_mse:b=1|tq_mse:b=1|window=8"};
+  const RetrievalReport r = run_retrieval(config);
+  ASSERT_EQ(r.policies.size(), 2u);
+  for (const auto& p : r.policies) std::printf("mqar at 32 pairs, %s: %.1f%%\n", p.policy.c_str(), 100 * p.accuracy);
+  EXPECT_EQ(r.policies[0].cells.at(0).total, 128u);
+  EXPECT_GE(r.policies[0].accuracy, 0.8);
+  EXPECT_LT(r.policies[1].accuracy, 0.4 * r.policies[0].accuracy);
+}
+
 TEST(ReferenceModelCommands, PerplexityJsonAndBadInput) {
   const auto [status, output] = testutil::run_tool("perplexity --model " + kModel + " --text " + kText +
                                                    " --policies 'q4_0|window=16;tq_mse:b=3|window=16' --context 128 --windows 1 "

@@ -36,18 +36,22 @@ TokenPrompt tokenize(const Tokenizer& tokenizer, const RetrievalPrompt& prompt) 
   return t;
 }
 
-// Whether each answer is the greedy continuation: one prefill pass, argmax at every answer token.
+// Whether each answer is the greedy continuation. The prompt up to its first answer is prefilled in
+// chunks; from the token before that answer on, every token is a decode step (the answers fed as
+// given), so each answer token is predicted by the step that would generate it, over the cache as
+// the policy keeps it. A prefill would attend a chunk's own tokens exactly (as engines prefill) and
+// miss the codes whenever a needle and its question share a chunk.
 std::vector<bool> score(const LanguageModel& model, KVStore& kv, const TokenPrompt& prompt, size_t chunk) {
   const size_t vocab = model.config().vocab_size, n = prompt.tokens.size();
+  size_t decoded_from = n;
+  for (const auto& answer : prompt.answers) decoded_from = std::min(decoded_from, std::max<size_t>(answer.first, 1) - 1);
   std::vector<int> predicted(n, -1);
-  std::vector<float> logits(chunk * vocab);
-  for (size_t at = 0; at < n; at += chunk) {
-    const size_t count = std::min(chunk, n - at);
-    model.forward(kv, prompt.tokens.data() + at, count, logits.data(), count);
-    for (size_t i = 0; i < count; ++i) {
-      const float* row = logits.data() + i * vocab;
-      predicted[at + i] = static_cast<int>(std::max_element(row, row + vocab) - row);
-    }
+  std::vector<float> logits(vocab);
+  for (size_t at = 0; at < decoded_from; at += chunk)
+    model.forward(kv, prompt.tokens.data() + at, std::min(chunk, decoded_from - at), logits.data(), 0);
+  for (size_t at = decoded_from; at < n; ++at) {
+    model.forward(kv, prompt.tokens.data() + at, 1, logits.data(), 1);
+    predicted[at] = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
   std::vector<bool> correct;
   for (const auto& [begin, end] : prompt.answers) {

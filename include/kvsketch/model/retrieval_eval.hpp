@@ -1,7 +1,8 @@
 // Long-context retrieval accuracy of a model under KV-cache policies: passkey, multi-key needles
 // with distractors, and multi-query associative recall (MQAR), in the formats the reference models
 // are trained on. An answer counts as retrieved when greedy decoding reproduces every one of its
-// tokens (scored in one prefill pass: the argmax at each answer position given the answer so far).
+// tokens: the prompt is prefilled up to its first answer, then every token from there on is a decode
+// step (the argmax at each answer position given the prompt and the answers so far).
 // Every policy sees the same prompts; randomized policies use a different codec seed per sample.
 #pragma once
 #include <cstddef>
