@@ -72,8 +72,9 @@ class CompressedKV final : public KVStore {
 };
 
 // One sequence of a PagedSelectionCache (which must outlive it and have the model's shape). A chunk
-// of several tokens is attended as CompressedKV attends it, densely; a chunk of one token (a decode step) through the selectors, its position
-// numbering the draw of the sampling selectors. A new sequence is added.
+// of several tokens is attended as CompressedKV attends it, densely; a chunk of one token (a decode
+// step) through the selectors, its position numbering the draw of the sampling selectors. A new
+// sequence is added.
 class SelectedKV final : public KVStore {
  public:
   explicit SelectedKV(PagedSelectionCache& cache, ChunkAttention chunks = ChunkAttention::kExactChunk);
