@@ -501,8 +501,10 @@ TEST(PagedKVCache, AttendChunkReadsThePastAsStoredAndTheChunkExactly) {
   const TokenStream stream(400, 32);
   const size_t group = 2, q_heads = group * kHeads, chunk = 150, past = stream.total - chunk;
   const auto queries = testutil::gaussian_matrix(chunk * q_heads, kDim, 33);
-  const auto [k, v] = stream.slice(past, chunk);
-  const auto [all_k, all_v] = stream.slice(0, stream.total);
+  // Named pairs, not structured bindings: clang 14 does not let lambdas capture those.
+  const auto chunk_rows = stream.slice(past, chunk), all_rows = stream.slice(0, stream.total);
+  const std::vector<float>&k = chunk_rows.first, &v = chunk_rows.second;
+  const std::vector<float>&all_k = all_rows.first, &all_v = all_rows.second;
   // Exact fp32 attention of position i's query heads of KV head g over its prefix, as fp16 holds it.
   const auto exact = [&](size_t i, size_t g) {
     const size_t prefix = past + i + 1;
