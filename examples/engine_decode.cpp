@@ -1,5 +1,5 @@
 // How an inference engine hosts kvsketch: one PagedKVCache for the model, sequences added as
-// requests come, a prompt appended and attended in chunks, a sequence forked for a second sample,
+// requests come, a prompt attended and appended in chunks, a sequence forked for a second sample,
 // every decode step a batch of sequences in one call into the engine's buffers, a speculative token
 // rolled back, and the cache saved and loaded.
 //
@@ -35,15 +35,17 @@ int main() {
     const auto policy = kvsketch::KVPolicy::parse("tq_prod:b=3|tq_mse:b=3|rollback=8");
     kvsketch::PagedKVCache cache(kLayers, kKVHeads, kHeadDim, policy, /*seed=*/1);
 
-    // A prompt of 2500 tokens, in chunks of 250: append a layer's keys and values, then attend.
+    // A prompt of 2500 tokens, in chunks of 250: each chunk's queries attend the compressed past and
+    // the chunk's own keys and values exactly, then the chunk is appended (as engines prefill).
     const kvsketch::SequenceId a = cache.add_sequence();
     std::vector<float> output(250 * kQueryHeads * kHeadDim), lse(250 * kQueryHeads);
     for (size_t chunk = 0; chunk < 10; ++chunk)
       for (size_t layer = 0; layer < kLayers; ++layer) {
         const auto keys = activations(kKVHeads, 250, random), values = activations(kKVHeads, 250, random);
-        cache.append(a, layer, keys.data(), values.data(), 250);
         const auto queries = activations(kQueryHeads, 250, random);  // [250][8][64]
-        cache.prefill(layer, a, 250, queries.data(), kQueryHeads, output.data(), lse.data());
+        cache.attend_chunk(layer, a, 250, queries.data(), kQueryHeads, keys.data(), values.data(), output.data(),
+                           lse.data());
+        cache.append(a, layer, keys.data(), values.data(), 250);
       }
 
     // A second sample of the same prompt shares its sealed pages (1024 tokens each): only the
