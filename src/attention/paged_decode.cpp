@@ -97,8 +97,6 @@ void PagedKVCache::attend_chunk(size_t layer, SequenceId sequence, size_t chunk,
   check_half_range(values, layer, kv, chunk, past, d, "values");
   // The chunk as the window would hold it: fp16, each KV head's rows together.
   std::vector<uint16_t> half_keys, half_values;
-  half_keys.reserve(kv * chunk * d);
-  half_values.reserve(kv * chunk * d);
   append_halves(half_keys, keys, kv * chunk * d);
   append_halves(half_values, values, kv * chunk * d);
   const std::unique_ptr<StepWorkspace> work = std::make_unique<StepWorkspace>();

@@ -174,15 +174,12 @@ kvs_status kvs_cache_attend_chunk(const kvs_cache* cache, size_t layer, uint64_t
   return guarded([&] {
     const auto& c = handle(cache, "cache");
     require_pointer(queries, "queries");
-    require_pointer(keys, "keys");
-    require_pointer(values, "values");
     require_pointer(output, "output");
     product(product(chunk, q_heads, "chunk x q_heads"), c.cache.head_dim(), "chunk x q_heads x head_dim");
-    const size_t count = product(product(c.cache.kv_heads(), chunk, "kv_heads x chunk"), c.cache.head_dim(),
-                                 "kv_heads x chunk x head_dim");
-    std::vector<float> key_storage, value_storage;
-    c.cache.attend_chunk(layer, sequence, chunk, queries, q_heads, as_floats(dtype, keys, count, key_storage),
-                         as_floats(dtype, values, count, value_storage), output, lse, options_of(params));
+    KeyValueFloats rows;
+    key_value_floats(c.cache, dtype, keys, values, chunk, rows);
+    c.cache.attend_chunk(layer, sequence, chunk, queries, q_heads, rows.keys, rows.values, output, lse,
+                         options_of(params));
   });
 }
 

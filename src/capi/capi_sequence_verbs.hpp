@@ -36,20 +36,33 @@ kvs_status sequence_remove(Handle* cache, uint64_t sequence) {
   return guarded([&] { handle(cache, "cache").cache.remove_sequence(sequence); });
 }
 
+// A chunk's keys and values of `dtype`, [kv_heads][tokens][head_dim] each for `kv`'s shape, as
+// floats: the caller's memory where they are float32, else converted into `storage`.
+struct KeyValueFloats {
+  std::vector<float> key_storage, value_storage;
+  const float* keys = nullptr;
+  const float* values = nullptr;
+};
+
+inline void key_value_floats(const PagedKVCache& kv, kvs_dtype dtype, const void* keys, const void* values,
+                             size_t tokens, KeyValueFloats& out) {
+  require_pointer(keys, "keys");
+  require_pointer(values, "values");
+  const size_t count = product(product(kv.kv_heads(), tokens, "kv_heads x tokens"), kv.head_dim(),
+                               "kv_heads x tokens x head_dim");
+  out.keys = as_floats(dtype, keys, count, out.key_storage);
+  out.values = as_floats(dtype, values, count, out.value_storage);
+}
+
 // Keys and values of `dtype`, [kv_heads][tokens][head_dim] each, appended to a sequence's layer.
 template <typename Handle, typename Shape>
 kvs_status sequence_append(Handle* cache, uint64_t sequence, size_t layer, kvs_dtype dtype, const void* keys,
                            const void* values, size_t tokens, Shape&& shape) {
   return guarded([&] {
     auto& c = handle(cache, "cache");
-    require_pointer(keys, "keys");
-    require_pointer(values, "values");
-    const PagedKVCache& kv = shape(c.cache);
-    const size_t count = product(product(kv.kv_heads(), tokens, "kv_heads x tokens"), kv.head_dim(),
-                                 "kv_heads x tokens x head_dim");
-    std::vector<float> key_storage, value_storage;
-    c.cache.append(sequence, layer, as_floats(dtype, keys, count, key_storage),
-                   as_floats(dtype, values, count, value_storage), tokens);
+    KeyValueFloats rows;
+    key_value_floats(shape(c.cache), dtype, keys, values, tokens, rows);
+    c.cache.append(sequence, layer, rows.keys, rows.values, tokens);
   });
 }
 

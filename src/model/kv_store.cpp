@@ -75,14 +75,16 @@ void SelectedKV::append_and_attend(size_t layer, const float* keys, const float*
   const PagedKVCache& cache = cache_.cache();
   to_head_major(keys, values, count, cache.kv_heads(), cache.head_dim(), keys_, values_);
   const size_t position = cache.tokens(sequence_, layer);
-  const bool exact_chunk = count > 1 && chunks_ == ChunkAttention::kExactChunk;
-  if (exact_chunk)
-    cache.attend_chunk(layer, sequence_, count, queries, q_heads, keys_.data(), values_.data(), output, nullptr);
-  cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
-  if (count == 1)
+  if (count == 1) {
+    cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
     cache_.attention(layer, &sequence_, 1, queries, q_heads, output, nullptr, position);
-  else if (!exact_chunk)
+  } else if (chunks_ == ChunkAttention::kExactChunk) {
+    cache.attend_chunk(layer, sequence_, count, queries, q_heads, keys_.data(), values_.data(), output, nullptr);
+    cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
+  } else {
+    cache_.append(sequence_, layer, keys_.data(), values_.data(), count);
     cache.prefill(layer, sequence_, count, queries, q_heads, output, nullptr);
+  }
 }
 
 size_t SelectedKV::bytes() const {

@@ -46,9 +46,8 @@ std::vector<bool> score(const LanguageModel& model, KVStore& kv, const TokenProm
   size_t decoded_from = n;
   for (const auto& answer : prompt.answers) decoded_from = std::min(decoded_from, std::max<size_t>(answer.first, 1) - 1);
   std::vector<int> predicted(n, -1);
+  run_chunks(model, kv, prompt.tokens.data(), decoded_from, chunk, nullptr);
   std::vector<float> logits(vocab);
-  for (size_t at = 0; at < decoded_from; at += chunk)
-    model.forward(kv, prompt.tokens.data() + at, std::min(chunk, decoded_from - at), logits.data(), 0);
   for (size_t at = decoded_from; at < n; ++at) {
     model.forward(kv, prompt.tokens.data() + at, 1, logits.data(), 1);
     predicted[at] = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
