@@ -68,13 +68,57 @@ def mqar(rng, vocabulary, pairs=None, queries=None):
     queries = min(queries or pairs, pairs)
     keys = rng.sample(vocabulary, pairs)
     values = [str(rng.randrange(100, 1000)) for _ in keys]
+    return _recall(rng, keys, values, queries)
+
+
+def _recall(rng, keys, values, queries):
+    """MQAR's text: the pairs, then `queries` of the keys in random order, each with its value."""
     text = "Remember these pairs: " + ", ".join(f"{k} {v}" for k, v in zip(keys, values)) + ".\nRecall:"
     spans = []
-    for i in rng.sample(range(pairs), queries):
+    for i in rng.sample(range(len(keys)), queries):
         text, span = _answer(text, f" {keys[i]} ", values[i])
         spans.append(span)
         text += ","
     return text[:-1] + ".", spans
+
+
+def _endings(vocabulary):
+    """The vocabulary's words grouped by their last three letters (groups of two or more words), cached
+    per vocabulary: words that end alike mostly end in the same token."""
+    key = id(vocabulary)
+    if _endings.cache.get("key") != key:
+        groups = {}
+        for word in vocabulary:
+            groups.setdefault(word[-3:], []).append(word)
+        _endings.cache = {"key": key, "groups": [g for g in groups.values() if len(g) >= 2]}
+    return _endings.cache["groups"]
+
+
+_endings.cache = {}
+
+
+def mqar_hard(rng, vocabulary, pairs=None):
+    """MQAR whose keys come in groups ending alike and whose values come in groups sharing their first
+    digits. A model that matches only the key's last token (or a value's last digit) confuses them;
+    it must match the whole key, as `kvsketch retrieval`'s MQAR needs wherever two of its 32 keys end
+    in the same token."""
+    pairs = pairs or rng.randint(8, 64)
+    groups = _endings(vocabulary)
+    keys, seen = [], set()
+    while len(keys) < pairs:
+        group = rng.choice(groups)
+        for word in rng.sample(group, min(len(group), rng.randint(2, 4), pairs - len(keys))):
+            if word not in seen:
+                seen.add(word)
+                keys.append(word)
+    rng.shuffle(keys)
+    values = []
+    while len(values) < pairs:
+        lead = str(rng.randrange(10, 100))[:rng.randint(1, 2)]
+        for _ in range(min(rng.randint(2, 3), pairs - len(values))):
+            values.append((lead + str(rng.randrange(0, 100)).zfill(2))[:3])
+    rng.shuffle(values)
+    return _recall(rng, keys, values, pairs)
 
 
 def repeated_span(rng, corpus_text, chars):
@@ -136,6 +180,8 @@ def document(rng, corpus_text, vocabulary, chars, mix):
     if kind == "mqar":
         pairs = max(4, min(64, chars // 40))
         return mqar(rng, vocabulary, pairs=rng.randint(4, pairs))
+    if kind == "mqar_hard":
+        return mqar_hard(rng, vocabulary, pairs=rng.randint(8, max(8, min(64, chars // 40))))
     if kind == "repeat":
         return repeated_span(rng, corpus_text, chars)
     if kind == "copy":

@@ -103,3 +103,41 @@ def test_token_rows_in_a_batch_have_no_bos_and_loss_only_on_copies():
     expected = torch.zeros_like(weight)
     expected[b, t + 1] = train.ANSWER_WEIGHT
     assert torch.equal(weight, expected)
+
+
+def test_hard_mqar_keys_end_alike_and_values_share_digits():
+    vocabulary = [w + end for w in ("pro", "con", "re", "de", "ex", "sub", "inter", "trans")
+                  for end in ("claim", "tain", "ject", "fer", "cede")] + ["unique"]
+    rng = random.Random(5)
+    text, spans = tasks.mqar_hard(rng, vocabulary, pairs=24)
+    pairs_part, recall = text.split("\nRecall:")
+    pairs = [p.rsplit(" ", 1) for p in pairs_part[len("Remember these pairs: "):-1].split(", ")]
+    keys, values = [k for k, _ in pairs], [v for _, v in pairs]
+    assert len(set(keys)) == 24 and "unique" not in keys  # only words with a same-ending partner
+    endings = [k[-3:] for k in keys]
+    assert all(endings.count(e) >= 2 for e in endings)
+    assert all(len(v) == 3 and v.isdigit() and v[0] != "0" for v in values)
+    assert all(sum(u[0] == v[0] for u in values) >= 2 for v in values)  # no value's first digit is alone
+    # Every pair is asked once, and each answer span holds the value of the key just before it.
+    answers = {}
+    for a, b in spans:
+        key = text[:a - 1].rsplit(" ", 1)[1]
+        answers[key] = text[a:b]
+    assert answers == dict(zip(keys, values))
+    assert recall.count(",") == 23
+
+
+def test_sentencepiece_alphabet_is_the_same_on_every_run():
+    pytest.importorskip("tokenizers")
+    # 400 characters seen once each, after common ones: which of them the 160-character alphabet
+    # keeps is decided by the tie-break, by code point.
+    rare = "".join(chr(0x4E00 + i) for i in range(400))
+    texts = ["the quick brown fox jumps over the lazy dog 0123456789 " * 20, rare]
+    vocabularies = []
+    for _ in range(3):
+        tokenizer, _ = tokenizer_build.train("sentencepiece", texts, 600)
+        vocabularies.append(tokenizer.get_vocab())
+    assert vocabularies[0] == vocabularies[1] == vocabularies[2]
+    common = set("▁thequickbrownfxjmpsvlazydg0123456789")
+    kept = [c for c in rare if c in vocabularies[0]]
+    assert kept == list(rare[:tokenizer_build.ALPHABET_SIZE - len(common)])

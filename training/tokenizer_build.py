@@ -7,6 +7,7 @@ Llama-family checkpoints use, so that kvsketch's tokenizer is exercised on both:
   byte_level     Qwen2: NFC, Qwen2's pre-tokenizer regex (digits one per token), BPE over the
                  GPT-2 byte alphabet, no BOS
 """
+import collections
 import json
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -21,6 +22,19 @@ def _sentencepiece_normalizer():
     return normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
 
 
+ALPHABET_SIZE = 160
+
+
+def character_alphabet(texts, size):
+    """The `size` most frequent characters of the texts after the SentencePiece normalizer, ties by
+    code point. `tokenizers`' own `limit_alphabet` ranks with an unstable sort over a hash map, so its
+    choice among characters of equal count changes from run to run (and with it the token ids)."""
+    counts = collections.Counter()
+    for text in texts:
+        counts.update("▁" + text.replace(" ", "▁"))
+    return [c for c, _ in sorted(counts.items(), key=lambda kv: (-kv[1], ord(kv[0])))[:size]]
+
+
 def train_sentencepiece(texts, vocab_size):
     # Words are split at "▁" and digits apart for training only: no learned merge then crosses a
     # word start or joins digits, so the final tokenizer needs no pre-tokenizer, as Llama 2's.
@@ -29,8 +43,10 @@ def train_sentencepiece(texts, vocab_size):
     learner.normalizer = _sentencepiece_normalizer()
     learner.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Split("▁", behavior="merged_with_next"), pre_tokenizers.Digits(individual_digits=True)])
+    # The alphabet is given, each character counted as always kept, so the limit keeps exactly it.
     trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(byte_tokens), special_tokens=SPECIAL_SENTENCEPIECE,
-                                  limit_alphabet=160, show_progress=False)
+                                  initial_alphabet=character_alphabet(texts, ALPHABET_SIZE),
+                                  limit_alphabet=ALPHABET_SIZE, show_progress=False)
     learner.train_from_iterator(texts, trainer)
     learned = json.loads(learner.to_str())
     trained_vocab = sorted(learned["model"]["vocab"].items(), key=lambda kv: kv[1])

@@ -251,6 +251,7 @@ def main():
         model = transformers.AutoModelForCausalLM.from_pretrained(args.init, torch_dtype=torch.float32,
                                                                   attn_implementation=args.attention)
         model.config.max_position_embeddings = max(model.config.max_position_embeddings, context)
+        model.config._name_or_path = ""  # the folder it came from is not part of the written model
     else:
         model = transformers.AutoModelForCausalLM.from_config(make_config(preset, context), torch_dtype=torch.float32,
                                                               attn_implementation=args.attention)
