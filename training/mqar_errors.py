@@ -18,6 +18,7 @@ import torch
 import transformers
 
 import tasks
+import train
 
 
 def main():
@@ -42,14 +43,10 @@ def main():
     for _ in range(args.prompts):
         prompt, spans = tasks.mqar(rng, words, pairs=args.pairs)
         asked = [prompt[:a - 1].rsplit(" ", 1)[1] for a, _ in spans]  # every key, once
-        encoding = tokenizer.encode(prompt)
-        with torch.no_grad():
-            predicted = model(input_ids=torch.tensor([encoding.ids])).logits[0].argmax(-1)
-        last_tokens = collections.Counter(tokenizer.encode(" " + k, add_special_tokens=False).ids[-1] for k in asked)
-        for (a, b), key in zip(spans, asked):
-            positions = [p for p, (s, e) in enumerate(encoding.offsets) if s < b and e > a and e > s]
-            right = [int(predicted[p - 1]) == encoding.ids[p] for p in positions]
-            shared = last_tokens[tokenizer.encode(" " + key, add_special_tokens=False).ids[-1]] > 1
+        last_token = {k: tokenizer.encode(" " + k, add_special_tokens=False).ids[-1] for k in asked}
+        endings = collections.Counter(last_token.values())
+        for right, key in zip(train.answer_tokens_correct(model, tokenizer, prompt, spans), asked):
+            shared = endings[last_token[key]] > 1
             count("all", all(right))
             count("key's last token ends another key" if shared else "key's last token its own", all(right))
             for i, r in enumerate(right):

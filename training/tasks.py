@@ -85,12 +85,11 @@ def _recall(rng, keys, values, queries):
 def _endings(vocabulary):
     """The vocabulary's words grouped by their last three letters (groups of two or more words), cached
     per vocabulary: words that end alike mostly end in the same token."""
-    key = id(vocabulary)
-    if _endings.cache.get("key") != key:
+    if _endings.cache.get("vocabulary") is not vocabulary:
         groups = {}
         for word in vocabulary:
             groups.setdefault(word[-3:], []).append(word)
-        _endings.cache = {"key": key, "groups": [g for g in groups.values() if len(g) >= 2]}
+        _endings.cache = {"vocabulary": vocabulary, "groups": [g for g in groups.values() if len(g) >= 2]}
     return _endings.cache["groups"]
 
 

@@ -143,16 +143,21 @@ def weighted_loss(model, ids, mask, weight, attend=None, supervise=0.0):
 
 
 @torch.no_grad()
-def answers_correct(model, tokenizer, text, spans):
-    """Per answer span: whether greedy decoding reproduces it (every answer token the argmax)."""
+def answer_tokens_correct(model, tokenizer, text, spans):
+    """Per answer span, per token of it: whether the argmax after the true tokens before it is that token."""
     encoding = tokenizer.encode(text)
     ids = torch.tensor([encoding.ids])
     predicted = model(input_ids=ids).logits[0].argmax(-1)
     results = []
     for a, b in spans:
         positions = [i for i, (s, e) in enumerate(encoding.offsets) if s < b and e > a and e > s]
-        results.append(all(int(predicted[p - 1]) == encoding.ids[p] for p in positions))
+        results.append([int(predicted[p - 1]) == encoding.ids[p] for p in positions])
     return results
+
+
+def answers_correct(model, tokenizer, text, spans):
+    """Per answer span: whether greedy decoding reproduces it (every answer token the argmax)."""
+    return [all(tokens) for tokens in answer_tokens_correct(model, tokenizer, text, spans)]
 
 
 @torch.no_grad()

@@ -41,7 +41,6 @@ mkdir -p "$first"
 if [ -n "$second_stage" ]; then
   # Continues from the first stage's weights and tokenizer; both stages' logs go to training.log and
   # the first stage's training.json is kept beside the second's.
-  mkdir -p "$out"
   .venv-train/bin/python training/train.py --model "$preset" --init "$first" --out "$out" --steps 1000 --lr 1e-3 \
     --seed "$seed" --curriculum "$second_stage" "${fast[@]}" 2>&1 | tee -a "$out.log"
   mv "$first/training.json" "$out/training.first-stage.json"
