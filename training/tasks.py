@@ -30,8 +30,8 @@ def _answer(text, prefix, answer):
     return text + answer, (len(text), len(text) + len(answer))
 
 
-def passkey(rng, corpus_text, chars, depth=None):
-    key = str(rng.randrange(10000, 100000))
+def passkey(rng, corpus_text, chars, depth=None, key=None):
+    key = key or str(rng.randrange(10000, 100000))
     depth = rng.random() if depth is None else depth
     body = chars - len(PASSKEY_INTRO) - 2 * len(PASSKEY_NEEDLE) - len(PASSKEY_QUESTION)
     before = int(max(0, body) * depth)
@@ -41,6 +41,17 @@ def passkey(rng, corpus_text, chars, depth=None):
     question, _, _ = PASSKEY_QUESTION.partition("{key}")
     text, span = _answer(text, question, key)
     return text + ".", [span]
+
+
+def passkey_hard(rng, corpus_text, chars, depth=None):
+    """A passkey of five digits drawn from two or three, each used at least once (as 77377 or 92922).
+    A model that copies the digit that followed the previous copy of the last digit goes astray in
+    them; it must match the digits before too, as a uniform key needs wherever a digit repeats."""
+    digits = rng.sample("0123456789", rng.randint(2, 3))
+    while True:
+        key = "".join(rng.choice(digits) for _ in range(5))
+        if key[0] != "0" and set(key) == set(digits):
+            return passkey(rng, corpus_text, chars, depth, key)
 
 
 def needles(rng, corpus_text, chars, vocabulary, count=None):
@@ -141,6 +152,20 @@ def copy_words(rng, vocabulary, chars, corpus_text=None):
     return first + answer + ".", [(len(first), len(first) + len(answer))]
 
 
+def copy_digits(rng, corpus_text, chars):
+    """A code of 10 to 120 random digits in a haystack, stated again at the end: every digit of the
+    second copy is an answer. With ten symbols, the digit that followed an earlier copy of the last
+    one is right one time in ten; the copy must track its place, as passkeys with repeated digits
+    need, with many answer tokens per document."""
+    code = "".join(rng.choice("0123456789") for _ in range(rng.randint(10, 120)))
+    body = max(0, chars - 2 * len(code) - 40)
+    before = rng.randrange(body + 1)
+    text = haystack(rng, corpus_text, before) + "\nThe code is " + code + ".\n"
+    text += haystack(rng, corpus_text, body - before) + "\nThe code was "
+    text, span = _answer(text, "", code)
+    return text + ".", [span]
+
+
 def repeated_tokens(rng, length, low, high, spans=None, max_gap=None, max_distance=None):
     """`length` random token ids in [low, high) in which spans repeat after random gaps, and per
     token the position it copies where copying predicts it (a repeat's tokens after its first),
@@ -174,6 +199,8 @@ def document(rng, corpus_text, vocabulary, chars, mix):
         return haystack(rng, corpus_text, chars), []
     if kind == "passkey":
         return passkey(rng, corpus_text, chars)
+    if kind == "passkey_hard":
+        return passkey_hard(rng, corpus_text, chars)
     if kind == "needles":
         return needles(rng, corpus_text, chars, vocabulary)
     if kind == "mqar":
@@ -181,6 +208,8 @@ def document(rng, corpus_text, vocabulary, chars, mix):
         return mqar(rng, vocabulary, pairs=rng.randint(4, pairs))
     if kind == "mqar_hard":
         return mqar_hard(rng, vocabulary, pairs=rng.randint(8, max(8, min(64, chars // 40))))
+    if kind == "digits":
+        return copy_digits(rng, corpus_text, chars)
     if kind == "repeat":
         return repeated_span(rng, corpus_text, chars)
     if kind == "copy":

@@ -127,6 +127,39 @@ def test_hard_mqar_keys_end_alike_and_values_share_digits():
     assert recall.count(",") == 23
 
 
+def test_hard_passkeys_repeat_two_or_three_digits():
+    corpus = "A line of haystack text without digits.\n" * 400
+    rng = random.Random(3)
+    kinds = set()
+    for depth in (0.0, 0.5, 1.0):
+        for _ in range(40):
+            text, [(a, b)] = tasks.passkey_hard(rng, corpus, 2000, depth=depth)
+            key = text[a:b]
+            assert len(key) == 5 and key.isdigit() and key[0] != "0"
+            assert len(set(key)) in (2, 3)
+            kinds.add(len(set(key)))
+            # The needle states this key twice, the question asks for it at the end.
+            assert text.count(f"The pass key is {key}. Remember it. {key} is the pass key.") == 1
+            assert text.endswith(f"What is the pass key? The pass key is {key}.")
+            needle = text.index("\nThe pass key")
+            assert abs(needle / len(text) - depth) < 0.1
+    assert kinds == {2, 3}
+
+
+def test_digit_codes_are_stated_then_asked_again():
+    corpus = "A line of haystack text without digits.\n" * 400
+    rng = random.Random(4)
+    lengths = []
+    for _ in range(50):
+        text, [(a, b)] = tasks.copy_digits(rng, corpus, 1500)
+        code = text[a:b]
+        assert code.isdigit() and 10 <= len(code) <= 120
+        assert text.count(code) == 2 and f"The code is {code}.\n" in text
+        assert text.endswith(f"\nThe code was {code}.") and abs(len(text) - 1500) < 60
+        lengths.append(len(code))
+    assert min(lengths) < 40 and max(lengths) > 90
+
+
 def test_sentencepiece_alphabet_is_the_same_on_every_run():
     pytest.importorskip("tokenizers")
     # 400 characters seen once each, after common ones: which of them the 160-character alphabet
