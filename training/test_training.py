@@ -127,13 +127,16 @@ def test_hard_mqar_keys_end_alike_and_values_share_digits():
     assert recall.count(",") == 23
 
 
+# Haystack text without digits: every digit of a prompt built on it is the task's own.
+DIGITLESS_HAYSTACK = "A line of haystack text without digits.\n" * 400
+
+
 def test_hard_passkeys_repeat_two_or_three_digits():
-    corpus = "A line of haystack text without digits.\n" * 400
     rng = random.Random(3)
     kinds = set()
     for depth in (0.0, 0.5, 1.0):
         for _ in range(40):
-            text, [(a, b)] = tasks.passkey_hard(rng, corpus, 2000, depth=depth)
+            text, [(a, b)] = tasks.passkey_hard(rng, DIGITLESS_HAYSTACK, 2000, depth=depth)
             key = text[a:b]
             assert len(key) == 5 and key.isdigit() and key[0] != "0"
             assert len(set(key)) in (2, 3)
@@ -147,11 +150,10 @@ def test_hard_passkeys_repeat_two_or_three_digits():
 
 
 def test_digit_codes_are_stated_then_asked_again():
-    corpus = "A line of haystack text without digits.\n" * 400
     rng = random.Random(4)
     lengths = []
     for _ in range(50):
-        text, [(a, b)] = tasks.copy_digits(rng, corpus, 1500)
+        text, [(a, b)] = tasks.copy_digits(rng, DIGITLESS_HAYSTACK, 1500)
         code = text[a:b]
         assert code.isdigit() and 10 <= len(code) <= 120
         assert text.count(code) == 2 and f"The code is {code}.\n" in text
