@@ -253,6 +253,7 @@ int main(int argc, char** argv) {
                                                   slots * codecs.packed_bytes(kvsketch::cuda::Part::kValues) / 4, 7);
         fill_halves<<<kFillBlocks, kFillThreads>>>(v.key_norms, slots, 8, 5.0f, 20.0f);
         fill_halves<<<kFillBlocks, kFillThreads>>>(v.value_norms, slots, 9, 5.0f, 20.0f);
+        if (v.key_gammas) fill_halves<<<kFillBlocks, kFillThreads>>>(v.key_gammas, slots, 12, 0.1f, 0.5f);
         const size_t exact_values = batch * kv_heads * exact * dim;
         Buffer exact_keys(exact_values * 2), exact_vals(exact_values * 2);
         fill_halves<<<kFillBlocks, kFillThreads>>>(exact_keys.as<uint16_t>(), exact_values, 10, -2.0f, 2.0f);

@@ -2,7 +2,8 @@
 //
 // What runs on the device:
 //   encode      the randomized Hadamard rotation, the Lloyd-Max quantization, the packing and the
-//               norm of tq_mse keys and values: the same bits as VectorCodec::encode on the CPU
+//               norm of tq_mse keys and values, and for tq_prod keys the residual's norm and the
+//               signs of its sketch: the same bits as VectorCodec::encode on the CPU
 //   decode      fused attention of a batch of sequences of different lengths over a paged block
 //               store on the device (block tables on the device, as vLLM keeps them): keys scored
 //               and values summed straight from their codes (tensor cores, fp32 accumulation), the
@@ -11,7 +12,8 @@
 //   fp16        the same decode over an fp16 block store: the baseline, of the same structure
 //
 // Supported: tq_mse keys and values (b = 2, 3, 4; rotation=hadamard; norm fp16; rescale=0 or 1),
-// head_dim 64, 128 or 256, up to 16 query heads per KV head. Anything else is refused with an
+// tq_prod keys (the same, with sketch=hadamard), head_dim 64, 128 or 256, up to 16 query heads
+// per KV head. Anything else is refused with an
 // Error naming it. Device pointers are the caller's; every call is ordered on `stream` (a
 // cudaStream_t; nullptr for the default stream).
 //
@@ -44,12 +46,15 @@ enum class Part { kKeys, kValues };
 // One layer's block store on the device: `pages` pages of `page_tokens` tokens for every KV head.
 // Within a page and head, the tokens' packed indices (the CPU rows' first bytes, unchanged) and
 // then their fp16 norms: the CPU row split in two planes, so that the indices of consecutive
-// tokens are one run of memory.
+// tokens are one run of memory. tq_prod keys' packed bytes are the scalar indices and then the
+// signs, as in the CPU row, and their residual norms (gamma) are a third plane.
 //   indices of (page p, head h, token t) at  key_indices + ((p * kv_heads + h) * page_tokens + t) * packed
 //   norm                                  at  key_norms   +  (p * kv_heads + h) * page_tokens + t
+//   gamma (tq_prod keys)                  at  key_gammas  +  (p * kv_heads + h) * page_tokens + t
 struct DevicePages {
   uint8_t* key_indices = nullptr;
   uint16_t* key_norms = nullptr;
+  uint16_t* key_gammas = nullptr;  // tq_prod keys only
   uint8_t* value_indices = nullptr;
   uint16_t* value_norms = nullptr;
   size_t pages = 0, page_tokens = 0;
@@ -85,8 +90,8 @@ struct DeviceBatch {
   const int32_t* host_exact_tokens = nullptr;
 };
 
-// The device tables of one layer's tq_mse key and value codecs, one pair per KV head: their
-// rotations and codebooks.
+// The device tables of one layer's key and value codecs, one pair per KV head: their rotations,
+// codebooks and (tq_prod keys) sketches.
 class DeviceLayerCodecs {
  public:
   // keys[h] and values[h] are the codecs of KV head h (as a PagedKVCache or make_codec builds
@@ -101,8 +106,10 @@ class DeviceLayerCodecs {
 
   size_t kv_heads() const;
   size_t head_dim() const;
-  int bits(Part part) const;
-  // Bytes of a token's packed indices, and of the CPU codec's whole row (indices, then the norm).
+  int bits(Part part) const;  // b of the codec (tq_prod: its scalar part's b - 1 and the sign bit)
+  bool residual_signs() const;  // whether the keys are tq_prod
+  // Bytes of a token's packed indices (tq_prod: and signs), and of the CPU codec's whole row
+  // (those, then the norm, then tq_prod's gamma).
   size_t packed_bytes(Part part) const;
   size_t code_bytes(Part part) const;
 

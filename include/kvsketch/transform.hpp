@@ -132,6 +132,11 @@ class Sketch {
   double bias_factor() const { return bias_factor_; }
   // Memory held: the dense matrix, or the Hadamard blocks' signs.
   size_t bytes() const;
+  // The Hadamard kind's block b (S x's rows [b dim, (b + 1) dim) are sqrt(dim) times its
+  // transform of x), for back ends that apply the sketch elsewhere; null for the dense kinds.
+  const RandomizedHadamard* hadamard_block(size_t b) const {
+    return b < blocks_.size() ? blocks_[b].get() : nullptr;
+  }
 
  private:
   void project(const float* x, float* out, bool scaled) const;

@@ -48,6 +48,8 @@ class TurboQuant final : public CodecBase {
   // a ChannelSplit part reads its bytes inside the split's wider rows.
   void set_row_stride(size_t stride);
   float sign_scale() const { return sign_scale_; }
+  // prod: the sketch of the residual signs (null for mse).
+  const Sketch* sketch() const { return sketch_.get(); }
 
   // For scanners that read mse codes directly (the index's fast scan): score of a row =
   // norm (at norm_offset) * sum_j rotated_q[j] * centroids[index j], indices packed at `bits`

@@ -4,7 +4,9 @@
 // group of query heads (up to 16, the rows of one mma tile) in registers:
 //   scores  S^T = Q' K^T with mma.m16n8k16 (fp16 in, fp32 out): the keys' B fragments are built in
 //           registers from their codes by byte-permute look-ups in the codebook, never stored;
-//           each thread owns a quarter of the coordinates (the same permutation on Q' and K)
+//           each thread owns a quarter of the coordinates (the same permutation on Q' and K).
+//           tq_prod keys add a second product of the sketched query with their signs (a 1-bit
+//           table), weighed by each token's residual norm
 //   softmax online, in the log2 domain (the query is pre-scaled by scale * log2 e)
 //   values  O += (P * value norms) V with the same mma: the P fragment is the score tile's
 //           accumulator layout, so it never leaves registers
@@ -20,6 +22,7 @@
 
 #include "cuda/fragments.cuh"
 #include "cuda/kernels.hpp"
+#include "cuda/query_staging.cuh"
 #include "cuda/warp_rotation.cuh"
 
 namespace kvsketch::cuda::detail {
@@ -39,12 +42,17 @@ __device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t
 
 // One block per split unit of a (sequence, KV head): its warps take the unit's tiles in turn and
 // merge their states in shared memory at the end.
-template <int D, int KB, int VB>
+template <int D, int KB, int VB, bool SIGNS>
 __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape shape, BodyView body, BatchView batch,
                                                                   const float* queries, float* partials,
                                                                   int tokens_per_unit, int units) {
-  __shared__ float rotated[kMaxGroupHeads * D];
-  __shared__ float merged[kMaxGroupHeads * (D + 2)];  // [max: group][sum: group][accumulator: group x D]
+  // The staged queries (rotated; tq_prod: then sketched) until their fragments are in registers,
+  // then the warps' merged states: [max: group][sum: group][accumulator: group x D].
+  constexpr int kStaged = kMaxGroupHeads * D * (SIGNS ? 2 : 1), kMerged = kMaxGroupHeads * (D + 2);
+  __shared__ float shared[kStaged > kMerged ? kStaged : kMerged];
+  float* rotated = shared;
+  float* sketched = shared + kMaxGroupHeads * D;
+  float* merged = shared;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int unit = blockIdx.x, head = blockIdx.y, sequence = blockIdx.z;
   const int group = shape.group;
@@ -52,24 +60,18 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
   const int begin = unit * tokens_per_unit, end = min(tokens, begin + tokens_per_unit);
 
   // The group's queries, rotated by the keys' rotation and scaled by scale * log2 e.
-  const float scale = shape.scale * kLog2e;
   for (int h = warp; h < group; h += kWarps) {
-    float* u = rotated + h * D;
     const float* q = queries + ((static_cast<size_t>(sequence) * shape.kv_heads + head) * group + h) * D;
-    for (int j = lane; j < D; j += 32) u[j] = q[j];
-    __syncwarp();
-    if (body.key_rotation.steps > 0) {
-      warp_rotate_scaled(body.key_rotation, head, scale, u, lane);
-    } else {
-      for (int j = lane; j < D; j += 32) u[j] *= scale;
-      __syncwarp();
-    }
+    stage_query<SIGNS>(body, head, D, shape.scale * kLog2e, q, rotated + h * D, sketched + h * D, lane);
   }
   __syncthreads();
 
   // Q' fragments: rows g and g + 8 (query heads), k-step s's coordinates c D/4 + 4s + (0..3).
   uint32_t query[D / 16][4];
   query_fragments<D>(rotated, group, g, c, query);
+  uint32_t sketch_query[SIGNS ? D / 16 : 1][4];
+  if constexpr (SIGNS) query_fragments<D>(sketched, group, g, c, sketch_query);
+  __syncthreads();  // the staging is read before it holds the merged states
 
   float output[D / 8][4];
 #pragma unroll
@@ -84,15 +86,15 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
   };
   constexpr int kStride = kWarps * kTile;
   const int first = begin + warp * kTile;
-  Tile<D, KB, VB> tile;
+  Tile<D, KB, VB, SIGNS> tile;
   if (first < end) tile.load(body, plane_of(first), min(kTile, end - first), g, c);
   for (int start = first; start < end; start += kStride) {
     const int valid = min(kTile, end - start);
-    Tile<D, KB, VB> next;
+    Tile<D, KB, VB, SIGNS> next;
     if (start + kStride < end) next.load(body, plane_of(start + kStride), min(kTile, end - start - kStride), g, c);
 
     // Scores of heads (g, g + 8) x tokens (2c, 2c + 1) of each 8-token half.
-    float scores[2][4];
+    float scores[2][4], sign_scores[2][4];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       scores[half][0] = scores[half][1] = scores[half][2] = scores[half][3] = 0.0f;
@@ -101,19 +103,26 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
         const uint2 b = key_fragment<KB>(tile.keys[half], s, body.key_codebook);
         mma_16816(scores[half], query[s], b.x, b.y);
       }
+      sign_scores[half][0] = sign_scores[half][1] = sign_scores[half][2] = sign_scores[half][3] = 0.0f;
+      if constexpr (SIGNS)
+#pragma unroll
+        for (int s = 0; s < D / 16; ++s) {
+          const uint2 b = key_fragment<1>(tile.signs[half], s, body.sign_table);
+          mma_16816(sign_scores[half], sketch_query[s], b.x, b.y);
+        }
     }
     float weights_of_values[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int token = score_token(c, i);
-      const float key_norm = KB == kHalfBits ? 1.0f : __half2float(__ushort_as_half(tile.key_norms[i]));
-      weights_of_values[i] = VB == kHalfBits ? 1.0f : __half2float(__ushort_as_half(tile.value_norms[i]));
+      weights_of_values[i] = VB == kHalfBits ? 1.0f : half_value(tile.value_norms[i]);
       const bool inside = token < valid;
       // entry i: half i >> 1, token parity i & 1; rows g (index 0, 1) and g + 8 (2, 3)
       float& upper = scores[i >> 1][i & 1];
       float& lower = scores[i >> 1][2 + (i & 1)];
-      upper = inside ? upper * key_norm : -INFINITY;
-      lower = inside ? lower * key_norm : -INFINITY;
+      const float upper_signs = sign_scores[i >> 1][i & 1], lower_signs = sign_scores[i >> 1][2 + (i & 1)];
+      upper = inside ? key_score<KB, SIGNS>(upper, upper_signs, tile.key_norms[i], tile.gammas[i]) : -INFINITY;
+      lower = inside ? key_score<KB, SIGNS>(lower, lower_signs, tile.key_norms[i], tile.gammas[i]) : -INFINITY;
     }
     float scale_old[2];
 #pragma unroll
@@ -320,11 +329,11 @@ Split split_of(const DecodeShape& shape, const BatchView& batch) {
   return {static_cast<int>(per_unit), units};
 }
 
-template <int D, int KB, int VB>
+template <int D, int KB, int VB, bool SIGNS>
 int launch_body(const DecodeShape& shape, const BodyView& body, const BatchView& batch, const float* queries,
                 float* partials, const Split& split, cudaStream_t stream) {
   const dim3 grid(split.units, shape.kv_heads, batch.batch);
-  decode_body_kernel<D, KB, VB><<<grid, kWarps * 32, 0, stream>>>(shape, body, batch, queries, partials,
+  decode_body_kernel<D, KB, VB, SIGNS><<<grid, kWarps * 32, 0, stream>>>(shape, body, batch, queries, partials,
                                                                   split.tokens_per_unit, split.units);
   return cudaGetLastError();
 }
@@ -336,19 +345,21 @@ int launch_for_dim(const DecodeShape& shape, const BodyView& body, const BatchVi
   float* partials = workspace;
   int status = cudaErrorInvalidValue;
   const int kb = body.key_bits, vb = body.value_bits;
-  // The instantiated pairs: fp16/fp16, and every pair of 2, 3 and 4 bits.
-#define KVSKETCH_BODY(K, V) \
-  if (kb == K && vb == V) status = launch_body<D, K, V>(shape, body, batch, queries, partials, split, stream);
-  KVSKETCH_BODY(16, 16)
-  KVSKETCH_BODY(2, 2)
-  KVSKETCH_BODY(2, 3)
-  KVSKETCH_BODY(2, 4)
-  KVSKETCH_BODY(3, 2)
-  KVSKETCH_BODY(3, 3)
-  KVSKETCH_BODY(3, 4)
-  KVSKETCH_BODY(4, 2)
-  KVSKETCH_BODY(4, 3)
-  KVSKETCH_BODY(4, 4)
+  const bool signs = body.key_signs;
+  // The instantiated pairs: fp16/fp16, every pair of 2, 3 and 4 bits, and tq_prod keys of 2, 3
+  // and 4 bits (scalar parts of 1, 2 and 3) with values of 2, 3 and 4.
+#define KVSKETCH_BODY(K, V, S)     \
+  if (kb == K && vb == V && signs == S) \
+    status = launch_body<D, K, V, S>(shape, body, batch, queries, partials, split, stream);
+#define KVSKETCH_VALUES(K, S) KVSKETCH_BODY(K, 2, S) KVSKETCH_BODY(K, 3, S) KVSKETCH_BODY(K, 4, S)
+  KVSKETCH_BODY(16, 16, false)
+  KVSKETCH_VALUES(2, false)
+  KVSKETCH_VALUES(3, false)
+  KVSKETCH_VALUES(4, false)
+  KVSKETCH_VALUES(1, true)
+  KVSKETCH_VALUES(2, true)
+  KVSKETCH_VALUES(3, true)
+#undef KVSKETCH_VALUES
 #undef KVSKETCH_BODY
   if (status != cudaSuccess) return status;
   finish_kernel<D><<<dim3(shape.group, shape.kv_heads, batch.batch), kWarps * 32, 0, stream>>>(

@@ -51,13 +51,16 @@ DevicePagePool::DevicePagePool(const DeviceLayerCodecs& codecs, size_t pages, si
   const size_t key_indices = aligned(slots * codecs.packed_bytes(Part::kKeys));
   const size_t value_indices = aligned(slots * codecs.packed_bytes(Part::kValues));
   const size_t norms = aligned(slots * 2);
-  bytes_ = key_indices + value_indices + 2 * norms;
+  const size_t planes_of_norms = codecs.residual_signs() ? 3 : 2;  // tq_prod keys: and gammas
+  bytes_ = key_indices + value_indices + planes_of_norms * norms;
   check_cuda(cudaMalloc(&memory_, bytes_), "cuda DevicePagePool: allocating the pages");
   auto* base = static_cast<uint8_t*>(memory_);
   view_.key_indices = base;
   view_.value_indices = base + key_indices;
   view_.key_norms = reinterpret_cast<uint16_t*>(base + key_indices + value_indices);
   view_.value_norms = reinterpret_cast<uint16_t*>(base + key_indices + value_indices + norms);
+  if (codecs.residual_signs())
+    view_.key_gammas = reinterpret_cast<uint16_t*>(base + key_indices + value_indices + 2 * norms);
   view_.pages = pages;
   view_.page_tokens = page_tokens;
 }
@@ -150,14 +153,16 @@ void decode_attention(const DeviceLayerCodecs& codecs, const DevicePages& pages,
                       void* stream) {
   const char* who = "cuda decode_attention";
   const detail::DecodeShape shape = check_shape(codecs.kv_heads(), codecs.head_dim(), q_heads, queries, output, who);
-  check_page_store(pages, who);
+  check_page_store(codecs, pages, who);
   const detail::BatchView view = check_batch(batch, pages.page_tokens, who);
   detail::BodyView body;
   const auto& tables = codecs.tables();
   body.key_bits = tables.keys.codebook.bits;
   body.value_bits = tables.values.codebook.bits;
+  body.key_signs = tables.keys.signs;
   body.key_indices = pages.key_indices;
   body.key_norms = pages.key_norms;
+  body.key_gammas = pages.key_gammas;
   body.value_indices = pages.value_indices;
   body.value_norms = pages.value_norms;
   body.page_tokens = static_cast<int>(pages.page_tokens);
@@ -165,6 +170,11 @@ void decode_attention(const DeviceLayerCodecs& codecs, const DevicePages& pages,
   body.value_codebook = tables.values.codebook;
   body.key_rotation = tables.keys.rotation;
   body.value_rotation = tables.values.rotation;
+  if (body.key_signs) {
+    body.sign_table = detail::sign_table_view();
+    body.key_sketch = tables.keys.sketch;
+    body.sketch_scale = static_cast<float>(std::sqrt(static_cast<double>(codecs.head_dim()))) * tables.keys.sign_scale;
+  }
   run_decode(shape, body, view, queries, output, lse, workspace, stream, who);
 }
 

@@ -19,23 +19,25 @@ namespace kvsketch::cuda {
 
 namespace detail {
 
-CodebookView codebook_view(const Codebook& codebook, int bits) {
-  detail::CodebookView view;
+namespace {
+
+// A table of 2^bits values (centroids), with the byte tables of the look-ups: all of them for
+// b <= 3, the upper half's magnitudes for b = 4 (the kernel takes the sign from the top bit).
+CodebookView table_view(const float* centroids, const float* boundaries, int bits) {
+  CodebookView view;
   view.bits = bits;
   const size_t count = size_t{1} << bits;
-  std::copy_n(codebook.centroids.data(), count, view.centroids);
-  std::copy_n(codebook.boundaries.data(), count - 1, view.boundaries);
-  // The byte tables of the look-ups: all 2^b centroids for b <= 3, the upper half's magnitudes
-  // for b = 4 (the kernel takes the sign from the top bit).
+  std::copy_n(centroids, count, view.centroids);
+  std::copy_n(boundaries, count - 1, view.boundaries);
   const size_t first = bits == 4 ? 8 : 0;
   if (bits == 4)
     for (size_t k = 0; k < 8; ++k)
-      require(codebook.centroids[15 - k] == -codebook.centroids[k],
-              "cuda: the 4-bit codebook is not symmetric (centroid {} is {}, centroid {} is {})", k,
-              codebook.centroids[k], 15 - k, codebook.centroids[15 - k]);
+      require(centroids[15 - k] == -centroids[k],
+              "cuda: the 4-bit codebook is not symmetric (centroid {} is {}, centroid {} is {})", k, centroids[k],
+              15 - k, centroids[15 - k]);
   uint8_t low[8] = {}, high[8] = {};
   for (size_t k = 0; k < std::min<size_t>(8, count); ++k) {
-    const uint16_t half = float_to_half(codebook.centroids[first + k]);
+    const uint16_t half = float_to_half(centroids[first + k]);
     low[k] = static_cast<uint8_t>(half);
     high[k] = static_cast<uint8_t>(half >> 8);
   }
@@ -44,19 +46,35 @@ CodebookView codebook_view(const Codebook& codebook, int bits) {
   return view;
 }
 
+}  // namespace
+
+CodebookView codebook_view(const Codebook& codebook, int bits) {
+  return table_view(codebook.centroids.data(), codebook.boundaries.data(), bits);
+}
+
+CodebookView sign_table_view() {
+  const float signs[2] = {-1.0f, 1.0f}, boundary[1] = {0.0f};
+  return table_view(signs, boundary, 1);
+}
+
 }  // namespace detail
 
 namespace {
 
-const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head) {
+// keys: whether tq_prod is taken (its signs are scored, never summed as values).
+const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head, bool keys) {
   const VectorCodec* inner = &codec;
   if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(inner)) inner = &quads->inner();
   const auto* tq = dynamic_cast<const TurboQuant*>(inner);
-  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse codecs", role, head,
-          codec.spec());
+  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse codecs{}", role, head,
+          codec.spec(), keys ? " or tq_prod" : "");
   const TurboQuantOptions& options = tq->options();
-  require(!options.residual_signs, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse (not tq_prod)",
-          role, head, codec.spec());
+  require(keys || !options.residual_signs,
+          "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse values (tq_prod is for keys)", role,
+          head, codec.spec());
+  require(!options.residual_signs || options.sketch == SketchKind::kHadamard,
+          "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_prod with sketch=hadamard", role, head,
+          codec.spec());
   require(options.rotation == RotationKind::kHadamard,
           "cuda: the {} codec of KV head {} is {}; the GPU kernels take rotation=hadamard", role, head, codec.spec());
   require(options.norm == NormPrecision::kFp16, "cuda: the {} codec of KV head {} is {}; the GPU kernels take norm=fp16",
@@ -69,35 +87,26 @@ const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, si
   return *tq;
 }
 
-// Every head's rotation plan, appended to `host` (floats) for one copy to the device; the view's
+// Every head's Hadamard plan, appended to `host` (floats) for one copy to the device; the view's
 // pointers are offsets into it until resolved.
-struct PendingPart {
-  detail::PartView view;
+struct PendingRotation {
+  detail::RotationView view;
   size_t factors_at = 0, flips_at = 0;
   bool has_flips = false;
+
+  void resolve(const float* device) {
+    view.factors = device + factors_at;
+    view.flips = has_flips ? device + flips_at : nullptr;
+  }
 };
 
-PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char* role, std::vector<float>& host) {
-  PendingPart pending;
-  const TurboQuant& first = supported_codec(*codecs.front(), role, 0);
-  const auto bits = first.options().bits;
-  pending.view.codebook = detail::codebook_view(first.scalar_stage().codebook(), bits);
-  pending.view.rescale = first.options().rescale;
-  pending.view.packed_bytes = static_cast<int>(first.scalar_stage().bytes());
-  std::vector<RandomizedHadamard::Plan> plans;
-  for (size_t h = 0; h < codecs.size(); ++h) {
-    const TurboQuant& codec = supported_codec(*codecs[h], role, h);
-    require(codec.dim() == first.dim() && codec.options().bits == bits && codec.options().rescale == first.options().rescale &&
-                codec.options().rounds == first.options().rounds,
-            "cuda: the {} codecs differ between KV heads 0 ({}) and {} ({}); a layer's heads share one spec up to the seed",
-            role, codecs.front()->spec(), h, codecs[h]->spec());
-    plans.push_back(dynamic_cast<const RandomizedHadamard&>(codec.rotation()).plan());
-  }
+PendingRotation plan_rotation(const std::vector<RandomizedHadamard::Plan>& plans, size_t dim, std::vector<float>& host) {
+  PendingRotation pending;
   const RandomizedHadamard::Plan& shape = plans.front();
   require(shape.offsets.size() <= detail::kMaxRotationSteps, "cuda: a rotation of {} steps; the kernels take at most {}",
           shape.offsets.size(), detail::kMaxRotationSteps);
-  detail::RotationView& rotation = pending.view.rotation;
-  rotation.dim = static_cast<int>(first.dim());
+  detail::RotationView& rotation = pending.view;
+  rotation.dim = static_cast<int>(dim);
   rotation.window = static_cast<int>(shape.window);
   rotation.steps = static_cast<int>(shape.offsets.size());
   for (size_t s = 0; s < shape.offsets.size(); ++s) rotation.offsets[s] = static_cast<int>(shape.offsets[s]);
@@ -111,9 +120,44 @@ PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char*
   return pending;
 }
 
-void resolve(PendingPart& pending, const float* device) {
-  pending.view.rotation.factors = device + pending.factors_at;
-  pending.view.rotation.flips = pending.has_flips ? device + pending.flips_at : nullptr;
+struct PendingPart {
+  detail::PartView view;
+  PendingRotation rotation, sketch;
+
+  void resolve(const float* device) {
+    rotation.resolve(device);
+    view.rotation = rotation.view;
+    if (!view.signs) return;
+    sketch.resolve(device);
+    view.sketch = sketch.view;
+  }
+};
+
+PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char* role, bool keys,
+                      std::vector<float>& host) {
+  PendingPart pending;
+  const TurboQuant& first = supported_codec(*codecs.front(), role, 0, keys);
+  const TurboQuantOptions& options = first.options();
+  const ScalarCodeStage& scalar = first.scalar_stage();
+  pending.view.codebook = detail::codebook_view(scalar.codebook(), scalar.bits());
+  pending.view.rescale = options.rescale;
+  pending.view.signs = options.residual_signs;
+  pending.view.packed_bytes = static_cast<int>(scalar.bytes() + (options.residual_signs ? first.dim() / 8 : 0));
+  pending.view.sign_scale = first.sign_scale();
+  std::vector<RandomizedHadamard::Plan> rotations, sketches;
+  for (size_t h = 0; h < codecs.size(); ++h) {
+    const TurboQuant& codec = supported_codec(*codecs[h], role, h, keys);
+    require(codec.dim() == first.dim() && codec.options().bits == options.bits &&
+                codec.options().rescale == options.rescale && codec.options().rounds == options.rounds &&
+                codec.options().residual_signs == options.residual_signs,
+            "cuda: the {} codecs differ between KV heads 0 ({}) and {} ({}); a layer's heads share one spec up to the seed",
+            role, codecs.front()->spec(), h, codecs[h]->spec());
+    rotations.push_back(dynamic_cast<const RandomizedHadamard&>(codec.rotation()).plan());
+    if (options.residual_signs) sketches.push_back(codec.sketch()->hadamard_block(0)->plan());
+  }
+  pending.rotation = plan_rotation(rotations, first.dim(), host);
+  if (options.residual_signs) pending.sketch = plan_rotation(sketches, first.dim(), host);
+  return pending;
 }
 
 }  // namespace
@@ -122,8 +166,8 @@ namespace detail {
 
 PartView part_view_on_host(const std::vector<const VectorCodec*>& codecs, std::vector<float>& storage) {
   storage.clear();
-  PendingPart pending = plan_part(codecs, "host", storage);
-  resolve(pending, storage.data());
+  PendingPart pending = plan_part(codecs, "host", true, storage);
+  pending.resolve(storage.data());
   return pending.view;
 }
 
@@ -148,7 +192,7 @@ DeviceLayerCodecs::DeviceLayerCodecs(const std::vector<const VectorCodec*>& keys
   for (size_t h = 0; h < keys.size(); ++h)
     require(keys[h] != nullptr && values[h] != nullptr, "cuda: the codecs of KV head {} are null", h);
   std::vector<float> host;
-  PendingPart key_part = plan_part(keys, "key", host), value_part = plan_part(values, "value", host);
+  PendingPart key_part = plan_part(keys, "key", true, host), value_part = plan_part(values, "value", false, host);
   require(keys.front()->dim() == values.front()->dim(), "cuda: keys of dim {} but values of dim {}",
           keys.front()->dim(), values.front()->dim());
   tables_ = std::make_unique<Tables>();
@@ -156,8 +200,8 @@ DeviceLayerCodecs::DeviceLayerCodecs(const std::vector<const VectorCodec*>& keys
   tables_->dim = keys.front()->dim();
   tables_->memory = DeviceBuffer(host.size() * sizeof(float));
   copy_to_device(tables_->memory.get(), host.data(), host.size() * sizeof(float));
-  resolve(key_part, static_cast<const float*>(tables_->memory.get()));
-  resolve(value_part, static_cast<const float*>(tables_->memory.get()));
+  key_part.resolve(static_cast<const float*>(tables_->memory.get()));
+  value_part.resolve(static_cast<const float*>(tables_->memory.get()));
   tables_->keys = key_part.view;
   tables_->values = value_part.view;
   tables_->failure = DeviceBuffer(sizeof(unsigned long long));
@@ -172,9 +216,13 @@ DeviceLayerCodecs& DeviceLayerCodecs::operator=(DeviceLayerCodecs&&) noexcept = 
 
 size_t DeviceLayerCodecs::kv_heads() const { return tables_->kv_heads; }
 size_t DeviceLayerCodecs::head_dim() const { return tables_->dim; }
-int DeviceLayerCodecs::bits(Part part) const { return tables_->part(part).codebook.bits; }
+int DeviceLayerCodecs::bits(Part part) const {
+  const detail::PartView& view = tables_->part(part);
+  return view.codebook.bits + (view.signs ? 1 : 0);
+}
+bool DeviceLayerCodecs::residual_signs() const { return tables_->keys.signs; }
 size_t DeviceLayerCodecs::packed_bytes(Part part) const { return static_cast<size_t>(tables_->part(part).packed_bytes); }
-size_t DeviceLayerCodecs::code_bytes(Part part) const { return packed_bytes(part) + 2; }
+size_t DeviceLayerCodecs::code_bytes(Part part) const { return packed_bytes(part) + 2 * tables_->part(part).factors(); }
 
 namespace {
 
@@ -206,9 +254,11 @@ void check_page_tokens(size_t page_tokens, const char* who) {
           who, page_tokens);
 }
 
-void check_page_store(const DevicePages& pages, const char* who) {
+void check_page_store(const DeviceLayerCodecs& codecs, const DevicePages& pages, const char* who) {
   require(pages.key_indices && pages.key_norms && pages.value_indices && pages.value_norms,
           "{}: the page store has a null plane", who);
+  require(!codecs.residual_signs() || pages.key_gammas,
+          "{}: the keys are tq_prod, and the page store has no key_gammas plane", who);
   check_page_tokens(pages.page_tokens, who);
 }
 
@@ -227,7 +277,7 @@ void DeviceLayerCodecs::encode_rows(Part part, size_t head, const float* x, size
 
 void DeviceLayerCodecs::encode_into_pages(const float* keys, const float* values, size_t tokens, const int64_t* slots,
                                           const DevicePages& pages, void* stream) const {
-  check_page_store(pages, "cuda encode_into_pages");
+  check_page_store(*this, pages, "cuda encode_into_pages");
   require(tokens == 0 || (keys && values && slots), "cuda encode_into_pages: null device pointer for {} tokens", tokens);
   const size_t row_stride = kv_heads() * head_dim();
   for (Part part : {Part::kKeys, Part::kValues}) {
@@ -235,6 +285,7 @@ void DeviceLayerCodecs::encode_into_pages(const float* keys, const float* values
     target.slots = slots;
     target.indices = part == Part::kKeys ? pages.key_indices : pages.value_indices;
     target.norms = part == Part::kKeys ? pages.key_norms : pages.value_norms;
+    target.gammas = part == Part::kKeys && residual_signs() ? pages.key_gammas : nullptr;
     target.page_tokens = static_cast<int>(pages.page_tokens);
     target.kv_heads = static_cast<int>(kv_heads());
     target.total_slots = static_cast<int64_t>(pages.pages * pages.page_tokens);
@@ -249,7 +300,7 @@ void DeviceLayerCodecs::encode_into_pages(const float* keys, const float* values
 
 void DeviceLayerCodecs::store_rows(Part part, size_t head, const uint8_t* rows, size_t n, const int64_t* slots,
                                    const DevicePages& pages, void* stream) const {
-  check_page_store(pages, "cuda store_rows");
+  check_page_store(*this, pages, "cuda store_rows");
   require(head < kv_heads(), "cuda store_rows: head {} of {} KV heads", head, kv_heads());
   require(n == 0 || (rows && slots), "cuda store_rows: null device pointer for {} rows", n);
   const bool keys = part == Part::kKeys;
@@ -257,6 +308,7 @@ void DeviceLayerCodecs::store_rows(Part part, size_t head, const uint8_t* rows, 
   target.slots = slots;
   target.indices = keys ? pages.key_indices : pages.value_indices;
   target.norms = keys ? pages.key_norms : pages.value_norms;
+  target.gammas = keys && residual_signs() ? pages.key_gammas : nullptr;
   target.page_tokens = static_cast<int>(pages.page_tokens);
   target.kv_heads = static_cast<int>(kv_heads());
   target.total_slots = static_cast<int64_t>(pages.pages * pages.page_tokens);

@@ -16,6 +16,6 @@ struct DeviceLayerCodecs::Tables {
 
 // The checks every entry point makes of a page store; `who` names the call in the message.
 void check_page_tokens(size_t page_tokens, const char* who);
-void check_page_store(const DevicePages& pages, const char* who);
+void check_page_store(const DeviceLayerCodecs& codecs, const DevicePages& pages, const char* who);
 
 }  // namespace kvsketch::cuda

@@ -1,4 +1,4 @@
-// TurboQuant_mse encode on the device, one warp per row (cuda/encode_row.cuh), into the CPU's
+// TurboQuant encode (mse and prod) on the device, one warp per row (cuda/encode_row.cuh), into the CPU's
 // rows or into the planes of a page store.
 #include <cuda_runtime.h>
 
@@ -14,12 +14,13 @@ __device__ inline void report(unsigned long long* failure, size_t row, int reaso
   atomicMin(failure, static_cast<unsigned long long>(row) * 4 + reason);
 }
 
-// Row `row` of head `head`: where its indices and its norm go.
+// Row `row` of head `head`: where its indices, its norm and (tq_prod) its gamma go.
 __device__ inline void target_of(const EncodeTarget& target, const PartView& part, int head, size_t row,
-                                 uint8_t** indices, uint8_t** norm) {
+                                 uint8_t** indices, uint8_t** norm, uint8_t** gamma) {
   if (target.rows) {
     *indices = target.rows + row * target.row_stride;
     *norm = *indices + part.packed_bytes;
+    *gamma = *norm + 2;
     return;
   }
   const int64_t slot = target.slots[row];
@@ -27,6 +28,7 @@ __device__ inline void target_of(const EncodeTarget& target, const PartView& par
   const size_t plane = (static_cast<size_t>(page) * target.kv_heads + head) * target.page_tokens + token;
   *indices = target.indices + plane * part.packed_bytes;
   *norm = reinterpret_cast<uint8_t*>(target.norms + plane);
+  *gamma = target.gammas ? reinterpret_cast<uint8_t*>(target.gammas + plane) : nullptr;
 }
 
 __global__ void encode_kernel(PartView part, int first_head, const float* x, size_t row_stride, size_t head_stride,
@@ -40,10 +42,10 @@ __global__ void encode_kernel(PartView part, int first_head, const float* x, siz
     if (lane == 0) report(failure, row, kBadSlot);
     return;
   }
-  uint8_t *indices, *norm_bytes;
-  target_of(target, part, head, row, &indices, &norm_bytes);
+  uint8_t *indices, *norm_bytes, *gamma_bytes;
+  target_of(target, part, head, row, &indices, &norm_bytes, &gamma_bytes);
   const int result = encode_row(part, head, x + row * row_stride + head * head_stride, scratch[warp], indices,
-                                norm_bytes, lane);
+                                norm_bytes, gamma_bytes, lane);
   if (result != kEncoded && lane == 0) report(failure, row, result);
 }
 
@@ -63,6 +65,8 @@ __global__ void store_rows_kernel(const uint8_t* rows, size_t row_bytes, int pac
   for (int b = threadIdx.x; b < packed_bytes; b += blockDim.x) target.indices[plane * packed_bytes + b] = source[b];
   if (threadIdx.x == 0)
     target.norms[plane] = static_cast<uint16_t>(source[packed_bytes] | source[packed_bytes + 1] << 8);
+  if (threadIdx.x == 1 && target.gammas)
+    target.gammas[plane] = static_cast<uint16_t>(source[packed_bytes + 2] | source[packed_bytes + 3] << 8);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// One row's TurboQuant_mse encode by one warp: the norm, the rotation of the unit vector, the
-// Lloyd-Max indices, their packing and the fp16 norm, each in the CPU codec's order of operations
-// (codec/turboquant.cpp), so that the codes are its bits. Host-callable (the lanes then run one
+// One row's TurboQuant encode by one warp: the norm, the rotation of the unit vector, the
+// Lloyd-Max indices, their packing and the fp16 norm, and for tq_prod the residual's norm and the
+// signs of its sketch, each in the CPU codec's order of operations (codec/turboquant.cpp), so that
+// the codes are its bits. Host-callable (the lanes then run one
 // after another), so a test compares it with the CPU codecs without a GPU.
 #pragma once
 #include <cuda_fp16.h>
@@ -51,11 +52,19 @@ __host__ __device__ inline uint16_t half_bits_rn(float x) {
   return bits;
 }
 
-// Encodes `in` (dim floats) of head `head` into packed indices and the 2-byte norm; returns
-// kEncoded or the failure. Writes nothing for a failed row.
+__host__ __device__ inline void store_half(float value, uint8_t* bytes) {
+  const uint16_t half = half_bits_rn(value);
+  bytes[0] = static_cast<uint8_t>(half);
+  bytes[1] = static_cast<uint8_t>(half >> 8);
+}
+
+// Encodes `in` (dim floats) of head `head` into packed indices (tq_prod: then the signs) and the
+// 2-byte norm (tq_prod: and the 2-byte gamma at gamma_bytes); returns kEncoded or the failure.
+// Writes nothing for a failed row.
 __host__ __device__ inline int encode_row(const PartView& part, int head, const float* in, EncodeScratch& scratch,
-                                          uint8_t* indices, uint8_t* norm_bytes, int lane) {
+                                          uint8_t* indices, uint8_t* norm_bytes, uint8_t* gamma_bytes, int lane) {
   const int dim = part.rotation.dim, bits = part.codebook.bits, packed = part.packed_bytes;
+  const int scalar_bytes = dim * bits / 8;
   float* u = scratch.unit;
   for_lanes(lane, [&](int l) {
     if (l == 0) scratch.flag = 0;
@@ -81,23 +90,30 @@ __host__ __device__ inline int encode_row(const PartView& part, int head, const 
   if (norm == 0.0f) {  // a zero row: every byte zero, as the CPU writes it
     for_lanes(lane, [&](int l) {
       for (int b = l; b < packed + 2; b += kWarpSize) (b < packed ? indices[b] : norm_bytes[b - packed]) = 0;
+      if (part.signs && l < 2) gamma_bytes[l] = 0;
     });
     return kEncoded;
   }
   warp_rotate_scaled(part.rotation, head, div_rn(1.0f, norm), u, lane);
-  float stored = norm;
-  if (part.rescale) {
-    // norm / <u, u~> with <u, u~> = <u, u> - <u, u - u~>, both in the fixed order.
-    float* residual = scratch.residual;
+  float stored = norm, gamma = 0.0f;
+  float* residual = scratch.residual;
+  if (part.rescale || part.signs)  // u - u~, the codeword's error
     for_lanes(lane, [&](int l) {
       for (int j = l; j < dim; j += kWarpSize)
         residual[j] = sub_rn(u[j], part.codebook.centroids[quantize_index(u[j], part.codebook)]);
     });
+  if (part.rescale) {
+    // norm / <u, u~> with <u, u~> = <u, u> - <u, u - u~>, both in the fixed order.
     const float self = warp_fixed_order_dot(u, u, dim, scratch.partials, lane);
     const float off = warp_fixed_order_dot(u, residual, dim, scratch.partials, lane);
     stored = div_rn(norm, sub_rn(self, off));
   }
-  if (!(stored <= kEncodeHalfMax)) return kBeyondHalf;
+  if (part.signs) {
+    // gamma = ||u - u~||, then the residual sketched in place (its signs only: unscaled).
+    gamma = sqrt_rn(warp_fixed_order_dot(residual, residual, dim, scratch.partials, lane));
+    warp_rotate_scaled(part.sketch, head, 1.0f, residual, lane);
+  }
+  if (!(stored <= kEncodeHalfMax) || !(gamma <= kEncodeHalfMax)) return kBeyondHalf;
   // Eight indices make `bits` bytes, least significant bits first (bitpack.hpp).
   for_lanes(lane, [&](int l) {
     for (int group = l; group < dim / 8; group += kWarpSize) {
@@ -106,11 +122,14 @@ __host__ __device__ inline int encode_row(const PartView& part, int head, const 
         word |= static_cast<unsigned long long>(quantize_index(u[group * 8 + k], part.codebook)) << (bits * k);
       for (int b = 0; b < bits; ++b) indices[group * bits + b] = static_cast<uint8_t>(word >> (8 * b));
     }
-    if (l == 0) {
-      const uint16_t half = half_bits_rn(stored);
-      norm_bytes[0] = static_cast<uint8_t>(half);
-      norm_bytes[1] = static_cast<uint8_t>(half >> 8);
+    // The signs: bit 1 where the sketch is positive (zero counts as negative), LSB first.
+    for (int p = l; part.signs && p < dim / 8; p += kWarpSize) {
+      unsigned byte = 0;
+      for (int k = 0; k < 8; ++k) byte |= static_cast<unsigned>(residual[8 * p + k] > 0.0f) << k;
+      indices[scalar_bytes + p] = static_cast<uint8_t>(byte);
     }
+    if (l == 0) store_half(stored, norm_bytes);
+    if (l == 1 && part.signs) store_half(gamma, gamma_bytes);
   });
   return kEncoded;
 }

@@ -131,35 +131,52 @@ __host__ __device__ inline uint2 centroid_pairs(uint32_t selector, const Codeboo
 }
 
 // What a thread of a warp reads of one 16-token tile (thread = 4 * g + c):
-//   keys    tokens g and 8 + g: coordinates [c D/4, (c + 1) D/4) (the B fragments of S^T)
+//   keys    tokens g and 8 + g: coordinates [c D/4, (c + 1) D/4) (the B fragments of S^T); with
+//           SIGNS (tq_prod) the same coordinates of the tokens' sign bits too
 //   values  tokens 2c, 2c + 1, 2c + 8, 2c + 9: coordinates [g D/8, (g + 1) D/8) (those of O)
-//   norms   of the same four tokens (their scores and weights)
-template <int D, int KB, int VB>
+//   norms   of the same four tokens (their scores and weights), and tq_prod's gammas
+template <int D, int KB, int VB, bool SIGNS = false>
 struct Tile {
-  static constexpr int kKeyBytes = D / 4 * KB / 8, kValueBytes = D / 8 * VB / 8;
+  static constexpr int kKeyBytes = D / 4 * KB / 8, kValueBytes = D / 8 * VB / 8, kSignBytes = D / 32;
   static constexpr int kKeyWords = (kKeyBytes + 3) / 4, kValueWords = (kValueBytes + 3) / 4;
+  static constexpr int kSignWords = SIGNS ? (kSignBytes + 3) / 4 : 1;
   uint32_t keys[2][kKeyWords];
+  uint32_t signs[2][kSignWords];
   uint32_t values[4][kValueWords];
-  unsigned short key_norms[4], value_norms[4];
+  unsigned short key_norms[4], value_norms[4], gammas[4];
 
   // The tile's tokens [0, valid) start at plane `plane` (page, head, token) of the store; tokens
   // past `valid` read the last valid one (finite data that the mask then drops).
   __host__ __device__ void load(const BodyView& body, size_t plane, int valid, int g, int c) {
-    const int key_row = D * KB / 8, value_row = D * VB / 8;
+    const int scalar_row = D * KB / 8, key_row = scalar_row + (SIGNS ? D / 8 : 0), value_row = D * VB / 8;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int token = min(8 * i + g, valid - 1);
-      load_chunk<kKeyBytes>(body.key_indices + (plane + token) * key_row + c * kKeyBytes, keys[i]);
+      const uint8_t* row = body.key_indices + (plane + token) * key_row;
+      load_chunk<kKeyBytes>(row + c * kKeyBytes, keys[i]);
+      if constexpr (SIGNS) load_chunk<kSignBytes>(row + scalar_row + c * kSignBytes, signs[i]);
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int token = min(score_token(c, i), valid - 1);
       load_chunk<kValueBytes>(body.value_indices + (plane + token) * value_row + g * kValueBytes, values[i]);
-      if constexpr (KB != kHalfBits) key_norms[i] = load_streaming(body.key_norms + plane + token);
-      if constexpr (VB != kHalfBits) value_norms[i] = load_streaming(body.value_norms + plane + token);
+      key_norms[i] = KB != kHalfBits ? load_streaming(body.key_norms + plane + token) : 0;
+      value_norms[i] = VB != kHalfBits ? load_streaming(body.value_norms + plane + token) : 0;
+      gammas[i] = SIGNS ? load_streaming(body.key_gammas + plane + token) : 0;
     }
   }
 };
+
+__host__ __device__ inline float half_value(unsigned short bits) { return __half2float(__ushort_as_half(bits)); }
+
+// A token's score from its parts' sums as the CPU codec forms it: tq_mse's norm * <q', c>, and
+// tq_prod's norm * (<q', c> + gamma * <s', signs>), the sign scale being in the sketched query s'.
+template <int KB, bool SIGNS>
+__host__ __device__ inline float key_score(float scalar, float sign, unsigned short norm, unsigned short gamma) {
+  if constexpr (KB == kHalfBits) return scalar;
+  if constexpr (SIGNS) return (scalar + half_value(gamma) * sign) * half_value(norm);
+  return scalar * half_value(norm);
+}
 
 // The B fragments of keys for k-step s of the token of `words`: coordinates c D/4 + 4s .. + 3.
 template <int KB, int N>

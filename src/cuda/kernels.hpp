@@ -42,11 +42,21 @@ namespace kvsketch::cuda::detail {
 // symmetric).
 CodebookView codebook_view(const Codebook& codebook, int bits);
 
+// The view of the 1-bit table {-1, +1} of QJL signs.
+CodebookView sign_table_view();
+
+// One part's codecs (keys or values): tq_mse, or tq_prod (keys only): its scalar part at b - 1
+// bits, then the QJL signs of the residual.
 struct PartView {
   RotationView rotation;
-  CodebookView codebook;
+  CodebookView codebook;  // the scalar part's
   bool rescale = false;
-  int packed_bytes = 0;  // dim * bits / 8
+  int packed_bytes = 0;   // a row's bytes before its norms: dim * codebook.bits / 8, plus dim / 8 signs
+  bool signs = false;     // tq_prod: after the norm, the row holds the residual's norm gamma
+  RotationView sketch;    // tq_prod: the Hadamard block of the residual's sketch (m = dim rows)
+  float sign_scale = 0.0f;  // tq_prod: sqrt(pi/2) / (m * bias factor), the CPU codec's
+  int scalar_bytes() const { return rotation.dim * codebook.bits / 8; }
+  int factors() const { return signs ? 2 : 1; }  // fp16 norms after the packed bytes
 };
 
 // The view DeviceLayerCodecs builds of one part's codecs (one per head), its rotations in
@@ -62,6 +72,7 @@ struct EncodeTarget {
   const int64_t* slots = nullptr;
   uint8_t* indices = nullptr;
   uint16_t* norms = nullptr;
+  uint16_t* gammas = nullptr;  // tq_prod's residual norms (pages mode)
   int page_tokens = 0, kv_heads = 0;
   int64_t total_slots = 0;  // pages * page_tokens
 };
@@ -73,8 +84,8 @@ struct EncodeTarget {
 int launch_encode(const PartView& part, int first_head, int heads, const float* x, size_t row_stride,
                   size_t head_stride, size_t n, const EncodeTarget& target, unsigned long long* failure, void* stream);
 
-// Rows (n x row_bytes) split into page planes at slots (target.slots, indices, norms); failure as
-// launch_encode's, reason 0.
+// Rows (n x row_bytes) split into page planes at slots (target.slots, indices, norms, and gammas
+// where it is set); failure as launch_encode's, reason 0.
 int launch_store_rows(const uint8_t* rows, size_t row_bytes, int packed_bytes, int head, size_t n,
                       const EncodeTarget& target, unsigned long long* failure, void* stream);
 
@@ -90,16 +101,24 @@ struct BatchView {
   int exact_capacity = 0;
 };
 
-// The body: codes (key_bits/value_bits 2..4) or fp16 (bits 16; indices pointers hold the halves).
+// The body: codes (key_bits/value_bits 2..4; tq_prod keys: key_bits 1..3 of the scalar part and
+// key_signs) or fp16 (bits 16; indices pointers hold the halves).
 struct BodyView {
   int key_bits = 0, value_bits = 0;
-  const uint8_t* key_indices = nullptr;
+  bool key_signs = false;
+  const uint8_t* key_indices = nullptr;  // tq_prod: each token's scalar indices, then its signs
   const uint16_t* key_norms = nullptr;
+  const uint16_t* key_gammas = nullptr;  // tq_prod
   const uint8_t* value_indices = nullptr;
   const uint16_t* value_norms = nullptr;
   int page_tokens = 0;
   CodebookView key_codebook, value_codebook;
   RotationView key_rotation, value_rotation;  // steps 0: the fp16 body, no rotation
+  // tq_prod keys: the signs' table, the sketch, and the sketched query's factor (sqrt(dim) of the
+  // sketch's rows times the sign scale).
+  CodebookView sign_table;
+  RotationView key_sketch;
+  float sketch_scale = 0.0f;
 };
 
 struct DecodeShape {

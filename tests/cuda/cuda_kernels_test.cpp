@@ -59,10 +59,11 @@ TEST(CudaEncode, GivesTheCpuCodecsBits) {
   const size_t n = 701;
   for (size_t dim : {64, 128, 256})
     for (const char* spec : {"tq_mse:b=2", "tq_mse:b=3", "tq_mse:b=4", "tq_mse:b=3,rescale=1", "tq_mse:b=4,rescale=1",
-                             "tq_mse:b=2,rounds=3"})
+                             "tq_mse:b=2,rounds=3", "tq_prod:b=2", "tq_prod:b=3", "tq_prod:b=4", "tq_prod:b=3,rounds=3"})
       for (uint64_t seed : {1u, 77u}) {
         const auto codec = make_codec(spec, dim, seed);
-        const DeviceLayerCodecs device({codec.get()}, {codec.get()});
+        const auto values = make_codec("tq_mse:b=3", dim, seed);
+        const DeviceLayerCodecs device({codec.get()}, {values.get()});
         const std::vector<float> rows = rows_of_every_kind(n, dim, seed + dim);
         CodeBuffer expected(codec->code_bytes());
         codec->encode(rows.data(), n, expected);
@@ -214,6 +215,9 @@ TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
       {1, 64, 1, "tq_mse:b=2|tq_mse:b=4|sinks=4|window=16|block=16", 48},
       {2, 256, 6, "tq_mse:b=4|tq_mse:b=2|sinks=0|window=16|block=16", 64},
       {3, 128, 9, "tq_mse:b=4,rescale=1|tq_mse:b=3|sinks=4|window=128|block=32", 1024},
+      {2, 128, 8, "tq_prod:b=3|tq_mse:b=3|sinks=4|window=32|block=16", 64},
+      {1, 64, 4, "tq_prod:b=2|tq_mse:b=4|sinks=0|window=16|block=16", 32},
+      {2, 256, 4, "tq_prod:b=4|tq_mse:b=2|sinks=4|window=16|block=16", 64},
   };
   for (const DecodeCase& c : cases) {
     const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, {3, 37, 300, 1000, 2100, 4100}, 11);
@@ -339,7 +343,8 @@ TEST(CudaDecode, Fp16BodyEqualsExactAttention) {
 TEST(CudaRefusals, CodecsTheKernelsDoNotTake) {
   for (const auto& [spec, dim, fragment] : std::vector<std::tuple<std::string, size_t, std::string>>{
            {"tq_mse:b=3", 96, "head_dim 96"},
-           {"tq_prod:b=3", 128, "tq_prod"},
+           {"tq_prod:b=3", 128, "tq_prod is for keys"},
+           {"tq_prod:b=3,sketch=gaussian", 128, "sketch=hadamard"},
            {"tq_mse:b=3,rotation=haar", 128, "rotation=hadamard"},
            {"tq_mse:b=5", 128, "b = 2, 3 or 4"},
            {"tq_mse:b=3,norm=fp32", 128, "norm=fp16"},

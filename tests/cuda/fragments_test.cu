@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "cuda/fragments.cuh"
+#include "cuda/query_staging.cuh"
 #include "kvsketch/codebook.hpp"
+#include "kvsketch/codec.hpp"
 #include "kvsketch/half.hpp"
 
 namespace kvsketch::cuda::detail {
@@ -62,8 +65,9 @@ struct TileData {
   std::vector<uint16_t> key_norms, value_norms;
 };
 
-// The kernel's operands against plain arithmetic for one 16-token tile with `valid` tokens.
-template <int D, int KB, int VB>
+// The kernel's operands against plain arithmetic for one 16-token tile with `valid` tokens; SIGNS:
+// tq_prod keys (KB bits of scalar indices, then a sign bit per coordinate, and gammas).
+template <int D, int KB, int VB, bool SIGNS = false>
 void check_tile(int group, int valid, uint64_t seed) {
   std::mt19937_64 random(seed);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -71,7 +75,7 @@ void check_tile(int group, int valid, uint64_t seed) {
   CodebookView key_book, value_book;
   if (KB != kHalfBits) key_book = codebook_view(lloyd_max_codebook(CoordinateLaw::kBeta, D, KB), KB);
   if (VB != kHalfBits) value_book = codebook_view(lloyd_max_codebook(CoordinateLaw::kBeta, D, VB), VB);
-  const int key_row = D * KB / 8, value_row = D * VB / 8;
+  const int scalar_row = D * KB / 8, key_row = scalar_row + (SIGNS ? D / 8 : 0), value_row = D * VB / 8;
   // 16-byte aligned planes, as the page pool lays them out.
   std::vector<uint4> key_storage((kTile * key_row + 15) / 16), value_storage((kTile * value_row + 15) / 16);
   auto* keys = reinterpret_cast<uint8_t*>(key_storage.data());
@@ -82,11 +86,14 @@ void check_tile(int group, int valid, uint64_t seed) {
     for (int i = 0; i < kTile * D; ++i) reinterpret_cast<uint16_t*>(keys)[i] = float_to_half(uniform(random));
   if constexpr (VB == kHalfBits)
     for (int i = 0; i < kTile * D; ++i) reinterpret_cast<uint16_t*>(values)[i] = float_to_half(uniform(random));
-  std::vector<uint16_t> key_norms(kTile), value_norms(kTile);
+  std::vector<uint16_t> key_norms(kTile), value_norms(kTile), gammas(kTile);
   for (auto& n : key_norms) n = float_to_half(1.5f + uniform(random));
   for (auto& n : value_norms) n = float_to_half(1.5f + uniform(random));
-  std::vector<float> rotated(kMaxGroupHeads * D, 0.0f);
+  for (auto& n : gammas) n = float_to_half(0.3f + 0.2f * uniform(random));
+  std::vector<float> rotated(kMaxGroupHeads * D, 0.0f), sketched(kMaxGroupHeads * D, 0.0f);
   for (int i = 0; i < group * D; ++i) rotated[i] = 3.0f * uniform(random);
+  for (int i = 0; i < group * D; ++i) sketched[i] = 0.5f * uniform(random);
+  const CodebookView sign_table = sign_table_view();
 
   BodyView body;
   body.key_bits = KB;
@@ -95,6 +102,9 @@ void check_tile(int group, int valid, uint64_t seed) {
   body.value_indices = values;
   body.key_norms = key_norms.data();
   body.value_norms = value_norms.data();
+  body.key_signs = SIGNS;
+  body.key_gammas = gammas.data();
+  body.sign_table = sign_table;
   body.page_tokens = kTile;
   body.key_codebook = key_book;
   body.value_codebook = value_book;
@@ -104,36 +114,46 @@ void check_tile(int group, int valid, uint64_t seed) {
     if (KB == kHalfBits) return half_to_float(reinterpret_cast<const uint16_t*>(keys)[token * D + j]);
     return half_to_float(float_to_half(key_book.centroids[index_at(keys + token * key_row, KB, j)]));
   };
+  const auto sign_value = [&](int token, int j) { return index_at(keys + token * key_row + scalar_row, 1, j) ? 1.0 : -1.0; };
   const auto value_value = [&](int token, int j) -> float {
     if (VB == kHalfBits) return half_to_float(reinterpret_cast<const uint16_t*>(values)[token * D + j]);
     return half_to_float(float_to_half(value_book.centroids[index_at(values + token * value_row, VB, j)]));
   };
 
-  static Tile<D, KB, VB> tiles[32];
-  static uint32_t query[32][D / 16][4];
+  static Tile<D, KB, VB, SIGNS> tiles[32];
+  static uint32_t query[32][D / 16][4], sketch_query[32][D / 16][4];
   for (int lane = 0; lane < 32; ++lane) {
     const int g = lane / 4, c = lane % 4;
     tiles[lane].load(body, 0, valid, g, c);
     query_fragments<D>(rotated.data(), group, g, c, query[lane]);
+    query_fragments<D>(sketched.data(), group, g, c, sketch_query[lane]);
     for (int i = 0; i < 4; ++i) {
       const int token = std::min(score_token(c, i), valid - 1);
       if (KB != kHalfBits) ASSERT_EQ(tiles[lane].key_norms[i], key_norms[token]) << "lane " << lane << " entry " << i;
       if (VB != kHalfBits) ASSERT_EQ(tiles[lane].value_norms[i], value_norms[token]) << "lane " << lane;
+      if (SIGNS) ASSERT_EQ(tiles[lane].gammas[i], gammas[token]) << "lane " << lane;
     }
   }
 
-  // Scores: S^T = Q' K^T over two 8-token halves.
+  // Scores: S^T = Q' K^T over two 8-token halves; tq_prod also the sketched query's product with
+  // the signs, and the two combined as the kernel combines them.
   for (int half = 0; half < 2; ++half) {
-    float scores[32][4] = {};
+    float scores[32][4] = {}, sign_scores[32][4] = {};
     for (int s = 0; s < D / 16; ++s) {
-      uint32_t a[32][4], b[32][2];
+      uint32_t a[32][4], b[32][2], sa[32][4], sb[32][2];
       for (int lane = 0; lane < 32; ++lane) {
-        for (int r = 0; r < 4; ++r) a[lane][r] = query[lane][s][r];
+        for (int r = 0; r < 4; ++r) a[lane][r] = query[lane][s][r], sa[lane][r] = sketch_query[lane][s][r];
         const uint2 fragment = key_fragment<KB>(tiles[lane].keys[half], s, key_book);
         b[lane][0] = fragment.x;
         b[lane][1] = fragment.y;
+        if constexpr (SIGNS) {
+          const uint2 signs = key_fragment<1>(tiles[lane].signs[half], s, sign_table);
+          sb[lane][0] = signs.x;
+          sb[lane][1] = signs.y;
+        }
       }
       emulated_mma(scores, a, b);
+      if (SIGNS) emulated_mma(sign_scores, sa, sb);
     }
     for (int lane = 0; lane < 32; ++lane) {
       const int g = lane / 4, c = lane % 4;
@@ -141,12 +161,22 @@ void check_tile(int group, int valid, uint64_t seed) {
         const int head = g + 8 * (r / 2), token = std::min(8 * half + 2 * c + r % 2, valid - 1);
         // The kernel's token for register r of this half is score_token(c, 2 * half + r % 2).
         ASSERT_EQ(8 * half + 2 * c + r % 2, score_token(c, 2 * half + r % 2));
-        double expected = 0.0;
+        double expected = 0.0, expected_signs = 0.0;
         if (head < group)
-          for (int j = 0; j < D; ++j)
+          for (int j = 0; j < D; ++j) {
             expected += static_cast<double>(half_to_float(float_to_half(rotated[head * D + j]))) * key_value(token, j);
+            expected_signs += half_to_float(float_to_half(sketched[head * D + j])) * sign_value(token, j);
+          }
         ASSERT_NEAR(scores[lane][r], expected, 1e-4 * (1.0 + std::abs(expected)))
             << "D " << D << " bits " << KB << " half " << half << " lane " << lane << " register " << r;
+        if (!SIGNS) continue;
+        ASSERT_NEAR(sign_scores[lane][r], expected_signs, 1e-4 * (1.0 + std::abs(expected_signs)))
+            << "D " << D << " signs, half " << half << " lane " << lane << " register " << r;
+        const int entry = 2 * half + r % 2;
+        const double combined = (expected + half_to_float(gammas[token]) * expected_signs) * half_to_float(key_norms[token]);
+        const float got = key_score<KB, SIGNS>(scores[lane][r], sign_scores[lane][r], tiles[lane].key_norms[entry],
+                                               tiles[lane].gammas[entry]);
+        ASSERT_NEAR(got, combined, 1e-4 * (1.0 + std::abs(combined))) << "D " << D << " lane " << lane;
       }
     }
   }
@@ -200,6 +230,117 @@ TEST(CudaFragments, ScoresAndValueSumsEqualPlainArithmeticOnTheCodes) {
   check_tile<256, 3, 3>(4, 16, 8);
   check_tile<256, 4, 3>(2, 13, 9);
   check_tile<256, 2, 2>(12, 16, 10);
+}
+
+TEST(CudaFragments, ProdKeysScoreTheirScalarPartAndSigns) {
+  check_tile<128, 2, 3, true>(4, 16, 21);
+  check_tile<128, 1, 4, true>(16, 9, 22);
+  check_tile<128, 3, 2, true>(1, 16, 23);
+  check_tile<64, 2, 2, true>(8, 16, 24);
+  check_tile<64, 1, 3, true>(3, 13, 25);
+  check_tile<256, 2, 3, true>(6, 16, 26);
+  check_tile<256, 3, 4, true>(12, 7, 27);
+}
+
+// A real codec's rows, split into the page store's planes, scored by the kernel's steps run on the
+// CPU (the query staged, rotated and sketched; the tile's fragments; an emulated mma; the
+// combination): the codec's own scores within fp16 operand rounding. This checks what the tile
+// test takes as given: the rotation and sketch of the query, the sign scale, the planes.
+template <int D, int KB, bool SIGNS>
+void check_codec_scores(const char* spec, uint64_t seed) {
+  const auto codec = make_codec(spec, D, seed);
+  std::vector<float> storage;
+  const PartView part = part_view_on_host({codec.get()}, storage);
+  ASSERT_EQ(part.codebook.bits, KB) << spec;
+  ASSERT_EQ(part.signs, SIGNS) << spec;
+  const int group = 5;
+  std::mt19937_64 random(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> rows(kTile * D), queries(group * D);
+  for (int j = 0; j < D; ++j) {
+    const float offset = normal(random);
+    for (int t = 0; t < kTile; ++t) rows[t * D + j] = offset + normal(random);
+  }
+  for (float& q : queries) q = normal(random);
+  CodeBuffer codes(codec->code_bytes());
+  codec->encode(rows.data(), kTile, codes);
+
+  // The planes: packed bytes, norms, gammas; values of 2 bits (read, not checked here).
+  std::vector<uint4> key_storage((kTile * part.packed_bytes + 15) / 16), value_storage(kTile * D * 2 / 8 / 16 + 1);
+  auto* keys = reinterpret_cast<uint8_t*>(key_storage.data());
+  std::vector<uint16_t> norms(kTile), gammas(kTile), value_norms(kTile);
+  for (int t = 0; t < kTile; ++t) {
+    const uint8_t* row = codes.row(t);
+    std::memcpy(keys + t * part.packed_bytes, row, part.packed_bytes);
+    norms[t] = static_cast<uint16_t>(row[part.packed_bytes] | row[part.packed_bytes + 1] << 8);
+    if (SIGNS) gammas[t] = static_cast<uint16_t>(row[part.packed_bytes + 2] | row[part.packed_bytes + 3] << 8);
+  }
+  BodyView body;
+  body.key_bits = KB;
+  body.value_bits = 2;
+  body.key_signs = SIGNS;
+  body.key_indices = keys;
+  body.key_norms = norms.data();
+  body.key_gammas = gammas.data();
+  body.value_indices = reinterpret_cast<uint8_t*>(value_storage.data());
+  body.value_norms = value_norms.data();
+  body.page_tokens = kTile;
+  body.key_codebook = part.codebook;
+  body.key_rotation = part.rotation;
+  body.sign_table = sign_table_view();
+  body.key_sketch = part.sketch;
+  body.sketch_scale = std::sqrt(static_cast<float>(D)) * part.sign_scale;
+
+  std::vector<float> rotated(kMaxGroupHeads * D, 0.0f), sketched(kMaxGroupHeads * D, 0.0f);
+  for (int h = 0; h < group; ++h)
+    stage_query<SIGNS>(body, 0, D, 1.0f, queries.data() + h * D, rotated.data() + h * D, sketched.data() + h * D, 0);
+  static Tile<D, KB, 2, SIGNS> tiles[32];
+  static uint32_t query[32][D / 16][4], sketch_query[32][D / 16][4];
+  for (int lane = 0; lane < 32; ++lane) {
+    tiles[lane].load(body, 0, kTile, lane / 4, lane % 4);
+    query_fragments<D>(rotated.data(), group, lane / 4, lane % 4, query[lane]);
+    query_fragments<D>(sketched.data(), group, lane / 4, lane % 4, sketch_query[lane]);
+  }
+  std::vector<float> expected(kTile);
+  for (int half = 0; half < 2; ++half) {
+    float scores[32][4] = {}, sign_scores[32][4] = {};
+    for (int s = 0; s < D / 16; ++s) {
+      uint32_t a[32][4], b[32][2], sa[32][4], sb[32][2];
+      for (int lane = 0; lane < 32; ++lane) {
+        for (int r = 0; r < 4; ++r) a[lane][r] = query[lane][s][r], sa[lane][r] = sketch_query[lane][s][r];
+        const uint2 fragment = key_fragment<KB>(tiles[lane].keys[half], s, body.key_codebook);
+        b[lane][0] = fragment.x, b[lane][1] = fragment.y;
+        if constexpr (SIGNS) {
+          const uint2 signs = key_fragment<1>(tiles[lane].signs[half], s, body.sign_table);
+          sb[lane][0] = signs.x, sb[lane][1] = signs.y;
+        }
+      }
+      emulated_mma(scores, a, b);
+      if (SIGNS) emulated_mma(sign_scores, sa, sb);
+    }
+    for (int lane = 0; lane < 32; ++lane)
+      for (int r = 0; r < 4; ++r) {
+        const int head = lane / 4 + 8 * (r / 2), entry = 2 * half + r % 2, token = score_token(lane % 4, entry);
+        if (head >= group) continue;
+        const auto prepared = codec->prepare(queries.data() + head * D);
+        codec->scores(*prepared, codes, 0, kTile, expected.data());
+        double q_norm = 0.0, k_norm = 0.0;
+        for (int j = 0; j < D; ++j) q_norm += std::pow(queries[head * D + j], 2), k_norm += std::pow(rows[token * D + j], 2);
+        const float got = key_score<KB, SIGNS>(scores[lane][r], sign_scores[lane][r], tiles[lane].key_norms[entry],
+                                               tiles[lane].gammas[entry]);
+        ASSERT_NEAR(got, expected[token], 2e-3 * std::sqrt(q_norm * k_norm))
+            << spec << " D " << D << " head " << head << " token " << token;
+      }
+  }
+}
+
+TEST(CudaFragments, StagedQueriesAndPlanesGiveTheCodecsScores) {
+  check_codec_scores<128, 3, false>("tq_mse:b=3,rescale=1", 31);
+  check_codec_scores<128, 2, true>("tq_prod:b=3", 32);
+  check_codec_scores<128, 1, true>("tq_prod:b=2", 33);
+  check_codec_scores<128, 3, true>("tq_prod:b=4,rounds=3", 34);
+  check_codec_scores<64, 2, true>("tq_prod:b=3", 35);
+  check_codec_scores<256, 2, true>("tq_prod:b=3", 36);
 }
 
 TEST(CudaFragments, Fp16BodyEqualsPlainArithmetic) {
