@@ -49,16 +49,18 @@ status=0
 grep -E '^\[ (cuda|  FAILED|  PASSED|  SKIPPED) ' "$OUT/tests.log"
 # shellcheck disable=SC2086
 "${run[@]}" "$bin/kvsketch_cuda_bench" ${BENCH_ARGS:-} >"$OUT/bench.jsonl" 2>"$OUT/bench.err" || status=1
-# tq_prod keys (QJL signs of the residual) at two contexts and batches.
-"${run[@]}" "$bin/kvsketch_cuda_bench" --keys tq_prod:b=3 --tokens 32768,131072 --batches 1,32 \
-  >"$OUT/bench_prod.jsonl" 2>>"$OUT/bench.err" || status=1
+# tq_prod keys (QJL signs of the residual) and QJL keys at two contexts and batches.
+for keys in tq_prod:b=3 qjl; do
+  "${run[@]}" "$bin/kvsketch_cuda_bench" --keys "$keys" --tokens 32768,131072 --batches 1,32 \
+    >"$OUT/bench_${keys%%:*}.jsonl" 2>>"$OUT/bench.err" || status=1
+done
 # shellcheck disable=SC2086
 python3 scripts/sdpa_peer.py ${SDPA_ARGS:-} >"$OUT/sdpa.jsonl" 2>"$OUT/sdpa.err" || echo "sdpa_peer failed" >&2
 {
   cat "$OUT/device.csv"
   grep -E '"kind": "(device|bandwidth|encode)"' "$OUT/bench.jsonl"
   sed -n '/^$/,$p' "$OUT/bench.jsonl"
-  sed -n '/^$/,$p' "$OUT/bench_prod.jsonl"
+  sed -n '/^$/,$p' "$OUT/bench_tq_prod.jsonl" "$OUT/bench_qjl.jsonl"
   grep -E '"kind": "sdpa"' "$OUT/sdpa.jsonl" | python3 -c '
 import json, sys
 rows = [json.loads(line) for line in sys.stdin]

@@ -2,8 +2,9 @@
 //
 // What runs on the device:
 //   encode      the randomized Hadamard rotation, the Lloyd-Max quantization, the packing and the
-//               norm of tq_mse keys and values, and for tq_prod keys the residual's norm and the
-//               signs of its sketch: the same bits as VectorCodec::encode on the CPU
+//               norm of tq_mse keys and values, for tq_prod keys the residual's norm and the
+//               signs of its sketch, for QJL keys the signs of the key's sketch and its norm: the
+//               same bits as VectorCodec::encode on the CPU
 //   decode      fused attention of a batch of sequences of different lengths over a paged block
 //               store on the device (block tables on the device, as vLLM keeps them): keys scored
 //               and values summed straight from their codes (tensor cores, fp32 accumulation), the
@@ -12,8 +13,8 @@
 //   fp16        the same decode over an fp16 block store: the baseline, of the same structure
 //
 // Supported: tq_mse keys and values (b = 2, 3, 4; rotation=hadamard; norm fp16; rescale=0 or 1),
-// tq_prod keys (the same, with sketch=hadamard), head_dim 64, 128 or 256, up to 16 query heads
-// per KV head. Anything else is refused with an
+// tq_prod keys (the same, with sketch=hadamard), QJL keys (m = head_dim, no outliers, norm fp16,
+// any sketch), head_dim 64, 128 or 256, up to 16 query heads per KV head. Anything else is refused with an
 // Error naming it. Device pointers are the caller's; every call is ordered on `stream` (a
 // cudaStream_t; nullptr for the default stream).
 //
@@ -91,7 +92,7 @@ struct DeviceBatch {
 };
 
 // The device tables of one layer's key and value codecs, one pair per KV head: their rotations,
-// codebooks and (tq_prod keys) sketches.
+// codebooks and (tq_prod and QJL keys) sketches.
 class DeviceLayerCodecs {
  public:
   // keys[h] and values[h] are the codecs of KV head h (as a PagedKVCache or make_codec builds
@@ -106,7 +107,7 @@ class DeviceLayerCodecs {
 
   size_t kv_heads() const;
   size_t head_dim() const;
-  int bits(Part part) const;  // b of the codec (tq_prod: its scalar part's b - 1 and the sign bit)
+  int bits(Part part) const;  // b of the codec (tq_prod: its scalar part's b - 1 and the sign bit; QJL 1)
   bool residual_signs() const;  // whether the keys are tq_prod
   // Bytes of a token's packed indices (tq_prod: and signs), and of the CPU codec's whole row
   // (those, then the norm, then tq_prod's gamma).

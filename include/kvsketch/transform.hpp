@@ -137,6 +137,8 @@ class Sketch {
   const RandomizedHadamard* hadamard_block(size_t b) const {
     return b < blocks_.size() ? blocks_[b].get() : nullptr;
   }
+  // The dense kinds' S, column-major (dim columns of rows floats); empty for the Hadamard kind.
+  const std::vector<float>& matrix() const { return columns_; }
 
  private:
   void project(const float* x, float* out, bool scaled) const;

@@ -42,6 +42,10 @@ class Qjl final : public CodecBase {
   void set_calibration(const std::vector<uint8_t>& state) override;
   void set_outlier_channels(const std::vector<size_t>& channels);
   const std::vector<size_t>& outlier_channels() const { return outlier_channels_; }
+  const QjlOptions& options() const { return options_; }
+  // The inlier channels' sketch and its estimator's scale sqrt(pi/2) / (m c).
+  const Sketch& inlier_sketch() const { return *inlier_sketch_; }
+  float inlier_scale() const { return inlier_scale_; }
   size_t accumulator_size() const override;
   void finish_accumulator(const float* accumulator, float* out) const override;
 

@@ -6,7 +6,7 @@
 //           registers from their codes by byte-permute look-ups in the codebook, never stored;
 //           each thread owns a quarter of the coordinates (the same permutation on Q' and K).
 //           tq_prod keys add a second product of the sketched query with their signs (a 1-bit
-//           table), weighed by each token's residual norm
+//           table), weighed by each token's residual norm; QJL keys have that product alone
 //   softmax online, in the log2 domain (the query is pre-scaled by scale * log2 e)
 //   values  O += (P * value norms) V with the same mma: the P fragment is the score tile's
 //           accumulator layout, so it never leaves registers
@@ -98,11 +98,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       scores[half][0] = scores[half][1] = scores[half][2] = scores[half][3] = 0.0f;
+      if constexpr (KB > 0)
 #pragma unroll
-      for (int s = 0; s < D / 16; ++s) {
-        const uint2 b = key_fragment<KB>(tile.keys[half], s, body.key_codebook);
-        mma_16816(scores[half], query[s], b.x, b.y);
-      }
+        for (int s = 0; s < D / 16; ++s) {
+          const uint2 b = key_fragment<KB>(tile.keys[half], s, body.key_codebook);
+          mma_16816(scores[half], query[s], b.x, b.y);
+        }
       sign_scores[half][0] = sign_scores[half][1] = sign_scores[half][2] = sign_scores[half][3] = 0.0f;
       if constexpr (SIGNS)
 #pragma unroll
@@ -347,7 +348,7 @@ int launch_for_dim(const DecodeShape& shape, const BodyView& body, const BatchVi
   const int kb = body.key_bits, vb = body.value_bits;
   const bool signs = body.key_signs;
   // The instantiated pairs: fp16/fp16, every pair of 2, 3 and 4 bits, and tq_prod keys of 2, 3
-  // and 4 bits (scalar parts of 1, 2 and 3) with values of 2, 3 and 4.
+  // and 4 bits (scalar parts of 1, 2 and 3) and QJL keys (0) with values of 2, 3 and 4.
 #define KVSKETCH_BODY(K, V, S)     \
   if (kb == K && vb == V && signs == S) \
     status = launch_body<D, K, V, S>(shape, body, batch, queries, partials, split, stream);
@@ -356,6 +357,7 @@ int launch_for_dim(const DecodeShape& shape, const BodyView& body, const BatchVi
   KVSKETCH_VALUES(2, false)
   KVSKETCH_VALUES(3, false)
   KVSKETCH_VALUES(4, false)
+  KVSKETCH_VALUES(0, true)
   KVSKETCH_VALUES(1, true)
   KVSKETCH_VALUES(2, true)
   KVSKETCH_VALUES(3, true)

@@ -157,24 +157,16 @@ void decode_attention(const DeviceLayerCodecs& codecs, const DevicePages& pages,
   const detail::BatchView view = check_batch(batch, pages.page_tokens, who);
   detail::BodyView body;
   const auto& tables = codecs.tables();
-  body.key_bits = tables.keys.codebook.bits;
+  detail::bind_keys(tables.keys, body);
   body.value_bits = tables.values.codebook.bits;
-  body.key_signs = tables.keys.signs;
   body.key_indices = pages.key_indices;
   body.key_norms = pages.key_norms;
   body.key_gammas = pages.key_gammas;
   body.value_indices = pages.value_indices;
   body.value_norms = pages.value_norms;
   body.page_tokens = static_cast<int>(pages.page_tokens);
-  body.key_codebook = tables.keys.codebook;
   body.value_codebook = tables.values.codebook;
-  body.key_rotation = tables.keys.rotation;
   body.value_rotation = tables.values.rotation;
-  if (body.key_signs) {
-    body.sign_table = detail::sign_table_view();
-    body.key_sketch = tables.keys.sketch;
-    body.sketch_scale = static_cast<float>(std::sqrt(static_cast<double>(codecs.head_dim()))) * tables.keys.sign_scale;
-  }
   run_decode(shape, body, view, queries, output, lse, workspace, stream, who);
 }
 

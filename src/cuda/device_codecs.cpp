@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include <cmath>
+
+#include "codec/qjl.hpp"
 #include "codec/quad_rows_codec.hpp"
 #include "codec/turboquant.hpp"
 #include "core/require.hpp"
@@ -57,17 +60,36 @@ CodebookView sign_table_view() {
   return table_view(signs, boundary, 1);
 }
 
+void bind_keys(const PartView& keys, BodyView& body) {
+  body.key_bits = keys.codebook.bits;
+  body.key_signs = keys.signs;
+  body.key_codebook = keys.codebook;
+  body.key_rotation = keys.rotation;
+  if (!keys.signs) return;
+  body.sign_table = sign_table_view();
+  body.key_sketch = keys.sketch;
+  body.key_sketch_matrix = keys.sketch_matrix;
+  // A Hadamard sketch's rows are sqrt(dim) times its block's transform; a dense one is S itself.
+  const float rows_scale = keys.sketch_matrix ? 1.0f : static_cast<float>(std::sqrt(static_cast<double>(keys.rotation.dim)));
+  body.sketch_scale = rows_scale * keys.sign_scale;
+}
+
 }  // namespace detail
 
 namespace {
+
+void check_head_dim(size_t dim) {
+  require(dim == 64 || dim == 128 || dim == 256, "cuda: head_dim {} is not supported; the GPU kernels take 64, 128 or 256",
+          dim);
+}
 
 // keys: whether tq_prod is taken (its signs are scored, never summed as values).
 const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head, bool keys) {
   const VectorCodec* inner = &codec;
   if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(inner)) inner = &quads->inner();
   const auto* tq = dynamic_cast<const TurboQuant*>(inner);
-  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse codecs{}", role, head,
-          codec.spec(), keys ? " or tq_prod" : "");
+  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take {}", role, head, codec.spec(),
+          keys ? "tq_mse, tq_prod or qjl keys" : "tq_mse values (tq_prod and qjl are for keys)");
   const TurboQuantOptions& options = tq->options();
   require(keys || !options.residual_signs,
           "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse values (tq_prod is for keys)", role,
@@ -81,10 +103,28 @@ const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, si
           role, head, codec.spec());
   require(options.bits >= 2 && options.bits <= 4, "cuda: the {} codec of KV head {} is {}; the GPU kernels take b = 2, 3 or 4",
           role, head, codec.spec());
-  const size_t dim = codec.dim();
-  require(dim == 64 || dim == 128 || dim == 256, "cuda: head_dim {} is not supported; the GPU kernels take 64, 128 or 256",
-          dim);
+  check_head_dim(codec.dim());
   return *tq;
+}
+
+const Qjl* qjl_of(const VectorCodec& codec) {
+  const VectorCodec* inner = &codec;
+  if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(inner)) inner = &quads->inner();
+  return dynamic_cast<const Qjl*>(inner);
+}
+
+const Qjl& supported_qjl(const VectorCodec& codec, size_t head) {
+  const Qjl* qjl = qjl_of(codec);
+  require(qjl != nullptr, "cuda: the key codecs differ between KV heads: head {} is {}", head, codec.spec());
+  const QjlOptions& options = qjl->options();
+  require(options.outliers == 0, "cuda: the key codec of KV head {} is {}; the GPU kernels take qjl without outliers",
+          head, codec.spec());
+  require(options.rows == codec.dim(), "cuda: the key codec of KV head {} is {}; the GPU kernels take qjl with m = head_dim",
+          head, codec.spec());
+  require(options.norm == NormPrecision::kFp16, "cuda: the key codec of KV head {} is {}; the GPU kernels take norm=fp16",
+          head, codec.spec());
+  check_head_dim(codec.dim());
+  return *qjl;
 }
 
 // Every head's Hadamard plan, appended to `host` (floats) for one copy to the device; the view's
@@ -123,6 +163,8 @@ PendingRotation plan_rotation(const std::vector<RandomizedHadamard::Plan>& plans
 struct PendingPart {
   detail::PartView view;
   PendingRotation rotation, sketch;
+  bool dense_sketch = false;
+  size_t matrix_at = 0;
 
   void resolve(const float* device) {
     rotation.resolve(device);
@@ -130,11 +172,46 @@ struct PendingPart {
     if (!view.signs) return;
     sketch.resolve(device);
     view.sketch = sketch.view;
+    if (dense_sketch) view.sketch_matrix = device + matrix_at;
   }
 };
 
+// QJL keys: signs of S k (m = dim) and the norm; S a Hadamard block or a dense matrix per head.
+PendingPart plan_qjl_part(const std::vector<const VectorCodec*>& codecs, std::vector<float>& host) {
+  PendingPart pending;
+  const Qjl& first = supported_qjl(*codecs.front(), 0);
+  const QjlOptions& options = first.options();
+  const size_t dim = first.dim();
+  pending.view.signs = true;
+  pending.view.packed_bytes = static_cast<int>(dim / 8);
+  pending.view.sign_scale = first.inlier_scale();
+  pending.rotation.view.dim = static_cast<int>(dim);  // no rotation: 0 steps
+  pending.dense_sketch = options.sketch != SketchKind::kHadamard;
+  std::vector<RandomizedHadamard::Plan> sketches;
+  std::vector<const Sketch*> matrices;
+  for (size_t h = 0; h < codecs.size(); ++h) {
+    const Qjl& codec = supported_qjl(*codecs[h], h);
+    require(codec.dim() == dim && codec.options().sketch == options.sketch && codec.options().rounds == options.rounds,
+            "cuda: the key codecs differ between KV heads 0 ({}) and {} ({}); a layer's heads share one spec up to the seed",
+            codecs.front()->spec(), h, codecs[h]->spec());
+    if (pending.dense_sketch)
+      matrices.push_back(&codec.inlier_sketch());
+    else
+      sketches.push_back(codec.inlier_sketch().hadamard_block(0)->plan());
+  }
+  if (!pending.dense_sketch) {
+    pending.sketch = plan_rotation(sketches, dim, host);
+    return pending;
+  }
+  pending.sketch.view.dim = static_cast<int>(dim);
+  pending.matrix_at = host.size();
+  for (const Sketch* sketch : matrices) host.insert(host.end(), sketch->matrix().begin(), sketch->matrix().end());
+  return pending;
+}
+
 PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char* role, bool keys,
                       std::vector<float>& host) {
+  if (keys && qjl_of(*codecs.front())) return plan_qjl_part(codecs, host);
   PendingPart pending;
   const TurboQuant& first = supported_codec(*codecs.front(), role, 0, keys);
   const TurboQuantOptions& options = first.options();
@@ -220,7 +297,7 @@ int DeviceLayerCodecs::bits(Part part) const {
   const detail::PartView& view = tables_->part(part);
   return view.codebook.bits + (view.signs ? 1 : 0);
 }
-bool DeviceLayerCodecs::residual_signs() const { return tables_->keys.signs; }
+bool DeviceLayerCodecs::residual_signs() const { return tables_->keys.gammas(); }
 size_t DeviceLayerCodecs::packed_bytes(Part part) const { return static_cast<size_t>(tables_->part(part).packed_bytes); }
 size_t DeviceLayerCodecs::code_bytes(Part part) const { return packed_bytes(part) + 2 * tables_->part(part).factors(); }
 

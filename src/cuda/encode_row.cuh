@@ -58,11 +58,66 @@ __host__ __device__ inline void store_half(float value, uint8_t* bytes) {
   bytes[1] = static_cast<uint8_t>(half >> 8);
 }
 
+// Sign bits of data[0, dim) (bit 1 where positive; zero counts as negative), LSB first, as
+// simd::sign_bits packs them.
+__host__ __device__ inline void pack_signs(const float* data, int dim, uint8_t* out, int lane) {
+  for_lanes(lane, [&](int l) {
+    for (int p = l; p < dim / 8; p += kWarpSize) {
+      unsigned byte = 0;
+      for (int k = 0; k < 8; ++k) byte |= static_cast<unsigned>(data[8 * p + k] > 0.0f) << k;
+      out[p] = static_cast<uint8_t>(byte);
+    }
+  });
+}
+
+// QJL (m = dim, no outliers): the signs of S x and the fp16 norm, as Qjl::encode_rows; the dense
+// sketch's rows summed over the columns in order, one product and one sum at a time
+// (simd::matvec_columns), the Hadamard one's block unscaled (Sketch::project_signs_only).
+__host__ __device__ inline int encode_signs_row(const PartView& part, int head, const float* in, EncodeScratch& scratch,
+                                                uint8_t* signs, uint8_t* norm_bytes, int lane) {
+  const int dim = part.rotation.dim;
+  float* x = scratch.unit;
+  float* projection = scratch.residual;
+  for_lanes(lane, [&](int l) {
+    if (l == 0) scratch.flag = 0;
+  });
+  for_lanes(lane, [&](int l) {
+    for (int j = l; j < dim; j += kWarpSize) {
+      x[j] = in[j];
+      if (!isfinite(x[j])) scratch.flag = 1;
+    }
+  });
+  if (scratch.flag) return kNotFinite;
+  const float norm = sqrt_rn(warp_fixed_order_dot(x, x, dim, scratch.partials, lane));
+  if (!(norm <= kEncodeHalfMax)) return kBeyondHalf;
+  if (part.sketch_matrix) {
+    const float* matrix = part.sketch_matrix + static_cast<size_t>(head) * dim * dim;
+    for_lanes(lane, [&](int l) {
+      for (int r = l; r < dim; r += kWarpSize) {
+        float sum = 0.0f;
+        for (int c = 0; c < dim; ++c) sum = add_rn(sum, mul_rn(matrix[c * dim + r], x[c]));
+        projection[r] = sum;
+      }
+    });
+  } else {
+    for_lanes(lane, [&](int l) {
+      for (int j = l; j < dim; j += kWarpSize) projection[j] = x[j];
+    });
+    warp_rotate_scaled(part.sketch, head, 1.0f, projection, lane);
+  }
+  pack_signs(projection, dim, signs, lane);
+  for_lanes(lane, [&](int l) {
+    if (l == 0) store_half(norm, norm_bytes);
+  });
+  return kEncoded;
+}
+
 // Encodes `in` (dim floats) of head `head` into packed indices (tq_prod: then the signs) and the
 // 2-byte norm (tq_prod: and the 2-byte gamma at gamma_bytes); returns kEncoded or the failure.
 // Writes nothing for a failed row.
 __host__ __device__ inline int encode_row(const PartView& part, int head, const float* in, EncodeScratch& scratch,
                                           uint8_t* indices, uint8_t* norm_bytes, uint8_t* gamma_bytes, int lane) {
+  if (part.codebook.bits == 0) return encode_signs_row(part, head, in, scratch, indices, norm_bytes, lane);
   const int dim = part.rotation.dim, bits = part.codebook.bits, packed = part.packed_bytes;
   const int scalar_bytes = dim * bits / 8;
   float* u = scratch.unit;
@@ -122,15 +177,10 @@ __host__ __device__ inline int encode_row(const PartView& part, int head, const 
         word |= static_cast<unsigned long long>(quantize_index(u[group * 8 + k], part.codebook)) << (bits * k);
       for (int b = 0; b < bits; ++b) indices[group * bits + b] = static_cast<uint8_t>(word >> (8 * b));
     }
-    // The signs: bit 1 where the sketch is positive (zero counts as negative), LSB first.
-    for (int p = l; part.signs && p < dim / 8; p += kWarpSize) {
-      unsigned byte = 0;
-      for (int k = 0; k < 8; ++k) byte |= static_cast<unsigned>(residual[8 * p + k] > 0.0f) << k;
-      indices[scalar_bytes + p] = static_cast<uint8_t>(byte);
-    }
     if (l == 0) store_half(stored, norm_bytes);
     if (l == 1 && part.signs) store_half(gamma, gamma_bytes);
   });
+  if (part.signs) pack_signs(residual, dim, indices + scalar_bytes, lane);
   return kEncoded;
 }
 

@@ -132,13 +132,13 @@ __host__ __device__ inline uint2 centroid_pairs(uint32_t selector, const Codeboo
 
 // What a thread of a warp reads of one 16-token tile (thread = 4 * g + c):
 //   keys    tokens g and 8 + g: coordinates [c D/4, (c + 1) D/4) (the B fragments of S^T); with
-//           SIGNS (tq_prod) the same coordinates of the tokens' sign bits too
+//           SIGNS (tq_prod; QJL with KB = 0) the same coordinates of the tokens' sign bits too
 //   values  tokens 2c, 2c + 1, 2c + 8, 2c + 9: coordinates [g D/8, (g + 1) D/8) (those of O)
 //   norms   of the same four tokens (their scores and weights), and tq_prod's gammas
 template <int D, int KB, int VB, bool SIGNS = false>
 struct Tile {
   static constexpr int kKeyBytes = D / 4 * KB / 8, kValueBytes = D / 8 * VB / 8, kSignBytes = D / 32;
-  static constexpr int kKeyWords = (kKeyBytes + 3) / 4, kValueWords = (kValueBytes + 3) / 4;
+  static constexpr int kKeyWords = KB > 0 ? (kKeyBytes + 3) / 4 : 1, kValueWords = (kValueBytes + 3) / 4;
   static constexpr int kSignWords = SIGNS ? (kSignBytes + 3) / 4 : 1;
   uint32_t keys[2][kKeyWords];
   uint32_t signs[2][kSignWords];
@@ -153,7 +153,7 @@ struct Tile {
     for (int i = 0; i < 2; ++i) {
       const int token = min(8 * i + g, valid - 1);
       const uint8_t* row = body.key_indices + (plane + token) * key_row;
-      load_chunk<kKeyBytes>(row + c * kKeyBytes, keys[i]);
+      if constexpr (KB > 0) load_chunk<kKeyBytes>(row + c * kKeyBytes, keys[i]);
       if constexpr (SIGNS) load_chunk<kSignBytes>(row + scalar_row + c * kSignBytes, signs[i]);
     }
 #pragma unroll
@@ -162,20 +162,27 @@ struct Tile {
       load_chunk<kValueBytes>(body.value_indices + (plane + token) * value_row + g * kValueBytes, values[i]);
       key_norms[i] = KB != kHalfBits ? load_streaming(body.key_norms + plane + token) : 0;
       value_norms[i] = VB != kHalfBits ? load_streaming(body.value_norms + plane + token) : 0;
-      gammas[i] = SIGNS ? load_streaming(body.key_gammas + plane + token) : 0;
+      gammas[i] = SIGNS && KB > 0 ? load_streaming(body.key_gammas + plane + token) : 0;
     }
   }
 };
 
 __host__ __device__ inline float half_value(unsigned short bits) { return __half2float(__ushort_as_half(bits)); }
 
-// A token's score from its parts' sums as the CPU codec forms it: tq_mse's norm * <q', c>, and
-// tq_prod's norm * (<q', c> + gamma * <s', signs>), the sign scale being in the sketched query s'.
+// A token's score from its parts' sums as the CPU codec forms it: tq_mse's norm * <q', c>,
+// tq_prod's norm * (<q', c> + gamma * <s', signs>) and QJL's norm * <s', signs>, the sign scale
+// being in the sketched query s'.
 template <int KB, bool SIGNS>
 __host__ __device__ inline float key_score(float scalar, float sign, unsigned short norm, unsigned short gamma) {
-  if constexpr (KB == kHalfBits) return scalar;
-  if constexpr (SIGNS) return (scalar + half_value(gamma) * sign) * half_value(norm);
-  return scalar * half_value(norm);
+  if constexpr (KB == kHalfBits) {
+    return scalar;
+  } else if constexpr (KB == 0) {
+    return sign * half_value(norm);
+  } else if constexpr (SIGNS) {
+    return (scalar + half_value(gamma) * sign) * half_value(norm);
+  } else {
+    return scalar * half_value(norm);
+  }
 }
 
 // The B fragments of keys for k-step s of the token of `words`: coordinates c D/4 + 4s .. + 3.

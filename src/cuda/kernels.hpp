@@ -45,18 +45,21 @@ CodebookView codebook_view(const Codebook& codebook, int bits);
 // The view of the 1-bit table {-1, +1} of QJL signs.
 CodebookView sign_table_view();
 
-// One part's codecs (keys or values): tq_mse, or tq_prod (keys only): its scalar part at b - 1
-// bits, then the QJL signs of the residual.
+// One part's codecs (keys or values): tq_mse; tq_prod (keys only): its scalar part at b - 1 bits,
+// then the QJL signs of the residual; QJL (keys only): signs alone (codebook.bits 0, rotation of
+// 0 steps).
 struct PartView {
-  RotationView rotation;
+  RotationView rotation;  // its dim is the head's
   CodebookView codebook;  // the scalar part's
   bool rescale = false;
   int packed_bytes = 0;   // a row's bytes before its norms: dim * codebook.bits / 8, plus dim / 8 signs
-  bool signs = false;     // tq_prod: after the norm, the row holds the residual's norm gamma
-  RotationView sketch;    // tq_prod: the Hadamard block of the residual's sketch (m = dim rows)
-  float sign_scale = 0.0f;  // tq_prod: sqrt(pi/2) / (m * bias factor), the CPU codec's
-  int scalar_bytes() const { return rotation.dim * codebook.bits / 8; }
-  int factors() const { return signs ? 2 : 1; }  // fp16 norms after the packed bytes
+  bool signs = false;     // signs follow the scalar indices (m = dim of them)
+  RotationView sketch;    // the sketch's Hadamard block (steps 0 where it is dense)
+  const float* sketch_matrix = nullptr;  // a dense sketch: [heads][dim columns][dim rows]
+  float sign_scale = 0.0f;  // sqrt(pi/2) / (m * bias factor), the CPU codec's
+  // tq_prod: after the norm, the row holds the residual's norm gamma.
+  bool gammas() const { return signs && codebook.bits > 0; }
+  int factors() const { return gammas() ? 2 : 1; }  // fp16 norms after the packed bytes
 };
 
 // The view DeviceLayerCodecs builds of one part's codecs (one per head), its rotations in
@@ -102,7 +105,8 @@ struct BatchView {
 };
 
 // The body: codes (key_bits/value_bits 2..4; tq_prod keys: key_bits 1..3 of the scalar part and
-// key_signs) or fp16 (bits 16; indices pointers hold the halves).
+// key_signs; QJL keys: key_bits 0 and key_signs) or fp16 (bits 16; indices pointers hold the
+// halves).
 struct BodyView {
   int key_bits = 0, value_bits = 0;
   bool key_signs = false;
@@ -118,8 +122,12 @@ struct BodyView {
   // sketch's rows times the sign scale).
   CodebookView sign_table;
   RotationView key_sketch;
+  const float* key_sketch_matrix = nullptr;
   float sketch_scale = 0.0f;
 };
+
+// The key fields of a body from the keys' view (host code): bits, tables, rotation and sketch.
+void bind_keys(const PartView& keys, BodyView& body);
 
 struct DecodeShape {
   int dim = 0, kv_heads = 0, group = 0;  // group: query heads per KV head

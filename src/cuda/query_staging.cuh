@@ -1,6 +1,6 @@
 // The query of one head as the decode kernel's A fragments take it, staged in shared memory:
-// rotated by the keys' rotation and scaled (u), and for tq_prod keys also sketched as the
-// residuals were (s = sketch_scale * H u, H the sketch's Hadamard block): the keys' domain of the
+// rotated by the keys' rotation and scaled (u), and for tq_prod and QJL keys also sketched as the
+// keys were (s = sketch_scale * S u, S the sketch's Hadamard block or dense matrix): the keys' domain of the
 // CPU codec, times the softmax's scale. Host-callable (the lanes then run one after another), so
 // that a test compares it with the CPU codec's prepared query.
 #pragma once
@@ -25,10 +25,21 @@ __host__ __device__ inline void stage_query(const BodyView& body, int head, int 
     });
   }
   if constexpr (SIGNS) {
-    for_lanes(lane, [&](int l) {
-      for (int j = l; j < dim; j += kWarpSize) s[j] = u[j];
-    });
-    warp_rotate_scaled(body.key_sketch, head, body.sketch_scale, s, lane);
+    if (body.key_sketch_matrix) {
+      const float* matrix = body.key_sketch_matrix + static_cast<size_t>(head) * dim * dim;
+      for_lanes(lane, [&](int l) {
+        for (int r = l; r < dim; r += kWarpSize) {
+          float sum = 0.0f;
+          for (int c = 0; c < dim; ++c) sum += matrix[c * dim + r] * u[c];
+          s[r] = sum * body.sketch_scale;
+        }
+      });
+    } else {
+      for_lanes(lane, [&](int l) {
+        for (int j = l; j < dim; j += kWarpSize) s[j] = u[j];
+      });
+      warp_rotate_scaled(body.key_sketch, head, body.sketch_scale, s, lane);
+    }
   }
 }
 

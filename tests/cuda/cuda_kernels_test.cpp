@@ -59,7 +59,8 @@ TEST(CudaEncode, GivesTheCpuCodecsBits) {
   const size_t n = 701;
   for (size_t dim : {64, 128, 256})
     for (const char* spec : {"tq_mse:b=2", "tq_mse:b=3", "tq_mse:b=4", "tq_mse:b=3,rescale=1", "tq_mse:b=4,rescale=1",
-                             "tq_mse:b=2,rounds=3", "tq_prod:b=2", "tq_prod:b=3", "tq_prod:b=4", "tq_prod:b=3,rounds=3"})
+                             "tq_mse:b=2,rounds=3", "tq_prod:b=2", "tq_prod:b=3", "tq_prod:b=4", "tq_prod:b=3,rounds=3",
+                             "qjl", "qjl:sketch=hadamard", "qjl:sketch=gaussian"})
       for (uint64_t seed : {1u, 77u}) {
         const auto codec = make_codec(spec, dim, seed);
         const auto values = make_codec("tq_mse:b=3", dim, seed);
@@ -218,6 +219,8 @@ TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
       {2, 128, 8, "tq_prod:b=3|tq_mse:b=3|sinks=4|window=32|block=16", 64},
       {1, 64, 4, "tq_prod:b=2|tq_mse:b=4|sinks=0|window=16|block=16", 32},
       {2, 256, 4, "tq_prod:b=4|tq_mse:b=2|sinks=4|window=16|block=16", 64},
+      {2, 128, 8, "qjl|tq_mse:b=3|sinks=4|window=32|block=16", 64},
+      {1, 64, 2, "qjl:sketch=hadamard|tq_mse:b=4|sinks=0|window=16|block=16", 32},
   };
   for (const DecodeCase& c : cases) {
     const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, {3, 37, 300, 1000, 2100, 4100}, 11);
@@ -345,6 +348,9 @@ TEST(CudaRefusals, CodecsTheKernelsDoNotTake) {
            {"tq_mse:b=3", 96, "head_dim 96"},
            {"tq_prod:b=3", 128, "tq_prod is for keys"},
            {"tq_prod:b=3,sketch=gaussian", 128, "sketch=hadamard"},
+           {"qjl", 128, "tq_mse values"},
+           {"qjl:m=256", 128, "m = head_dim"},
+           {"qjl:outliers=8", 128, "without outliers"},
            {"tq_mse:b=3,rotation=haar", 128, "rotation=hadamard"},
            {"tq_mse:b=5", 128, "b = 2, 3 or 4"},
            {"tq_mse:b=3,norm=fp32", 128, "norm=fp16"},

@@ -24,7 +24,8 @@ TEST(CudaEncodeRow, GivesTheCpuCodecsBits) {
   for (size_t dim : {64, 128, 256})
     for (const char* spec : {"tq_mse:b=2", "tq_mse:b=3", "tq_mse:b=4", "tq_mse:b=3,rescale=1", "tq_mse:b=4,rescale=1",
                              "tq_mse:b=2,rounds=3", "tq_mse:b=3,codebook=gaussian", "tq_prod:b=2", "tq_prod:b=3",
-                             "tq_prod:b=4", "tq_prod:b=3,rounds=3", "tq_prod:b=3,codebook=gaussian"})
+                             "tq_prod:b=4", "tq_prod:b=3,rounds=3", "tq_prod:b=3,codebook=gaussian", "qjl",
+                             "qjl:sketch=gaussian", "qjl:sketch=hadamard", "qjl:sketch=hadamard,rounds=3"})
       for (uint64_t seed : {1u, 77u}) {
         const auto codec = make_codec(spec, dim, seed);
         std::vector<float> storage;

@@ -66,14 +66,15 @@ struct TileData {
 };
 
 // The kernel's operands against plain arithmetic for one 16-token tile with `valid` tokens; SIGNS:
-// tq_prod keys (KB bits of scalar indices, then a sign bit per coordinate, and gammas).
+// tq_prod keys (KB bits of scalar indices, then a sign bit per coordinate, and gammas), or QJL's
+// (KB = 0: signs alone).
 template <int D, int KB, int VB, bool SIGNS = false>
 void check_tile(int group, int valid, uint64_t seed) {
   std::mt19937_64 random(seed);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   CodebookView key_book, value_book;
-  if (KB != kHalfBits) key_book = codebook_view(lloyd_max_codebook(CoordinateLaw::kBeta, D, KB), KB);
+  if (KB != kHalfBits && KB > 0) key_book = codebook_view(lloyd_max_codebook(CoordinateLaw::kBeta, D, KB), KB);
   if (VB != kHalfBits) value_book = codebook_view(lloyd_max_codebook(CoordinateLaw::kBeta, D, VB), VB);
   const int scalar_row = D * KB / 8, key_row = scalar_row + (SIGNS ? D / 8 : 0), value_row = D * VB / 8;
   // 16-byte aligned planes, as the page pool lays them out.
@@ -131,7 +132,7 @@ void check_tile(int group, int valid, uint64_t seed) {
       const int token = std::min(score_token(c, i), valid - 1);
       if (KB != kHalfBits) ASSERT_EQ(tiles[lane].key_norms[i], key_norms[token]) << "lane " << lane << " entry " << i;
       if (VB != kHalfBits) ASSERT_EQ(tiles[lane].value_norms[i], value_norms[token]) << "lane " << lane;
-      if (SIGNS) ASSERT_EQ(tiles[lane].gammas[i], gammas[token]) << "lane " << lane;
+      if (SIGNS && KB > 0) ASSERT_EQ(tiles[lane].gammas[i], gammas[token]) << "lane " << lane;
     }
   }
 
@@ -143,9 +144,12 @@ void check_tile(int group, int valid, uint64_t seed) {
       uint32_t a[32][4], b[32][2], sa[32][4], sb[32][2];
       for (int lane = 0; lane < 32; ++lane) {
         for (int r = 0; r < 4; ++r) a[lane][r] = query[lane][s][r], sa[lane][r] = sketch_query[lane][s][r];
-        const uint2 fragment = key_fragment<KB>(tiles[lane].keys[half], s, key_book);
-        b[lane][0] = fragment.x;
-        b[lane][1] = fragment.y;
+        b[lane][0] = b[lane][1] = 0;  // QJL: no scalar part
+        if constexpr (KB > 0) {
+          const uint2 fragment = key_fragment<KB>(tiles[lane].keys[half], s, key_book);
+          b[lane][0] = fragment.x;
+          b[lane][1] = fragment.y;
+        }
         if constexpr (SIGNS) {
           const uint2 signs = key_fragment<1>(tiles[lane].signs[half], s, sign_table);
           sb[lane][0] = signs.x;
@@ -164,7 +168,8 @@ void check_tile(int group, int valid, uint64_t seed) {
         double expected = 0.0, expected_signs = 0.0;
         if (head < group)
           for (int j = 0; j < D; ++j) {
-            expected += static_cast<double>(half_to_float(float_to_half(rotated[head * D + j]))) * key_value(token, j);
+            if (KB > 0)
+              expected += static_cast<double>(half_to_float(float_to_half(rotated[head * D + j]))) * key_value(token, j);
             expected_signs += half_to_float(float_to_half(sketched[head * D + j])) * sign_value(token, j);
           }
         ASSERT_NEAR(scores[lane][r], expected, 1e-4 * (1.0 + std::abs(expected)))
@@ -173,7 +178,8 @@ void check_tile(int group, int valid, uint64_t seed) {
         ASSERT_NEAR(sign_scores[lane][r], expected_signs, 1e-4 * (1.0 + std::abs(expected_signs)))
             << "D " << D << " signs, half " << half << " lane " << lane << " register " << r;
         const int entry = 2 * half + r % 2;
-        const double combined = (expected + half_to_float(gammas[token]) * expected_signs) * half_to_float(key_norms[token]);
+        const double combined = KB > 0 ? (expected + half_to_float(gammas[token]) * expected_signs) * half_to_float(key_norms[token])
+                                       : expected_signs * half_to_float(key_norms[token]);
         const float got = key_score<KB, SIGNS>(scores[lane][r], sign_scores[lane][r], tiles[lane].key_norms[entry],
                                                tiles[lane].gammas[entry]);
         ASSERT_NEAR(got, combined, 1e-4 * (1.0 + std::abs(combined))) << "D " << D << " lane " << lane;
@@ -242,6 +248,12 @@ TEST(CudaFragments, ProdKeysScoreTheirScalarPartAndSigns) {
   check_tile<256, 3, 4, true>(12, 7, 27);
 }
 
+TEST(CudaFragments, QjlKeysScoreTheirSigns) {
+  check_tile<128, 0, 3, true>(4, 16, 41);
+  check_tile<64, 0, 2, true>(16, 10, 42);
+  check_tile<256, 0, 4, true>(7, 16, 43);
+}
+
 // A real codec's rows, split into the page store's planes, scored by the kernel's steps run on the
 // CPU (the query staged, rotated and sketched; the tile's fragments; an emulated mma; the
 // combination): the codec's own scores within fp16 operand rounding. This checks what the tile
@@ -273,23 +285,17 @@ void check_codec_scores(const char* spec, uint64_t seed) {
     const uint8_t* row = codes.row(t);
     std::memcpy(keys + t * part.packed_bytes, row, part.packed_bytes);
     norms[t] = static_cast<uint16_t>(row[part.packed_bytes] | row[part.packed_bytes + 1] << 8);
-    if (SIGNS) gammas[t] = static_cast<uint16_t>(row[part.packed_bytes + 2] | row[part.packed_bytes + 3] << 8);
+    if (part.gammas()) gammas[t] = static_cast<uint16_t>(row[part.packed_bytes + 2] | row[part.packed_bytes + 3] << 8);
   }
   BodyView body;
-  body.key_bits = KB;
   body.value_bits = 2;
-  body.key_signs = SIGNS;
   body.key_indices = keys;
   body.key_norms = norms.data();
   body.key_gammas = gammas.data();
   body.value_indices = reinterpret_cast<uint8_t*>(value_storage.data());
   body.value_norms = value_norms.data();
   body.page_tokens = kTile;
-  body.key_codebook = part.codebook;
-  body.key_rotation = part.rotation;
-  body.sign_table = sign_table_view();
-  body.key_sketch = part.sketch;
-  body.sketch_scale = std::sqrt(static_cast<float>(D)) * part.sign_scale;
+  bind_keys(part, body);
 
   std::vector<float> rotated(kMaxGroupHeads * D, 0.0f), sketched(kMaxGroupHeads * D, 0.0f);
   for (int h = 0; h < group; ++h)
@@ -308,8 +314,11 @@ void check_codec_scores(const char* spec, uint64_t seed) {
       uint32_t a[32][4], b[32][2], sa[32][4], sb[32][2];
       for (int lane = 0; lane < 32; ++lane) {
         for (int r = 0; r < 4; ++r) a[lane][r] = query[lane][s][r], sa[lane][r] = sketch_query[lane][s][r];
-        const uint2 fragment = key_fragment<KB>(tiles[lane].keys[half], s, body.key_codebook);
-        b[lane][0] = fragment.x, b[lane][1] = fragment.y;
+        b[lane][0] = b[lane][1] = 0;
+        if constexpr (KB > 0) {
+          const uint2 fragment = key_fragment<KB>(tiles[lane].keys[half], s, body.key_codebook);
+          b[lane][0] = fragment.x, b[lane][1] = fragment.y;
+        }
         if constexpr (SIGNS) {
           const uint2 signs = key_fragment<1>(tiles[lane].signs[half], s, body.sign_table);
           sb[lane][0] = signs.x, sb[lane][1] = signs.y;
@@ -341,6 +350,10 @@ TEST(CudaFragments, StagedQueriesAndPlanesGiveTheCodecsScores) {
   check_codec_scores<128, 3, true>("tq_prod:b=4,rounds=3", 34);
   check_codec_scores<64, 2, true>("tq_prod:b=3", 35);
   check_codec_scores<256, 2, true>("tq_prod:b=3", 36);
+  check_codec_scores<128, 0, true>("qjl", 37);
+  check_codec_scores<128, 0, true>("qjl:sketch=hadamard", 38);
+  check_codec_scores<64, 0, true>("qjl:sketch=gaussian", 39);
+  check_codec_scores<256, 0, true>("qjl:sketch=hadamard,rounds=3", 40);
 }
 
 TEST(CudaFragments, Fp16BodyEqualsPlainArithmetic) {
