@@ -251,8 +251,10 @@ int main(int argc, char** argv) {
                                                   slots * codecs.packed_bytes(kvsketch::cuda::Part::kKeys) / 4, 6);
         fill_words<<<kFillBlocks, kFillThreads>>>(reinterpret_cast<uint32_t*>(v.value_indices),
                                                   slots * codecs.packed_bytes(kvsketch::cuda::Part::kValues) / 4, 7);
-        fill_halves<<<kFillBlocks, kFillThreads>>>(v.key_norms, slots, 8, 5.0f, 20.0f);
-        fill_halves<<<kFillBlocks, kFillThreads>>>(v.value_norms, slots, 9, 5.0f, 20.0f);
+        fill_halves<<<kFillBlocks, kFillThreads>>>(
+            v.key_norms, slots * codecs.norms_per_token(kvsketch::cuda::Part::kKeys), 8, 5.0f, 20.0f);
+        fill_halves<<<kFillBlocks, kFillThreads>>>(
+            v.value_norms, slots * codecs.norms_per_token(kvsketch::cuda::Part::kValues), 9, 5.0f, 20.0f);
         if (v.key_gammas) fill_halves<<<kFillBlocks, kFillThreads>>>(v.key_gammas, slots, 12, 0.1f, 0.5f);
         const size_t exact_values = batch * kv_heads * exact * dim;
         Buffer exact_keys(exact_values * 2), exact_vals(exact_values * 2);

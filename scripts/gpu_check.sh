@@ -49,10 +49,12 @@ status=0
 grep -E '^\[ (cuda|  FAILED|  PASSED|  SKIPPED) ' "$OUT/tests.log"
 # shellcheck disable=SC2086
 "${run[@]}" "$bin/kvsketch_cuda_bench" ${BENCH_ARGS:-} >"$OUT/bench.jsonl" 2>"$OUT/bench.err" || status=1
-# tq_prod keys (QJL signs of the residual) and QJL keys at two contexts and batches.
-for keys in tq_prod:b=3 qjl; do
-  "${run[@]}" "$bin/kvsketch_cuda_bench" --keys "$keys" --tokens 32768,131072 --batches 1,32 \
-    >"$OUT/bench_${keys%%:*}.jsonl" 2>>"$OUT/bench.err" || status=1
+# tq_prod keys (QJL signs of the residual), QJL keys and the 2.5-bit channel split, at two
+# contexts and batches.
+for pair in "prod tq_prod:b=3 tq_mse:b=3" "qjl qjl tq_mse:b=3" "split tq_mse:b=2.5 tq_mse:b=2.5"; do
+  read -r name keys values <<<"$pair"
+  "${run[@]}" "$bin/kvsketch_cuda_bench" --keys "$keys" --values "$values" --tokens 32768,131072 --batches 1,32 \
+    >"$OUT/bench_$name.jsonl" 2>>"$OUT/bench.err" || status=1
 done
 # shellcheck disable=SC2086
 python3 scripts/sdpa_peer.py ${SDPA_ARGS:-} >"$OUT/sdpa.jsonl" 2>"$OUT/sdpa.err" || echo "sdpa_peer failed" >&2
@@ -60,7 +62,7 @@ python3 scripts/sdpa_peer.py ${SDPA_ARGS:-} >"$OUT/sdpa.jsonl" 2>"$OUT/sdpa.err"
   cat "$OUT/device.csv"
   grep -E '"kind": "(device|bandwidth|encode)"' "$OUT/bench.jsonl"
   sed -n '/^$/,$p' "$OUT/bench.jsonl"
-  sed -n '/^$/,$p' "$OUT/bench_tq_prod.jsonl" "$OUT/bench_qjl.jsonl"
+  for name in prod qjl split; do sed -n '/^$/,$p' "$OUT/bench_$name.jsonl"; done
   grep -E '"kind": "sdpa"' "$OUT/sdpa.jsonl" | python3 -c '
 import json, sys
 rows = [json.loads(line) for line in sys.stdin]

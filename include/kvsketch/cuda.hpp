@@ -2,7 +2,7 @@
 //
 // What runs on the device:
 //   encode      the randomized Hadamard rotation, the Lloyd-Max quantization, the packing and the
-//               norm of tq_mse keys and values, for tq_prod keys the residual's norm and the
+//               norm of tq_mse keys and values (of each part of a channel split), for tq_prod keys the residual's norm and the
 //               signs of its sketch, for QJL keys the signs of the key's sketch and its norm: the
 //               same bits as VectorCodec::encode on the CPU
 //   decode      fused attention of a batch of sequences of different lengths over a paged block
@@ -14,7 +14,8 @@
 //
 // Supported: tq_mse keys and values (b = 2, 3, 4; rotation=hadamard; norm fp16; rescale=0 or 1),
 // tq_prod keys (the same, with sketch=hadamard), QJL keys (m = head_dim, no outliers, norm fp16,
-// any sketch), head_dim 64, 128 or 256, up to 16 query heads per KV head. Anything else is refused with an
+// any sketch), the channel splits tq_mse:b=2.5 and 3.5 as keys and values (head_dim 128, 256),
+// head_dim 64, 128 or 256, up to 16 query heads per KV head. Anything else is refused with an
 // Error naming it. Device pointers are the caller's; every call is ordered on `stream` (a
 // cudaStream_t; nullptr for the default stream).
 //
@@ -48,9 +49,10 @@ enum class Part { kKeys, kValues };
 // Within a page and head, the tokens' packed indices (the CPU rows' first bytes, unchanged) and
 // then their fp16 norms: the CPU row split in two planes, so that the indices of consecutive
 // tokens are one run of memory. tq_prod keys' packed bytes are the scalar indices and then the
-// signs, as in the CPU row, and their residual norms (gamma) are a third plane.
+// signs, as in the CPU row, and their residual norms (gamma) are a third plane. A channel split
+// (tq_mse:b=2.5, 3.5) packs its two parts' indices one after the other and has two norms a token.
 //   indices of (page p, head h, token t) at  key_indices + ((p * kv_heads + h) * page_tokens + t) * packed
-//   norm                                  at  key_norms   +  (p * kv_heads + h) * page_tokens + t
+//   norm k (of norms_per_token)           at  key_norms   + ((p * kv_heads + h) * page_tokens + t) * norms_per_token + k
 //   gamma (tq_prod keys)                  at  key_gammas  +  (p * kv_heads + h) * page_tokens + t
 struct DevicePages {
   uint8_t* key_indices = nullptr;
@@ -107,8 +109,11 @@ class DeviceLayerCodecs {
 
   size_t kv_heads() const;
   size_t head_dim() const;
-  int bits(Part part) const;  // b of the codec (tq_prod: its scalar part's b - 1 and the sign bit; QJL 1)
+  // b of the codec (tq_prod: its scalar part's b - 1 and the sign bit; QJL 1; the splits 2.5, 3.5)
+  double bits(Part part) const;
   bool residual_signs() const;  // whether the keys are tq_prod
+  // The fp16 norms of a token in the norm plane: 1, or 2 for a channel split (one per part).
+  size_t norms_per_token(Part part) const;
   // Bytes of a token's packed indices (tq_prod: and signs), and of the CPU codec's whole row
   // (those, then the norm, then tq_prod's gamma).
   size_t packed_bytes(Part part) const;

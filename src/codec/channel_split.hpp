@@ -43,6 +43,8 @@ class ChannelSplit final : public CodecBase {
   void set_calibration(const std::vector<uint8_t>& state) override;
   // Channels of each part (ascending within a part), as simd::gather_floats takes them.
   const std::vector<std::vector<uint32_t>>& part_channels() const { return channels_; }
+  size_t part_count() const { return parts_.size(); }
+  const TurboQuant& part(size_t p) const { return *parts_[p]; }
 
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;

@@ -53,6 +53,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
   float* rotated = shared;
   float* sketched = shared + kMaxGroupHeads * D;
   float* merged = shared;
+  using Keys = Layout<D, KB>;
+  using Values = Layout<D, VB>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int unit = blockIdx.x, head = blockIdx.y, sequence = blockIdx.z;
   const int group = shape.group;
@@ -68,7 +70,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
 
   // Q' fragments: rows g and g + 8 (query heads), k-step s's coordinates c D/4 + 4s + (0..3).
   uint32_t query[D / 16][4];
-  query_fragments<D>(rotated, group, g, c, query);
+  query_fragments<D, KB>(rotated, group, g, c, query);
   uint32_t sketch_query[SIGNS ? D / 16 : 1][4];
   if constexpr (SIGNS) query_fragments<D>(sketched, group, g, c, sketch_query);
   __syncthreads();  // the staging is read before it holds the merged states
@@ -93,16 +95,25 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
     Tile<D, KB, VB, SIGNS> next;
     if (start + kStride < end) next.load(body, plane_of(start + kStride), min(kTile, end - start - kStride), g, c);
 
-    // Scores of heads (g, g + 8) x tokens (2c, 2c + 1) of each 8-token half.
-    float scores[2][4], sign_scores[2][4];
+    // Scores of heads (g, g + 8) x tokens (2c, 2c + 1) of each 8-token half: a split's second part
+    // into scores1 (its norm differs), tq_prod's and QJL's signs into sign_scores.
+    float scores[2][4], scores1[2][4], sign_scores[2][4];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       scores[half][0] = scores[half][1] = scores[half][2] = scores[half][3] = 0.0f;
       if constexpr (KB > 0)
 #pragma unroll
-        for (int s = 0; s < D / 16; ++s) {
-          const uint2 b = key_fragment<KB>(tile.keys[half], s, body.key_codebook);
+        for (int s = 0; s < Keys::kCount0 / 16; ++s) {
+          const uint2 b = quad_at<Keys::kBits0>(tile.keys[half], Keys::words(Keys::key_bits(0)), s, body.key_codebook);
           mma_16816(scores[half], query[s], b.x, b.y);
+        }
+      scores1[half][0] = scores1[half][1] = scores1[half][2] = scores1[half][3] = 0.0f;
+      if constexpr (Keys::kSplit)
+#pragma unroll
+        for (int s = 0; s < Keys::count(1) / 16; ++s) {
+          const uint2 b = quad_at<Keys::kBits1>(tile.keys[half] + Keys::key_word(1), Keys::words(Keys::key_bits(1)), s,
+                                                body.key_codebook1);
+          mma_16816(scores1[half], query[Keys::kCount0 / 16 + s], b.x, b.y);
         }
       sign_scores[half][0] = sign_scores[half][1] = sign_scores[half][2] = sign_scores[half][3] = 0.0f;
       if constexpr (SIGNS)
@@ -112,18 +123,24 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
           mma_16816(sign_scores[half], sketch_query[s], b.x, b.y);
         }
     }
-    float weights_of_values[4];
+    float weights_of_values[4], weights_of_values1[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int token = score_token(c, i);
       weights_of_values[i] = VB == kHalfBits ? 1.0f : half_value(tile.value_norms[i]);
+      weights_of_values1[i] = Values::kSplit ? half_value(tile.value_norms1[i]) : 0.0f;
       const bool inside = token < valid;
       // entry i: half i >> 1, token parity i & 1; rows g (index 0, 1) and g + 8 (2, 3)
       float& upper = scores[i >> 1][i & 1];
       float& lower = scores[i >> 1][2 + (i & 1)];
       const float upper_signs = sign_scores[i >> 1][i & 1], lower_signs = sign_scores[i >> 1][2 + (i & 1)];
-      upper = inside ? key_score<KB, SIGNS>(upper, upper_signs, tile.key_norms[i], tile.gammas[i]) : -INFINITY;
-      lower = inside ? key_score<KB, SIGNS>(lower, lower_signs, tile.key_norms[i], tile.gammas[i]) : -INFINITY;
+      const float upper1 = scores1[i >> 1][i & 1], lower1 = scores1[i >> 1][2 + (i & 1)];
+      upper = inside ? token_score<KB, SIGNS>(upper, upper1, upper_signs, tile.key_norms[i], tile.key_norms1[i],
+                                              tile.gammas[i])
+                     : -INFINITY;
+      lower = inside ? token_score<KB, SIGNS>(lower, lower1, lower_signs, tile.key_norms[i], tile.key_norms1[i],
+                                              tile.gammas[i])
+                     : -INFINITY;
     }
     float scale_old[2];
 #pragma unroll
@@ -152,23 +169,37 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
       output[j][0] *= scale_old[0], output[j][1] *= scale_old[0];
       output[j][2] *= scale_old[1], output[j][3] *= scale_old[1];
     }
-    // P * value norms as the A fragment: rows g, g + 8; tokens (2c, 2c + 1), then + 8.
-    const uint32_t weights[4] = {
-        half2_bits(scores[0][0] * weights_of_values[0], scores[0][1] * weights_of_values[1]),
-        half2_bits(scores[0][2] * weights_of_values[0], scores[0][3] * weights_of_values[1]),
-        half2_bits(scores[1][0] * weights_of_values[2], scores[1][1] * weights_of_values[3]),
-        half2_bits(scores[1][2] * weights_of_values[2], scores[1][3] * weights_of_values[3])};
+    // P * value norms as the A fragment: rows g, g + 8; tokens (2c, 2c + 1), then + 8. A split's
+    // parts have their own norms, so their own weights.
+    uint32_t weights[4], weights1[4];
+    weight_fragment(scores, weights_of_values, weights);
+    if constexpr (Values::kSplit) weight_fragment(scores, weights_of_values1, weights1);
 #pragma unroll
-    for (int q4 = 0; q4 < D / 32; ++q4) {
+    for (int q4 = 0; q4 < Values::kCount0 / 32; ++q4) {
       uint2 pairs[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) pairs[i] = value_quad<VB>(tile.values[i], q4, body.value_codebook);
+      for (int i = 0; i < 4; ++i)
+        pairs[i] = quad_at<Values::kBits0>(tile.values[i], Values::words(Values::value_bits(0)), q4, body.value_codebook);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const uint2 b = value_fragment(pairs, k);
         mma_16816(output[4 * q4 + k], weights, b.x, b.y);
       }
     }
+    if constexpr (Values::kSplit)
+#pragma unroll
+      for (int q4 = 0; q4 < Values::count(1) / 32; ++q4) {
+        uint2 pairs[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          pairs[i] = quad_at<Values::kBits1>(tile.values[i] + Values::value_word(1),
+                                             Values::words(Values::value_bits(1)), q4, body.value_codebook1);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const uint2 b = value_fragment(pairs, k);
+          mma_16816(output[Values::kCount0 / 8 + 4 * q4 + k], weights1, b.x, b.y);
+        }
+      }
     tile = next;
   }
 #pragma unroll
@@ -197,7 +228,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_body_kernel(DecodeShape sh
       for (int j = 0; j < D / 8; ++j)
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          const int row = k / 2, query_head = g + 8 * row, coordinate = value_coordinate<D>(c, k, j);
+          const int row = k / 2, query_head = g + 8 * row, coordinate = value_coordinate<D, VB>(c, k, j);
           if (query_head >= group) continue;
           float& target = accumulators[query_head * D + coordinate];
           target = (w == 0 ? 0.0f : target * keep[row]) + output[j][k] * add[row];
@@ -238,7 +269,7 @@ template <int D>
 __global__ void __launch_bounds__(kWarps * 32) finish_kernel(DecodeShape shape, BodyView body, BatchView batch,
                                                              const float* queries, const float* partials, int units,
                                                              float* output, float* lse) {
-  __shared__ float accumulator[D], query[D], weights[kExactChunk], scratch[kWarps];
+  __shared__ float accumulator[D], query[D], scattered[D], weights[kExactChunk], scratch[kWarps];
   __shared__ float state[3];  // max, sum, rescale
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int h = blockIdx.x, head = blockIdx.y, sequence = blockIdx.z, group = shape.group;
@@ -266,8 +297,19 @@ __global__ void __launch_bounds__(kWarps * 32) finish_kernel(DecodeShape shape, 
   }
   if (threadIdx.x == 0) state[0] = best, state[1] = sum;
   __syncthreads();
-  if (body.value_rotation.steps > 0 && warp == 0) warp_rotate_transpose(body.value_rotation, head, accumulator, lane);
+  if (body.value_rotation.steps > 0 && warp == 0) {
+    warp_rotate_transpose(body.value_rotation, head, accumulator, lane);
+    if (body.value_channels)  // a split's second part, after the first's rotation.dim coordinates
+      warp_rotate_transpose(body.value_rotation1, head, accumulator + body.value_rotation.dim, lane);
+  }
   __syncthreads();
+  if (body.value_channels) {  // the parts' coordinates back to their channels
+    const uint16_t* channels = body.value_channels + static_cast<size_t>(head) * D;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) scattered[channels[j]] = accumulator[j];
+    __syncthreads();
+    for (int j = threadIdx.x; j < D; j += blockDim.x) accumulator[j] = scattered[j];
+    __syncthreads();
+  }
 
   // The fp16 sinks and window, exactly, 32 tokens at a time.
   const int exact = batch.exact_tokens ? batch.exact_tokens[sequence] : 0;
@@ -347,8 +389,8 @@ int launch_for_dim(const DecodeShape& shape, const BodyView& body, const BatchVi
   int status = cudaErrorInvalidValue;
   const int kb = body.key_bits, vb = body.value_bits;
   const bool signs = body.key_signs;
-  // The instantiated pairs: fp16/fp16, every pair of 2, 3 and 4 bits, and tq_prod keys of 2, 3
-  // and 4 bits (scalar parts of 1, 2 and 3) and QJL keys (0) with values of 2, 3 and 4.
+  // The instantiated pairs: fp16/fp16, every pair of 2, 3 and 4 bits, tq_prod keys of 2, 3 and 4
+  // bits (scalar parts of 1, 2 and 3) and QJL keys (0) with values of 2, 3 and 4, and the splits.
 #define KVSKETCH_BODY(K, V, S)     \
   if (kb == K && vb == V && signs == S) \
     status = launch_body<D, K, V, S>(shape, body, batch, queries, partials, split, stream);
@@ -361,6 +403,13 @@ int launch_for_dim(const DecodeShape& shape, const BodyView& body, const BatchVi
   KVSKETCH_VALUES(1, true)
   KVSKETCH_VALUES(2, true)
   KVSKETCH_VALUES(3, true)
+  // The channel splits of tq_mse:b=2.5 and 3.5, as keys and values, with each other.
+  if constexpr (D >= 128) {
+    KVSKETCH_BODY(kSplit25, kSplit25, false)
+    KVSKETCH_BODY(kSplit25, kSplit35, false)
+    KVSKETCH_BODY(kSplit35, kSplit25, false)
+    KVSKETCH_BODY(kSplit35, kSplit35, false)
+  }
 #undef KVSKETCH_VALUES
 #undef KVSKETCH_BODY
   if (status != cudaSuccess) return status;

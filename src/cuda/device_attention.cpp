@@ -50,17 +50,18 @@ DevicePagePool::DevicePagePool(const DeviceLayerCodecs& codecs, size_t pages, si
   const auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   const size_t key_indices = aligned(slots * codecs.packed_bytes(Part::kKeys));
   const size_t value_indices = aligned(slots * codecs.packed_bytes(Part::kValues));
-  const size_t norms = aligned(slots * 2);
-  const size_t planes_of_norms = codecs.residual_signs() ? 3 : 2;  // tq_prod keys: and gammas
-  bytes_ = key_indices + value_indices + planes_of_norms * norms;
+  // One fp16 norm per part (two for the splits); tq_prod keys' gammas a plane of their own.
+  const size_t key_norms = aligned(slots * 2 * codecs.norms_per_token(Part::kKeys));
+  const size_t value_norms = aligned(slots * 2 * codecs.norms_per_token(Part::kValues));
+  const size_t gammas = codecs.residual_signs() ? aligned(slots * 2) : 0;
+  bytes_ = key_indices + value_indices + key_norms + value_norms + gammas;
   check_cuda(cudaMalloc(&memory_, bytes_), "cuda DevicePagePool: allocating the pages");
   auto* base = static_cast<uint8_t*>(memory_);
   view_.key_indices = base;
   view_.value_indices = base + key_indices;
   view_.key_norms = reinterpret_cast<uint16_t*>(base + key_indices + value_indices);
-  view_.value_norms = reinterpret_cast<uint16_t*>(base + key_indices + value_indices + norms);
-  if (codecs.residual_signs())
-    view_.key_gammas = reinterpret_cast<uint16_t*>(base + key_indices + value_indices + 2 * norms);
+  view_.value_norms = reinterpret_cast<uint16_t*>(base + key_indices + value_indices + key_norms);
+  if (gammas) view_.key_gammas = reinterpret_cast<uint16_t*>(base + key_indices + value_indices + key_norms + value_norms);
   view_.pages = pages;
   view_.page_tokens = page_tokens;
 }
@@ -158,15 +159,13 @@ void decode_attention(const DeviceLayerCodecs& codecs, const DevicePages& pages,
   detail::BodyView body;
   const auto& tables = codecs.tables();
   detail::bind_keys(tables.keys, body);
-  body.value_bits = tables.values.codebook.bits;
+  detail::bind_values(tables.values, body);
   body.key_indices = pages.key_indices;
   body.key_norms = pages.key_norms;
   body.key_gammas = pages.key_gammas;
   body.value_indices = pages.value_indices;
   body.value_norms = pages.value_norms;
   body.page_tokens = static_cast<int>(pages.page_tokens);
-  body.value_codebook = tables.values.codebook;
-  body.value_rotation = tables.values.rotation;
   run_decode(shape, body, view, queries, output, lse, workspace, stream, who);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "codec/channel_split.hpp"
 #include "codec/qjl.hpp"
 #include "codec/quad_rows_codec.hpp"
 #include "codec/turboquant.hpp"
@@ -61,17 +62,29 @@ CodebookView sign_table_view() {
 }
 
 void bind_keys(const PartView& keys, BodyView& body) {
-  body.key_bits = keys.codebook.bits;
+  body.key_bits = keys.layout();
   body.key_signs = keys.signs;
-  body.key_codebook = keys.codebook;
-  body.key_rotation = keys.rotation;
+  body.key_codebook = keys.parts[0].codebook;
+  body.key_rotation = keys.parts[0].rotation;
+  body.key_codebook1 = keys.parts[1].codebook;
+  body.key_rotation1 = keys.parts[1].rotation;
+  body.key_channels = keys.channels;
   if (!keys.signs) return;
   body.sign_table = sign_table_view();
   body.key_sketch = keys.sketch;
   body.key_sketch_matrix = keys.sketch_matrix;
   // A Hadamard sketch's rows are sqrt(dim) times its block's transform; a dense one is S itself.
-  const float rows_scale = keys.sketch_matrix ? 1.0f : static_cast<float>(std::sqrt(static_cast<double>(keys.rotation.dim)));
+  const float rows_scale = keys.sketch_matrix ? 1.0f : static_cast<float>(std::sqrt(static_cast<double>(keys.dim)));
   body.sketch_scale = rows_scale * keys.sign_scale;
+}
+
+void bind_values(const PartView& values, BodyView& body) {
+  body.value_bits = values.layout();
+  body.value_codebook = values.parts[0].codebook;
+  body.value_rotation = values.parts[0].rotation;
+  body.value_codebook1 = values.parts[1].codebook;
+  body.value_rotation1 = values.parts[1].rotation;
+  body.value_channels = values.channels;
 }
 
 }  // namespace detail
@@ -83,14 +96,15 @@ void check_head_dim(size_t dim) {
           dim);
 }
 
-// keys: whether tq_prod is taken (its signs are scored, never summed as values).
-const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head, bool keys) {
-  const VectorCodec* inner = &codec;
-  if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(inner)) inner = &quads->inner();
-  const auto* tq = dynamic_cast<const TurboQuant*>(inner);
-  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take {}", role, head, codec.spec(),
-          keys ? "tq_mse, tq_prod or qjl keys" : "tq_mse values (tq_prod and qjl are for keys)");
-  const TurboQuantOptions& options = tq->options();
+const VectorCodec& unwrapped(const VectorCodec& codec) {
+  if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(&codec)) return quads->inner();
+  return codec;
+}
+
+// The options of a TurboQuant (a head's codec, or a part of its split) that the kernels take; keys:
+// whether tq_prod is taken (its signs are scored, never summed as values).
+void check_turboquant(const TurboQuant& tq, const VectorCodec& codec, const char* role, size_t head, bool keys) {
+  const TurboQuantOptions& options = tq.options();
   require(keys || !options.residual_signs,
           "cuda: the {} codec of KV head {} is {}; the GPU kernels take tq_mse values (tq_prod is for keys)", role,
           head, codec.spec());
@@ -103,14 +117,40 @@ const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, si
           role, head, codec.spec());
   require(options.bits >= 2 && options.bits <= 4, "cuda: the {} codec of KV head {} is {}; the GPU kernels take b = 2, 3 or 4",
           role, head, codec.spec());
+}
+
+const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head, bool keys) {
+  const auto* tq = dynamic_cast<const TurboQuant*>(&unwrapped(codec));
+  require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take {}", role, head, codec.spec(),
+          keys ? "tq_mse, tq_prod, qjl or tq_mse:b=2.5/3.5 keys" : "tq_mse or tq_mse:b=2.5/3.5 values (tq_prod and qjl are for keys)");
+  check_turboquant(*tq, codec, role, head, keys);
   check_head_dim(codec.dim());
   return *tq;
 }
 
-const Qjl* qjl_of(const VectorCodec& codec) {
-  const VectorCodec* inner = &codec;
-  if (const auto* quads = dynamic_cast<const QuadRowsCodec*>(inner)) inner = &quads->inner();
-  return dynamic_cast<const Qjl*>(inner);
+const Qjl* qjl_of(const VectorCodec& codec) { return dynamic_cast<const Qjl*>(&unwrapped(codec)); }
+const ChannelSplit* split_of(const VectorCodec& codec) { return dynamic_cast<const ChannelSplit*>(&unwrapped(codec)); }
+
+// The channel splits of the shorthand tq_mse:b=2.5 and 3.5: a quarter of the channels at b + 1/2
+// bits, the rest at b - 1/2, tq_mse parts; head_dim 128 or 256 (parts of a multiple of 32 channels).
+const ChannelSplit& supported_split(const VectorCodec& codec, const char* role, size_t head) {
+  const ChannelSplit* split = split_of(codec);
+  require(split != nullptr, "cuda: the {} codecs differ between KV heads: head {} is {}", role, head, codec.spec());
+  const size_t dim = codec.dim();
+  require(dim == 128 || dim == 256,
+          "cuda: the {} codec of KV head {} is {}; the GPU kernels take channel splits at head_dim 128 and 256", role,
+          head, codec.spec());
+  const bool shape = split->part_count() == 2 && split->part(0).dim() * 4 == dim &&
+                     !split->part(0).options().residual_signs && !split->part(1).options().residual_signs &&
+                     split->part(0).options().bits == split->part(1).options().bits + 1 &&
+                     (split->part(1).options().bits == 2 || split->part(1).options().bits == 3) &&
+                     split->part(0).options().rescale == split->part(1).options().rescale;
+  require(shape,
+          "cuda: the {} codec of KV head {} is {}; the GPU kernels take the splits of tq_mse:b=2.5 and b=3.5 (a quarter "
+          "of the channels at one bit more)",
+          role, head, codec.spec());
+  for (size_t p = 0; p < 2; ++p) check_turboquant(split->part(p), codec, role, head, false);
+  return *split;
 }
 
 const Qjl& supported_qjl(const VectorCodec& codec, size_t head) {
@@ -162,13 +202,16 @@ PendingRotation plan_rotation(const std::vector<RandomizedHadamard::Plan>& plans
 
 struct PendingPart {
   detail::PartView view;
-  PendingRotation rotation, sketch;
+  PendingRotation rotations[detail::kMaxParts], sketch;
   bool dense_sketch = false;
-  size_t matrix_at = 0;
+  size_t matrix_at = 0, channels_at = 0;
 
-  void resolve(const float* device) {
-    rotation.resolve(device);
-    view.rotation = rotation.view;
+  void resolve(const float* device, const uint16_t* device_channels) {
+    for (int p = 0; p < view.part_count; ++p) {
+      rotations[p].resolve(device);
+      view.parts[p].rotation = rotations[p].view;
+    }
+    if (view.part_count > 1) view.channels = device_channels + channels_at;
     if (!view.signs) return;
     sketch.resolve(device);
     view.sketch = sketch.view;
@@ -176,16 +219,59 @@ struct PendingPart {
   }
 };
 
+// One part's scalar quantizer over the heads' TurboQuants (their rotations planned into `host`).
+detail::ScalarPart scalar_part(const std::vector<const TurboQuant*>& heads, PendingRotation& rotation,
+                               std::vector<float>& host) {
+  const TurboQuant& first = *heads.front();
+  const ScalarCodeStage& scalar = first.scalar_stage();
+  detail::ScalarPart part;
+  part.codebook = detail::codebook_view(scalar.codebook(), scalar.bits());
+  part.rescale = first.options().rescale;
+  part.packed_bytes = static_cast<int>(scalar.bytes());
+  std::vector<RandomizedHadamard::Plan> plans;
+  for (const TurboQuant* tq : heads) plans.push_back(dynamic_cast<const RandomizedHadamard&>(tq->rotation()).plan());
+  rotation = plan_rotation(plans, first.dim(), host);
+  return part;
+}
+
+// A split's two parts, their rotations per head and every head's channels (part 0's, then 1's).
+PendingPart plan_split_part(const std::vector<const VectorCodec*>& codecs, const char* role, detail::HostTables& host) {
+  PendingPart pending;
+  const ChannelSplit& first = supported_split(*codecs.front(), role, 0);
+  std::vector<const TurboQuant*> parts[2];
+  pending.channels_at = host.channels.size();
+  for (size_t h = 0; h < codecs.size(); ++h) {
+    const ChannelSplit& split = supported_split(*codecs[h], role, h);
+    const TurboQuantOptions &mine = split.part(0).options(), &theirs = first.part(0).options();
+    require(split.dim() == first.dim() && mine.bits == theirs.bits && mine.rounds == theirs.rounds &&
+                mine.rescale == theirs.rescale,
+            "cuda: the {} codecs differ between KV heads 0 ({}) and {} ({}); a layer's heads share one spec up to the seed",
+            role, codecs.front()->spec(), h, codecs[h]->spec());
+    for (size_t p = 0; p < 2; ++p) {
+      parts[p].push_back(&split.part(p));
+      for (uint32_t channel : split.part_channels()[p]) host.channels.push_back(static_cast<uint16_t>(channel));
+    }
+  }
+  pending.view.dim = static_cast<int>(first.dim());
+  pending.view.part_count = 2;
+  for (int p = 0; p < 2; ++p) {
+    pending.view.parts[p] = scalar_part(parts[p], pending.rotations[p], host.floats);
+    pending.view.packed_bytes += pending.view.parts[p].packed_bytes;
+  }
+  return pending;
+}
+
 // QJL keys: signs of S k (m = dim) and the norm; S a Hadamard block or a dense matrix per head.
 PendingPart plan_qjl_part(const std::vector<const VectorCodec*>& codecs, std::vector<float>& host) {
   PendingPart pending;
   const Qjl& first = supported_qjl(*codecs.front(), 0);
   const QjlOptions& options = first.options();
   const size_t dim = first.dim();
+  pending.view.dim = static_cast<int>(dim);
   pending.view.signs = true;
   pending.view.packed_bytes = static_cast<int>(dim / 8);
   pending.view.sign_scale = first.inlier_scale();
-  pending.rotation.view.dim = static_cast<int>(dim);  // no rotation: 0 steps
+  pending.rotations[0].view.dim = static_cast<int>(dim);  // no rotation: 0 steps
   pending.dense_sketch = options.sketch != SketchKind::kHadamard;
   std::vector<RandomizedHadamard::Plan> sketches;
   std::vector<const Sketch*> matrices;
@@ -209,19 +295,14 @@ PendingPart plan_qjl_part(const std::vector<const VectorCodec*>& codecs, std::ve
   return pending;
 }
 
-PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char* role, bool keys,
-                      std::vector<float>& host) {
-  if (keys && qjl_of(*codecs.front())) return plan_qjl_part(codecs, host);
+PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char* role, bool keys, detail::HostTables& host) {
+  if (keys && qjl_of(*codecs.front())) return plan_qjl_part(codecs, host.floats);
+  if (split_of(*codecs.front())) return plan_split_part(codecs, role, host);
   PendingPart pending;
   const TurboQuant& first = supported_codec(*codecs.front(), role, 0, keys);
   const TurboQuantOptions& options = first.options();
-  const ScalarCodeStage& scalar = first.scalar_stage();
-  pending.view.codebook = detail::codebook_view(scalar.codebook(), scalar.bits());
-  pending.view.rescale = options.rescale;
-  pending.view.signs = options.residual_signs;
-  pending.view.packed_bytes = static_cast<int>(scalar.bytes() + (options.residual_signs ? first.dim() / 8 : 0));
-  pending.view.sign_scale = first.sign_scale();
-  std::vector<RandomizedHadamard::Plan> rotations, sketches;
+  std::vector<const TurboQuant*> heads;
+  std::vector<RandomizedHadamard::Plan> sketches;
   for (size_t h = 0; h < codecs.size(); ++h) {
     const TurboQuant& codec = supported_codec(*codecs[h], role, h, keys);
     require(codec.dim() == first.dim() && codec.options().bits == options.bits &&
@@ -229,11 +310,15 @@ PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char*
                 codec.options().residual_signs == options.residual_signs,
             "cuda: the {} codecs differ between KV heads 0 ({}) and {} ({}); a layer's heads share one spec up to the seed",
             role, codecs.front()->spec(), h, codecs[h]->spec());
-    rotations.push_back(dynamic_cast<const RandomizedHadamard&>(codec.rotation()).plan());
+    heads.push_back(&codec);
     if (options.residual_signs) sketches.push_back(codec.sketch()->hadamard_block(0)->plan());
   }
-  pending.rotation = plan_rotation(rotations, first.dim(), host);
-  if (options.residual_signs) pending.sketch = plan_rotation(sketches, first.dim(), host);
+  pending.view.dim = static_cast<int>(first.dim());
+  pending.view.parts[0] = scalar_part(heads, pending.rotations[0], host.floats);
+  pending.view.signs = options.residual_signs;
+  pending.view.packed_bytes = pending.view.parts[0].packed_bytes + (options.residual_signs ? pending.view.dim / 8 : 0);
+  pending.view.sign_scale = first.sign_scale();
+  if (options.residual_signs) pending.sketch = plan_rotation(sketches, first.dim(), host.floats);
   return pending;
 }
 
@@ -241,10 +326,11 @@ PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char*
 
 namespace detail {
 
-PartView part_view_on_host(const std::vector<const VectorCodec*>& codecs, std::vector<float>& storage) {
-  storage.clear();
+PartView part_view_on_host(const std::vector<const VectorCodec*>& codecs, HostTables& storage) {
+  storage.floats.clear();
+  storage.channels.clear();
   PendingPart pending = plan_part(codecs, "host", true, storage);
-  pending.resolve(storage.data());
+  pending.resolve(storage.floats.data(), storage.channels.data());
   return pending.view;
 }
 
@@ -268,17 +354,22 @@ DeviceLayerCodecs::DeviceLayerCodecs(const std::vector<const VectorCodec*>& keys
           keys.size(), values.size());
   for (size_t h = 0; h < keys.size(); ++h)
     require(keys[h] != nullptr && values[h] != nullptr, "cuda: the codecs of KV head {} are null", h);
-  std::vector<float> host;
+  detail::HostTables host;
   PendingPart key_part = plan_part(keys, "key", true, host), value_part = plan_part(values, "value", false, host);
   require(keys.front()->dim() == values.front()->dim(), "cuda: keys of dim {} but values of dim {}",
           keys.front()->dim(), values.front()->dim());
   tables_ = std::make_unique<Tables>();
   tables_->kv_heads = keys.size();
   tables_->dim = keys.front()->dim();
-  tables_->memory = DeviceBuffer(host.size() * sizeof(float));
-  copy_to_device(tables_->memory.get(), host.data(), host.size() * sizeof(float));
-  key_part.resolve(static_cast<const float*>(tables_->memory.get()));
-  value_part.resolve(static_cast<const float*>(tables_->memory.get()));
+  tables_->memory = DeviceBuffer(host.floats.size() * sizeof(float));
+  copy_to_device(tables_->memory.get(), host.floats.data(), host.floats.size() * sizeof(float));
+  tables_->channels = DeviceBuffer(std::max<size_t>(1, host.channels.size()) * sizeof(uint16_t));
+  if (!host.channels.empty())
+    copy_to_device(tables_->channels.get(), host.channels.data(), host.channels.size() * sizeof(uint16_t));
+  const auto* floats = static_cast<const float*>(tables_->memory.get());
+  const auto* channels = static_cast<const uint16_t*>(tables_->channels.get());
+  key_part.resolve(floats, channels);
+  value_part.resolve(floats, channels);
   tables_->keys = key_part.view;
   tables_->values = value_part.view;
   tables_->failure = DeviceBuffer(sizeof(unsigned long long));
@@ -293,15 +384,33 @@ DeviceLayerCodecs& DeviceLayerCodecs::operator=(DeviceLayerCodecs&&) noexcept = 
 
 size_t DeviceLayerCodecs::kv_heads() const { return tables_->kv_heads; }
 size_t DeviceLayerCodecs::head_dim() const { return tables_->dim; }
-int DeviceLayerCodecs::bits(Part part) const {
+double DeviceLayerCodecs::bits(Part part) const {
   const detail::PartView& view = tables_->part(part);
-  return view.codebook.bits + (view.signs ? 1 : 0);
+  if (view.part_count > 1) return view.parts[1].codebook.bits + 0.5;
+  return view.parts[0].codebook.bits + (view.signs ? 1 : 0);
 }
 bool DeviceLayerCodecs::residual_signs() const { return tables_->keys.gammas(); }
+size_t DeviceLayerCodecs::norms_per_token(Part part) const { return static_cast<size_t>(tables_->part(part).part_count); }
 size_t DeviceLayerCodecs::packed_bytes(Part part) const { return static_cast<size_t>(tables_->part(part).packed_bytes); }
 size_t DeviceLayerCodecs::code_bytes(Part part) const { return packed_bytes(part) + 2 * tables_->part(part).factors(); }
 
 namespace {
+
+// Where encode and store_rows write a part's rows in a page store.
+detail::EncodeTarget page_target(const DeviceLayerCodecs::Tables& tables, Part part, const DevicePages& pages,
+                                 const int64_t* slots) {
+  const bool keys = part == Part::kKeys;
+  detail::EncodeTarget target;
+  target.slots = slots;
+  target.indices = keys ? pages.key_indices : pages.value_indices;
+  target.norms = keys ? pages.key_norms : pages.value_norms;
+  target.gammas = keys && tables.keys.gammas() ? pages.key_gammas : nullptr;
+  target.norms_per_token = tables.part(part).part_count;
+  target.page_tokens = static_cast<int>(pages.page_tokens);
+  target.kv_heads = static_cast<int>(tables.kv_heads);
+  target.total_slots = static_cast<int64_t>(pages.pages * pages.page_tokens);
+  return target;
+}
 
 // Runs encode launches with a fresh failure word, waits, and names the first bad row.
 template <typename Launch>
@@ -358,14 +467,7 @@ void DeviceLayerCodecs::encode_into_pages(const float* keys, const float* values
   require(tokens == 0 || (keys && values && slots), "cuda encode_into_pages: null device pointer for {} tokens", tokens);
   const size_t row_stride = kv_heads() * head_dim();
   for (Part part : {Part::kKeys, Part::kValues}) {
-    detail::EncodeTarget target;
-    target.slots = slots;
-    target.indices = part == Part::kKeys ? pages.key_indices : pages.value_indices;
-    target.norms = part == Part::kKeys ? pages.key_norms : pages.value_norms;
-    target.gammas = part == Part::kKeys && residual_signs() ? pages.key_gammas : nullptr;
-    target.page_tokens = static_cast<int>(pages.page_tokens);
-    target.kv_heads = static_cast<int>(kv_heads());
-    target.total_slots = static_cast<int64_t>(pages.pages * pages.page_tokens);
+    const detail::EncodeTarget target = page_target(*tables_, part, pages, slots);
     run_encode(tables_->failure, stream, part == Part::kKeys ? "key" : "value", [&](unsigned long long* failure) {
       check_cuda(detail::launch_encode(tables_->part(part), 0, static_cast<int>(kv_heads()),
                                        part == Part::kKeys ? keys : values, row_stride, head_dim(), tokens, target,
@@ -380,20 +482,13 @@ void DeviceLayerCodecs::store_rows(Part part, size_t head, const uint8_t* rows, 
   check_page_store(*this, pages, "cuda store_rows");
   require(head < kv_heads(), "cuda store_rows: head {} of {} KV heads", head, kv_heads());
   require(n == 0 || (rows && slots), "cuda store_rows: null device pointer for {} rows", n);
-  const bool keys = part == Part::kKeys;
-  detail::EncodeTarget target;
-  target.slots = slots;
-  target.indices = keys ? pages.key_indices : pages.value_indices;
-  target.norms = keys ? pages.key_norms : pages.value_norms;
-  target.gammas = keys && residual_signs() ? pages.key_gammas : nullptr;
-  target.page_tokens = static_cast<int>(pages.page_tokens);
-  target.kv_heads = static_cast<int>(kv_heads());
-  target.total_slots = static_cast<int64_t>(pages.pages * pages.page_tokens);
-  run_encode(tables_->failure, stream, keys ? "key" : "value", [&](unsigned long long* failure) {
-    check_cuda(detail::launch_store_rows(rows, code_bytes(part), static_cast<int>(packed_bytes(part)),
-                                         static_cast<int>(head), n, target, failure, stream),
+  const detail::EncodeTarget target = page_target(*tables_, part, pages, slots);
+  run_encode(tables_->failure, stream, part == Part::kKeys ? "key" : "value", [&](unsigned long long* failure) {
+    check_cuda(detail::launch_store_rows(tables_->part(part), rows, code_bytes(part), static_cast<int>(head), n, target,
+                                         failure, stream),
                "cuda store_rows");
   });
 }
+
 
 }  // namespace kvsketch::cuda

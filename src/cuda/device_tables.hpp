@@ -9,7 +9,8 @@ namespace kvsketch::cuda {
 struct DeviceLayerCodecs::Tables {
   size_t kv_heads = 0, dim = 0;
   detail::PartView keys, values;
-  DeviceBuffer memory;   // the rotations' factors and flips
+  DeviceBuffer memory;   // the rotations' factors and flips, the sketches
+  DeviceBuffer channels;  // the splits' channel lists
   DeviceBuffer failure;  // one word: encode's first bad row
   const detail::PartView& part(Part which) const { return which == Part::kKeys ? keys : values; }
 };

@@ -14,24 +14,29 @@ __device__ inline void report(unsigned long long* failure, size_t row, int reaso
   atomicMin(failure, static_cast<unsigned long long>(row) * 4 + reason);
 }
 
-// Row `row` of head `head`: where its indices, its norm and (tq_prod) its gamma go.
-__device__ inline void target_of(const EncodeTarget& target, const PartView& part, int head, size_t row,
+// Part p of row `row` of head `head`: where its indices, its norm and (tq_prod) its gamma go. A
+// CPU row holds each part's indices and norm in turn (tq_prod: indices, signs, norm, gamma); a
+// page store's index plane the parts' indices in turn, its norm plane their norms.
+__device__ inline void target_of(const EncodeTarget& target, const PartView& view, int p, int head, size_t row,
                                  uint8_t** indices, uint8_t** norm, uint8_t** gamma) {
+  int packed_before = 0;
+  for (int q = 0; q < p; ++q) packed_before += view.parts[q].packed_bytes;
+  const int packed = view.part_count == 1 ? view.packed_bytes : view.parts[p].packed_bytes;
   if (target.rows) {
-    *indices = target.rows + row * target.row_stride;
-    *norm = *indices + part.packed_bytes;
+    *indices = target.rows + row * target.row_stride + packed_before + 2 * p;
+    *norm = *indices + packed;
     *gamma = *norm + 2;
     return;
   }
   const int64_t slot = target.slots[row];
   const int64_t page = slot / target.page_tokens, token = slot % target.page_tokens;
   const size_t plane = (static_cast<size_t>(page) * target.kv_heads + head) * target.page_tokens + token;
-  *indices = target.indices + plane * part.packed_bytes;
-  *norm = reinterpret_cast<uint8_t*>(target.norms + plane);
+  *indices = target.indices + plane * view.packed_bytes + packed_before;
+  *norm = reinterpret_cast<uint8_t*>(target.norms + plane * target.norms_per_token + p);
   *gamma = target.gammas ? reinterpret_cast<uint8_t*>(target.gammas + plane) : nullptr;
 }
 
-__global__ void encode_kernel(PartView part, int first_head, const float* x, size_t row_stride, size_t head_stride,
+__global__ void encode_kernel(PartView view, int first_head, const float* x, size_t row_stride, size_t head_stride,
                               size_t n, EncodeTarget target, unsigned long long* failure) {
   __shared__ EncodeScratch scratch[kEncodeWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -42,14 +47,20 @@ __global__ void encode_kernel(PartView part, int first_head, const float* x, siz
     if (lane == 0) report(failure, row, kBadSlot);
     return;
   }
-  uint8_t *indices, *norm_bytes, *gamma_bytes;
-  target_of(target, part, head, row, &indices, &norm_bytes, &gamma_bytes);
-  const int result = encode_row(part, head, x + row * row_stride + head * head_stride, scratch[warp], indices,
-                                norm_bytes, gamma_bytes, lane);
-  if (result != kEncoded && lane == 0) report(failure, row, result);
+  for (int p = 0; p < view.part_count; ++p) {
+    uint8_t *indices, *norm_bytes, *gamma_bytes;
+    target_of(target, view, p, head, row, &indices, &norm_bytes, &gamma_bytes);
+    const int result = encode_row(view, p, head, x + row * row_stride + head * head_stride, scratch[warp], indices,
+                                  norm_bytes, gamma_bytes, lane);
+    if (result != kEncoded) {
+      if (lane == 0) report(failure, row, result);
+      return;
+    }
+  }
 }
 
-__global__ void store_rows_kernel(const uint8_t* rows, size_t row_bytes, int packed_bytes, int head, size_t n,
+// One CPU row per block, its parts' indices and norms (and tq_prod's gamma) into the planes.
+__global__ void store_rows_kernel(PartView view, const uint8_t* rows, size_t row_bytes, int head, size_t n,
                                   EncodeTarget target, unsigned long long* failure) {
   const size_t row = blockIdx.x;
   if (row >= n) return;
@@ -62,11 +73,19 @@ __global__ void store_rows_kernel(const uint8_t* rows, size_t row_bytes, int pac
   const size_t plane = (static_cast<size_t>(slot / page_tokens) * target.kv_heads + head) * page_tokens +
                        static_cast<size_t>(slot % page_tokens);
   const uint8_t* source = rows + row * row_bytes;
-  for (int b = threadIdx.x; b < packed_bytes; b += blockDim.x) target.indices[plane * packed_bytes + b] = source[b];
-  if (threadIdx.x == 0)
-    target.norms[plane] = static_cast<uint16_t>(source[packed_bytes] | source[packed_bytes + 1] << 8);
+  int from = 0, to = 0;
+  for (int p = 0; p < view.part_count; ++p) {
+    const int packed = view.part_count == 1 ? view.packed_bytes : view.parts[p].packed_bytes;
+    for (int b = threadIdx.x; b < packed; b += blockDim.x)
+      target.indices[plane * view.packed_bytes + to + b] = source[from + b];
+    if (threadIdx.x == 0)
+      target.norms[plane * target.norms_per_token + p] =
+          static_cast<uint16_t>(source[from + packed] | source[from + packed + 1] << 8);
+    from += packed + 2;
+    to += packed;
+  }
   if (threadIdx.x == 1 && target.gammas)
-    target.gammas[plane] = static_cast<uint16_t>(source[packed_bytes + 2] | source[packed_bytes + 3] << 8);
+    target.gammas[plane] = static_cast<uint16_t>(source[from] | source[from + 1] << 8);
 }
 
 }  // namespace
@@ -81,11 +100,11 @@ int launch_encode(const PartView& part, int first_head, int heads, const float* 
   return cudaGetLastError();
 }
 
-int launch_store_rows(const uint8_t* rows, size_t row_bytes, int packed_bytes, int head, size_t n,
+int launch_store_rows(const PartView& part, const uint8_t* rows, size_t row_bytes, int head, size_t n,
                       const EncodeTarget& target, unsigned long long* failure, void* stream) {
   if (n == 0) return cudaSuccess;
   store_rows_kernel<<<static_cast<unsigned>(n), 64, 0, static_cast<cudaStream_t>(stream)>>>(
-      rows, row_bytes, packed_bytes, head, n, target, failure);
+      part, rows, row_bytes, head, n, target, failure);
   return cudaGetLastError();
 }
 

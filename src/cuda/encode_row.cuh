@@ -75,7 +75,7 @@ __host__ __device__ inline void pack_signs(const float* data, int dim, uint8_t* 
 // (simd::matvec_columns), the Hadamard one's block unscaled (Sketch::project_signs_only).
 __host__ __device__ inline int encode_signs_row(const PartView& part, int head, const float* in, EncodeScratch& scratch,
                                                 uint8_t* signs, uint8_t* norm_bytes, int lane) {
-  const int dim = part.rotation.dim;
+  const int dim = part.dim;
   float* x = scratch.unit;
   float* projection = scratch.residual;
   for_lanes(lane, [&](int l) {
@@ -112,21 +112,27 @@ __host__ __device__ inline int encode_signs_row(const PartView& part, int head, 
   return kEncoded;
 }
 
-// Encodes `in` (dim floats) of head `head` into packed indices (tq_prod: then the signs) and the
-// 2-byte norm (tq_prod: and the 2-byte gamma at gamma_bytes); returns kEncoded or the failure.
-// Writes nothing for a failed row.
-__host__ __device__ inline int encode_row(const PartView& part, int head, const float* in, EncodeScratch& scratch,
+// Encodes part p of `in` (the head's floats; a split's part takes its channels, the rest the
+// first dim) of head `head` into packed indices (tq_prod: then the signs) and the 2-byte norm
+// (tq_prod: and the 2-byte gamma at gamma_bytes); returns kEncoded or the failure. Writes nothing
+// for a failed row.
+__host__ __device__ inline int encode_row(const PartView& view, int p, int head, const float* in, EncodeScratch& scratch,
                                           uint8_t* indices, uint8_t* norm_bytes, uint8_t* gamma_bytes, int lane) {
-  if (part.codebook.bits == 0) return encode_signs_row(part, head, in, scratch, indices, norm_bytes, lane);
-  const int dim = part.rotation.dim, bits = part.codebook.bits, packed = part.packed_bytes;
+  if (view.parts[0].codebook.bits == 0) return encode_signs_row(view, head, in, scratch, indices, norm_bytes, lane);
+  const ScalarPart& part = view.parts[p];
+  const int dim = part.rotation.dim, bits = part.codebook.bits;
   const int scalar_bytes = dim * bits / 8;
+  const bool signs = view.signs;
+  const uint16_t* gather =
+      view.channels ? view.channels + static_cast<size_t>(head) * view.dim + (p == 0 ? 0 : view.parts[0].rotation.dim)
+                    : nullptr;
   float* u = scratch.unit;
   for_lanes(lane, [&](int l) {
     if (l == 0) scratch.flag = 0;
   });
   for_lanes(lane, [&](int l) {
     for (int j = l; j < dim; j += kWarpSize) {
-      u[j] = in[j];
+      u[j] = in[gather ? gather[j] : j];
       if (!isfinite(u[j])) scratch.flag = 1;
     }
   });
@@ -144,15 +150,16 @@ __host__ __device__ inline int encode_row(const PartView& part, int head, const 
   }
   if (norm == 0.0f) {  // a zero row: every byte zero, as the CPU writes it
     for_lanes(lane, [&](int l) {
-      for (int b = l; b < packed + 2; b += kWarpSize) (b < packed ? indices[b] : norm_bytes[b - packed]) = 0;
-      if (part.signs && l < 2) gamma_bytes[l] = 0;
+      for (int b = l; b < scalar_bytes + (signs ? dim / 8 : 0); b += kWarpSize) indices[b] = 0;
+      if (l < 2) norm_bytes[l] = 0;
+      if (signs && l < 2) gamma_bytes[l] = 0;
     });
     return kEncoded;
   }
   warp_rotate_scaled(part.rotation, head, div_rn(1.0f, norm), u, lane);
   float stored = norm, gamma = 0.0f;
   float* residual = scratch.residual;
-  if (part.rescale || part.signs)  // u - u~, the codeword's error
+  if (part.rescale || signs)  // u - u~, the codeword's error
     for_lanes(lane, [&](int l) {
       for (int j = l; j < dim; j += kWarpSize)
         residual[j] = sub_rn(u[j], part.codebook.centroids[quantize_index(u[j], part.codebook)]);
@@ -163,10 +170,10 @@ __host__ __device__ inline int encode_row(const PartView& part, int head, const 
     const float off = warp_fixed_order_dot(u, residual, dim, scratch.partials, lane);
     stored = div_rn(norm, sub_rn(self, off));
   }
-  if (part.signs) {
+  if (signs) {
     // gamma = ||u - u~||, then the residual sketched in place (its signs only: unscaled).
     gamma = sqrt_rn(warp_fixed_order_dot(residual, residual, dim, scratch.partials, lane));
-    warp_rotate_scaled(part.sketch, head, 1.0f, residual, lane);
+    warp_rotate_scaled(view.sketch, head, 1.0f, residual, lane);
   }
   if (!(stored <= kEncodeHalfMax) || !(gamma <= kEncodeHalfMax)) return kBeyondHalf;
   // Eight indices make `bits` bytes, least significant bits first (bitpack.hpp).
@@ -178,9 +185,9 @@ __host__ __device__ inline int encode_row(const PartView& part, int head, const 
       for (int b = 0; b < bits; ++b) indices[group * bits + b] = static_cast<uint8_t>(word >> (8 * b));
     }
     if (l == 0) store_half(stored, norm_bytes);
-    if (l == 1 && part.signs) store_half(gamma, gamma_bytes);
+    if (l == 1 && signs) store_half(gamma, gamma_bytes);
   });
-  if (part.signs) pack_signs(residual, dim, indices + scalar_bytes, lane);
+  if (signs) pack_signs(residual, dim, indices + scalar_bytes, lane);
   return kEncoded;
 }
 

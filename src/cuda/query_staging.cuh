@@ -14,11 +14,14 @@ namespace kvsketch::cuda::detail {
 template <bool SIGNS>
 __host__ __device__ inline void stage_query(const BodyView& body, int head, int dim, float scale, const float* q,
                                             float* u, float* s, int lane) {
+  // A split's parts: each its channels, rotated by its own rotation.
+  const uint16_t* channels = body.key_channels ? body.key_channels + static_cast<size_t>(head) * dim : nullptr;
   for_lanes(lane, [&](int l) {
-    for (int j = l; j < dim; j += kWarpSize) u[j] = q[j];
+    for (int j = l; j < dim; j += kWarpSize) u[j] = q[channels ? channels[j] : j];
   });
   if (body.key_rotation.steps > 0) {
     warp_rotate_scaled(body.key_rotation, head, scale, u, lane);
+    if (channels) warp_rotate_scaled(body.key_rotation1, head, scale, u + body.key_rotation.dim, lane);
   } else {
     for_lanes(lane, [&](int l) {
       for (int j = l; j < dim; j += kWarpSize) u[j] *= scale;

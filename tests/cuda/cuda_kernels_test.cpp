@@ -60,12 +60,14 @@ TEST(CudaEncode, GivesTheCpuCodecsBits) {
   for (size_t dim : {64, 128, 256})
     for (const char* spec : {"tq_mse:b=2", "tq_mse:b=3", "tq_mse:b=4", "tq_mse:b=3,rescale=1", "tq_mse:b=4,rescale=1",
                              "tq_mse:b=2,rounds=3", "tq_prod:b=2", "tq_prod:b=3", "tq_prod:b=4", "tq_prod:b=3,rounds=3",
-                             "qjl", "qjl:sketch=hadamard", "qjl:sketch=gaussian"})
+                             "qjl", "qjl:sketch=hadamard", "qjl:sketch=gaussian", "tq_mse:b=2.5", "tq_mse:b=3.5"})
       for (uint64_t seed : {1u, 77u}) {
+        if (std::string(spec).find(".5") != std::string::npos && dim == 64) continue;  // refused
         const auto codec = make_codec(spec, dim, seed);
+        const std::vector<float> rows = rows_of_every_kind(n, dim, seed + dim);
+        codec->calibrate(rows.data(), n);  // a split's channels, permuted
         const auto values = make_codec("tq_mse:b=3", dim, seed);
         const DeviceLayerCodecs device({codec.get()}, {values.get()});
-        const std::vector<float> rows = rows_of_every_kind(n, dim, seed + dim);
         CodeBuffer expected(codec->code_bytes());
         codec->encode(rows.data(), n, expected);
         ASSERT_EQ(device.code_bytes(Part::kKeys), codec->code_bytes()) << spec;
@@ -221,6 +223,9 @@ TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
       {2, 256, 4, "tq_prod:b=4|tq_mse:b=2|sinks=4|window=16|block=16", 64},
       {2, 128, 8, "qjl|tq_mse:b=3|sinks=4|window=32|block=16", 64},
       {1, 64, 2, "qjl:sketch=hadamard|tq_mse:b=4|sinks=0|window=16|block=16", 32},
+      {2, 128, 8, "tq_mse:b=2.5|tq_mse:b=2.5|sinks=4|window=32|block=16", 64},
+      {2, 128, 4, "tq_mse:b=3.5,rescale=1|tq_mse:b=2.5|sinks=4|window=32|block=16", 128},
+      {1, 256, 6, "tq_mse:b=2.5|tq_mse:b=3.5|sinks=0|window=16|block=16", 64},
   };
   for (const DecodeCase& c : cases) {
     const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, {3, 37, 300, 1000, 2100, 4100}, 11);
@@ -348,7 +353,11 @@ TEST(CudaRefusals, CodecsTheKernelsDoNotTake) {
            {"tq_mse:b=3", 96, "head_dim 96"},
            {"tq_prod:b=3", 128, "tq_prod is for keys"},
            {"tq_prod:b=3,sketch=gaussian", 128, "sketch=hadamard"},
-           {"qjl", 128, "tq_mse values"},
+           {"qjl", 128, "qjl are for keys"},
+           {"tq_mse:b=2.5", 64, "head_dim 128 and 256"},
+           {"split:tq_mse:b=3@64+tq_mse:b=2", 128, "splits of tq_mse:b=2.5 and b=3.5"},
+           {"tq_prod:b=2.5", 128, "splits of tq_mse:b=2.5 and b=3.5"},
+           {"tq_mse:b=1.5", 128, "splits of tq_mse:b=2.5 and b=3.5"},
            {"qjl:m=256", 128, "m = head_dim"},
            {"qjl:outliers=8", 128, "without outliers"},
            {"tq_mse:b=3,rotation=haar", 128, "rotation=hadamard"},

@@ -7,11 +7,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "cuda/fragments.cuh"
 #include "cuda/query_staging.cuh"
+#include "cuda/warp_rotation.cuh"
 #include "kvsketch/codebook.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/half.hpp"
@@ -254,48 +256,76 @@ TEST(CudaFragments, QjlKeysScoreTheirSigns) {
   check_tile<256, 0, 4, true>(7, 16, 43);
 }
 
-// A real codec's rows, split into the page store's planes, scored by the kernel's steps run on the
-// CPU (the query staged, rotated and sketched; the tile's fragments; an emulated mma; the
-// combination): the codec's own scores within fp16 operand rounding. This checks what the tile
-// test takes as given: the rotation and sketch of the query, the sign scale, the planes.
+// 16 key-like rows (a shared offset per channel) of a real codec, encoded and laid out in the
+// page store's planes (its packed bytes, one norm per part, gammas), and the codec calibrated on
+// them (a split's loudest channels to its first part).
+struct CodecTile {
+  std::unique_ptr<VectorCodec> codec;
+  HostTables storage;
+  PartView view;
+  std::vector<float> rows;
+  CodeBuffer codes;
+  std::vector<uint4> packed;  // 16-byte aligned, as the page pool's planes
+  std::vector<uint16_t> norms, gammas;
+
+  CodecTile(const char* spec, int dim, uint64_t seed) : codec(make_codec(spec, dim, seed)), codes(codec->code_bytes()) {
+    std::mt19937_64 random(seed);
+    std::normal_distribution<float> normal;
+    rows.resize(kTile * dim);
+    for (int j = 0; j < dim; ++j) {
+      const float offset = 2.0f * normal(random) * (j % 5 == 0 ? 3.0f : 1.0f);
+      for (int t = 0; t < kTile; ++t) rows[t * dim + j] = offset + normal(random);
+    }
+    codec->calibrate(rows.data(), kTile);
+    view = part_view_on_host({codec.get()}, storage);
+    codes = CodeBuffer(codec->code_bytes());
+    codec->encode(rows.data(), kTile, codes);
+    packed.resize((kTile * view.packed_bytes + 15) / 16 + 1);
+    auto* plane = reinterpret_cast<uint8_t*>(packed.data());
+    norms.resize(kTile * view.part_count);
+    gammas.resize(kTile);
+    for (int t = 0; t < kTile; ++t) {
+      const uint8_t* row = codes.row(t);
+      size_t from = 0, to = 0;
+      for (int p = 0; p < view.part_count; ++p) {
+        const size_t bytes = view.part_count == 1 ? view.packed_bytes : view.parts[p].packed_bytes;
+        std::memcpy(plane + t * view.packed_bytes + to, row + from, bytes);
+        norms[t * view.part_count + p] = static_cast<uint16_t>(row[from + bytes] | row[from + bytes + 1] << 8);
+        from += bytes + 2;
+        to += bytes;
+      }
+      if (view.gammas()) gammas[t] = static_cast<uint16_t>(row[from] | row[from + 1] << 8);
+    }
+  }
+  const uint8_t* plane() const { return reinterpret_cast<const uint8_t*>(packed.data()); }
+};
+
+// A real codec's keys scored by the kernel's steps run on the CPU (the query staged: gathered,
+// rotated, sketched; the tile's fragments; an emulated mma per part; the combination): the codec's
+// own scores within fp16 operand rounding. This checks what the tile test takes as given: the
+// rotations and sketch of the query, the sign scale, a split's channels and parts, the planes.
 template <int D, int KB, bool SIGNS>
 void check_codec_scores(const char* spec, uint64_t seed) {
-  const auto codec = make_codec(spec, D, seed);
-  std::vector<float> storage;
-  const PartView part = part_view_on_host({codec.get()}, storage);
-  ASSERT_EQ(part.codebook.bits, KB) << spec;
-  ASSERT_EQ(part.signs, SIGNS) << spec;
+  using Keys = Layout<D, KB>;
+  const CodecTile keys(spec, D, seed);
+  ASSERT_EQ(keys.view.layout(), KB) << spec;
+  ASSERT_EQ(keys.view.signs, SIGNS) << spec;
   const int group = 5;
-  std::mt19937_64 random(seed);
+  std::mt19937_64 random(seed + 1);
   std::normal_distribution<float> normal;
-  std::vector<float> rows(kTile * D), queries(group * D);
-  for (int j = 0; j < D; ++j) {
-    const float offset = normal(random);
-    for (int t = 0; t < kTile; ++t) rows[t * D + j] = offset + normal(random);
-  }
+  std::vector<float> queries(group * D);
   for (float& q : queries) q = normal(random);
-  CodeBuffer codes(codec->code_bytes());
-  codec->encode(rows.data(), kTile, codes);
-
-  // The planes: packed bytes, norms, gammas; values of 2 bits (read, not checked here).
-  std::vector<uint4> key_storage((kTile * part.packed_bytes + 15) / 16), value_storage(kTile * D * 2 / 8 / 16 + 1);
-  auto* keys = reinterpret_cast<uint8_t*>(key_storage.data());
-  std::vector<uint16_t> norms(kTile), gammas(kTile), value_norms(kTile);
-  for (int t = 0; t < kTile; ++t) {
-    const uint8_t* row = codes.row(t);
-    std::memcpy(keys + t * part.packed_bytes, row, part.packed_bytes);
-    norms[t] = static_cast<uint16_t>(row[part.packed_bytes] | row[part.packed_bytes + 1] << 8);
-    if (part.gammas()) gammas[t] = static_cast<uint16_t>(row[part.packed_bytes + 2] | row[part.packed_bytes + 3] << 8);
-  }
+  std::vector<uint4> value_storage(kTile * D * 2 / 8 / 16 + 1);  // values of 2 bits: read, not checked
+  std::vector<uint16_t> value_norms(kTile);
   BodyView body;
+  bind_keys(keys.view, body);
   body.value_bits = 2;
-  body.key_indices = keys;
-  body.key_norms = norms.data();
-  body.key_gammas = gammas.data();
+  body.key_indices = keys.plane();
+  body.key_norms = keys.norms.data();
+  body.key_gammas = keys.gammas.data();
   body.value_indices = reinterpret_cast<uint8_t*>(value_storage.data());
   body.value_norms = value_norms.data();
   body.page_tokens = kTile;
-  bind_keys(part, body);
 
   std::vector<float> rotated(kMaxGroupHeads * D, 0.0f), sketched(kMaxGroupHeads * D, 0.0f);
   for (int h = 0; h < group; ++h)
@@ -304,42 +334,140 @@ void check_codec_scores(const char* spec, uint64_t seed) {
   static uint32_t query[32][D / 16][4], sketch_query[32][D / 16][4];
   for (int lane = 0; lane < 32; ++lane) {
     tiles[lane].load(body, 0, kTile, lane / 4, lane % 4);
-    query_fragments<D>(rotated.data(), group, lane / 4, lane % 4, query[lane]);
+    query_fragments<D, KB>(rotated.data(), group, lane / 4, lane % 4, query[lane]);
     query_fragments<D>(sketched.data(), group, lane / 4, lane % 4, sketch_query[lane]);
   }
   std::vector<float> expected(kTile);
   for (int half = 0; half < 2; ++half) {
-    float scores[32][4] = {}, sign_scores[32][4] = {};
+    float scores[32][4] = {}, scores1[32][4] = {}, sign_scores[32][4] = {};
     for (int s = 0; s < D / 16; ++s) {
+      const int part = Keys::part_of_step(s);
       uint32_t a[32][4], b[32][2], sa[32][4], sb[32][2];
       for (int lane = 0; lane < 32; ++lane) {
         for (int r = 0; r < 4; ++r) a[lane][r] = query[lane][s][r], sa[lane][r] = sketch_query[lane][s][r];
-        b[lane][0] = b[lane][1] = 0;
-        if constexpr (KB > 0) {
-          const uint2 fragment = key_fragment<KB>(tiles[lane].keys[half], s, body.key_codebook);
-          b[lane][0] = fragment.x, b[lane][1] = fragment.y;
-        }
+        uint2 fragment{0, 0};  // QJL: no scalar part
+        if constexpr (KB > 0)
+          if (part == 0)
+            fragment = quad_at<Keys::kBits0>(tiles[lane].keys[half], Keys::words(Keys::key_bits(0)), s, body.key_codebook);
+        if constexpr (Keys::kSplit)
+          if (part == 1)
+            fragment = quad_at<Keys::kBits1>(tiles[lane].keys[half] + Keys::key_word(1), Keys::words(Keys::key_bits(1)),
+                                             s - Keys::kCount0 / 16, body.key_codebook1);
+        b[lane][0] = fragment.x, b[lane][1] = fragment.y;
         if constexpr (SIGNS) {
           const uint2 signs = key_fragment<1>(tiles[lane].signs[half], s, body.sign_table);
           sb[lane][0] = signs.x, sb[lane][1] = signs.y;
         }
       }
-      emulated_mma(scores, a, b);
+      emulated_mma(part == 0 ? scores : scores1, a, b);
       if (SIGNS) emulated_mma(sign_scores, sa, sb);
     }
     for (int lane = 0; lane < 32; ++lane)
       for (int r = 0; r < 4; ++r) {
         const int head = lane / 4 + 8 * (r / 2), entry = 2 * half + r % 2, token = score_token(lane % 4, entry);
         if (head >= group) continue;
-        const auto prepared = codec->prepare(queries.data() + head * D);
-        codec->scores(*prepared, codes, 0, kTile, expected.data());
+        const auto prepared = keys.codec->prepare(queries.data() + head * D);
+        keys.codec->scores(*prepared, keys.codes, 0, kTile, expected.data());
         double q_norm = 0.0, k_norm = 0.0;
-        for (int j = 0; j < D; ++j) q_norm += std::pow(queries[head * D + j], 2), k_norm += std::pow(rows[token * D + j], 2);
-        const float got = key_score<KB, SIGNS>(scores[lane][r], sign_scores[lane][r], tiles[lane].key_norms[entry],
-                                               tiles[lane].gammas[entry]);
+        for (int j = 0; j < D; ++j)
+          q_norm += std::pow(queries[head * D + j], 2), k_norm += std::pow(keys.rows[token * D + j], 2);
+        const Tile<D, KB, 2, SIGNS>& tile = tiles[lane];
+        const float got = token_score<KB, SIGNS>(scores[lane][r], scores1[lane][r], sign_scores[lane][r],
+                                                 tile.key_norms[entry], tile.key_norms1[entry], tile.gammas[entry]);
         ASSERT_NEAR(got, expected[token], 2e-3 * std::sqrt(q_norm * k_norm))
             << spec << " D " << D << " head " << head << " token " << token;
       }
+  }
+}
+
+// A real codec's values summed by the kernel's steps run on the CPU (weight fragments times each
+// part's norms, an emulated mma per part, the merge's coordinates, the finish's un-rotation per
+// part and its scatter to the channels): the weighted sum of the codec's own decoded rows.
+template <int D, int VB>
+void check_codec_values(const char* spec, uint64_t seed) {
+  using Values = Layout<D, VB>;
+  const CodecTile values(spec, D, seed);
+  ASSERT_EQ(values.view.layout(), VB) << spec;
+  const int group = 6;
+  std::mt19937_64 random(seed + 2);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::vector<float> w(group * kTile);
+  for (float& x : w) x = half_to_float(float_to_half(uniform(random)));
+  std::vector<uint4> key_storage(kTile * D * 2 / 8 / 16 + 1);  // keys of 2 bits: read, not checked
+  std::vector<uint16_t> key_norms(kTile);
+  BodyView body;
+  bind_values(values.view, body);
+  body.key_bits = 2;
+  body.key_indices = reinterpret_cast<uint8_t*>(key_storage.data());
+  body.key_norms = key_norms.data();
+  body.value_indices = values.plane();
+  body.value_norms = values.norms.data();
+  body.page_tokens = kTile;
+
+  static Tile<D, 2, VB> tiles[32];
+  static float out[32][D / 8][4];
+  static uint32_t weights[32][Values::kParts][4];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, c = lane % 4;
+    tiles[lane].load(body, 0, kTile, g, c);
+    float p[2][4], norms[Values::kParts][4];
+    for (int half = 0; half < 2; ++half)
+      for (int k = 0; k < 4; ++k) {
+        const int head = g + 8 * (k / 2), token = 8 * half + 2 * c + k % 2;
+        p[half][k] = head < group ? w[head * kTile + token] : 0.0f;
+      }
+    for (int i = 0; i < 4; ++i) {
+      norms[0][i] = half_to_float(tiles[lane].value_norms[i]);
+      if constexpr (Values::kSplit) norms[1][i] = half_to_float(tiles[lane].value_norms1[i]);
+    }
+    for (int part = 0; part < Values::kParts; ++part) weight_fragment(p, norms[part], weights[lane][part]);
+    for (int j = 0; j < D / 8; ++j) out[lane][j][0] = out[lane][j][1] = out[lane][j][2] = out[lane][j][3] = 0.0f;
+  }
+  for (int j = 0; j < D / 8; ++j) {
+    const int part = Values::part_of_tile(j), local = j - Values::first(part) / 8;
+    uint32_t a[32][4], b[32][2];
+    float tile_out[32][4] = {};
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int r = 0; r < 4; ++r) a[lane][r] = weights[lane][part][r];
+      uint2 pairs[4];
+      for (int i = 0; i < 4; ++i) {
+        if (part == 0)
+          pairs[i] = quad_at<Values::kBits0>(tiles[lane].values[i], Values::words(Values::value_bits(0)), local / 4,
+                                             body.value_codebook);
+        if constexpr (Values::kSplit)
+          if (part == 1)
+            pairs[i] = quad_at<Values::kBits1>(tiles[lane].values[i] + Values::value_word(1),
+                                               Values::words(Values::value_bits(1)), local / 4, body.value_codebook1);
+      }
+      const uint2 fragment = value_fragment(pairs, local % 4);
+      b[lane][0] = fragment.x, b[lane][1] = fragment.y;
+    }
+    emulated_mma(tile_out, a, b);
+    for (int lane = 0; lane < 32; ++lane)
+      for (int r = 0; r < 4; ++r) out[lane][j][r] = tile_out[lane][r];
+  }
+  std::vector<float> decoded(kTile * D);
+  values.codec->decode(values.codes, 0, kTile, decoded.data());
+  for (int head = 0; head < group; ++head) {
+    std::vector<float> accumulator(D, 0.0f), output(D, 0.0f), expected(D, 0.0f);
+    for (int lane = 0; lane < 32; ++lane)
+      for (int j = 0; j < D / 8; ++j)
+        for (int r = 0; r < 4; ++r)
+          if (lane / 4 + 8 * (r / 2) == head) accumulator[value_coordinate<D, VB>(lane % 4, r, j)] = out[lane][j][r];
+    warp_rotate_transpose(body.value_rotation, 0, accumulator.data(), 0);
+    if (body.value_channels) {
+      warp_rotate_transpose(body.value_rotation1, 0, accumulator.data() + body.value_rotation.dim, 0);
+      for (int j = 0; j < D; ++j) output[body.value_channels[j]] = accumulator[j];
+    } else {
+      output = accumulator;
+    }
+    double error = 0.0, norm = 0.0;
+    for (int j = 0; j < D; ++j) {
+      for (int t = 0; t < kTile; ++t) expected[j] += w[head * kTile + t] * decoded[t * D + j];
+      error += std::pow(output[j] - expected[j], 2);
+      norm += std::pow(expected[j], 2);
+    }
+    ASSERT_LT(std::sqrt(error / norm), 3e-3) << spec << " D " << D << " head " << head;
   }
 }
 
@@ -354,6 +482,23 @@ TEST(CudaFragments, StagedQueriesAndPlanesGiveTheCodecsScores) {
   check_codec_scores<128, 0, true>("qjl:sketch=hadamard", 38);
   check_codec_scores<64, 0, true>("qjl:sketch=gaussian", 39);
   check_codec_scores<256, 0, true>("qjl:sketch=hadamard,rounds=3", 40);
+}
+
+TEST(CudaFragments, SplitKeysScoreEachPartWithItsNorm) {
+  check_codec_scores<128, kSplit25, false>("tq_mse:b=2.5", 51);
+  check_codec_scores<128, kSplit35, false>("tq_mse:b=3.5,rescale=1", 52);
+  check_codec_scores<256, kSplit25, false>("tq_mse:b=2.5,rescale=1", 53);
+  check_codec_scores<256, kSplit35, false>("tq_mse:b=3.5", 54);
+}
+
+TEST(CudaFragments, ValueSumsUnrotatedGiveTheCodecsDecodedRows) {
+  check_codec_values<128, 3>("tq_mse:b=3", 61);
+  check_codec_values<64, 2>("tq_mse:b=2,rescale=1", 62);
+  check_codec_values<256, 4>("tq_mse:b=4", 63);
+  check_codec_values<128, kSplit25>("tq_mse:b=2.5", 64);
+  check_codec_values<128, kSplit35>("tq_mse:b=3.5,rescale=1", 65);
+  check_codec_values<256, kSplit25>("tq_mse:b=2.5,rescale=1", 66);
+  check_codec_values<256, kSplit35>("tq_mse:b=3.5", 67);
 }
 
 TEST(CudaFragments, Fp16BodyEqualsPlainArithmetic) {
