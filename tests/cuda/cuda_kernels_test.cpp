@@ -18,6 +18,7 @@
 #include "kvsketch/half.hpp"
 #include "kvsketch/kv_policy.hpp"
 #include "kvsketch/paged_cache.hpp"
+#include "mirrored_cache.hpp"
 #include "test_rows.hpp"
 
 namespace kvsketch::cuda {
@@ -111,104 +112,7 @@ double relative_error(const float* got, const float* expected, size_t n) {
   return std::sqrt(difference / std::max(norm, 1e-300));
 }
 
-// A PagedKVCache filled with key-like rows, and the same cache laid out on the device: body codes
-// encoded on the GPU into pages (one block table per sequence, pages handed out in order), fp16
-// sinks and windows copied as the cache keeps them.
-struct MirroredCache {
-  size_t kv_heads, dim, q_heads;
-  KVPolicy policy;
-  PagedKVCache cache;
-  std::vector<SequenceId> ids;
-  std::vector<size_t> lengths;
-  std::vector<std::vector<float>> keys, values;  // per sequence: tokens x kv_heads x dim
 
-  MirroredCache(size_t heads, size_t head_dim, size_t query_heads, const std::string& spec,
-                const std::vector<size_t>& sequence_lengths, uint64_t seed)
-      : kv_heads(heads),
-        dim(head_dim),
-        q_heads(query_heads),
-        policy(KVPolicy::parse(spec)),
-        cache(1, heads, head_dim, policy, seed),
-        lengths(sequence_lengths) {
-    for (size_t b = 0; b < lengths.size(); ++b) {
-      ids.push_back(cache.add_sequence());
-      const size_t n = lengths[b];
-      keys.push_back(rows_of_every_kind(n * kv_heads, dim, seed * 31 + b));
-      values.push_back(rows_of_every_kind(n * kv_heads, dim, seed * 37 + b + 1000));
-      for (float& v : values.back()) v = std::clamp(v, -100.0f, 100.0f);
-      for (float& k : keys.back()) k = std::clamp(k, -100.0f, 100.0f);
-      cache.append(ids.back(), 0, keys.back().data(), values.back().data(), n);
-    }
-  }
-
-  // The cache's split of n tokens: sinks, body, window (PagedKVCache's rule).
-  size_t body_of(size_t n) const {
-    if (n <= policy.sinks) return 0;
-    const size_t rest = n - policy.sinks;
-    return rest >= policy.window + policy.block ? (rest - policy.window) / policy.block * policy.block : 0;
-  }
-};
-
-struct DeviceMirror {
-  std::vector<int32_t> body, exact, tables;
-  size_t max_pages = 1, max_body = 0, capacity = 1, page_tokens;
-  std::vector<uint16_t> exact_keys, exact_values;
-  std::vector<float> body_keys, body_values;  // tokens x kv_heads x dim, all sequences
-  std::vector<int64_t> slots;
-  size_t pages = 0;
-
-  DeviceMirror(const MirroredCache& m, size_t page) : page_tokens(page) {
-    const size_t batch = m.lengths.size(), row = m.kv_heads * m.dim;
-    for (size_t b = 0; b < batch; ++b) {
-      body.push_back(static_cast<int32_t>(m.body_of(m.lengths[b])));
-      exact.push_back(static_cast<int32_t>(m.lengths[b] - body.back()));
-      max_body = std::max<size_t>(max_body, body.back());
-      max_pages = std::max<size_t>(max_pages, (body.back() + page - 1) / page);
-      capacity = std::max<size_t>(capacity, exact.back());
-    }
-    tables.assign(batch * max_pages, 0);
-    exact_keys.assign(batch * m.kv_heads * capacity * m.dim, 0);
-    exact_values.assign(exact_keys.size(), 0);
-    for (size_t b = 0; b < batch; ++b) {
-      const size_t n = m.lengths[b], sinks = std::min(n, m.policy.sinks), count = body[b];
-      // Pages in reverse order of sequences, so that block tables are not the identity.
-      for (size_t p = 0; p < (count + page - 1) / page; ++p) tables[b * max_pages + p] = static_cast<int32_t>(pages++);
-      for (size_t i = 0; i < count; ++i) {
-        const size_t token = sinks + i;
-        slots.push_back(static_cast<int64_t>(tables[b * max_pages + i / page]) * static_cast<int64_t>(page) +
-                        static_cast<int64_t>(i % page));
-        body_keys.insert(body_keys.end(), m.keys[b].begin() + token * row, m.keys[b].begin() + (token + 1) * row);
-        body_values.insert(body_values.end(), m.values[b].begin() + token * row, m.values[b].begin() + (token + 1) * row);
-      }
-      size_t e = 0;
-      for (size_t token = 0; token < n; ++token) {
-        if (token >= sinks && token < sinks + count) continue;
-        for (size_t h = 0; h < m.kv_heads; ++h)
-          for (size_t j = 0; j < m.dim; ++j) {
-            const size_t at = ((b * m.kv_heads + h) * capacity + e) * m.dim + j;
-            exact_keys[at] = float_to_half(m.keys[b][token * row + h * m.dim + j]);
-            exact_values[at] = float_to_half(m.values[b][token * row + h * m.dim + j]);
-          }
-        ++e;
-      }
-    }
-    pages = std::max<size_t>(pages, 1);
-  }
-};
-
-std::vector<float> random_queries(size_t count, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> q(count);
-  for (float& v : q) v = 1.5f * normal(random);
-  return q;
-}
-
-struct DecodeCase {
-  size_t kv_heads, dim, q_heads;
-  std::string policy;
-  size_t page;
-};
 
 TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
   SKIP_WITHOUT_DEVICE();
@@ -264,12 +168,12 @@ TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
     double worst = 0.0, worst_lse = 0.0;
     for (size_t row = 0; row < batch * c.q_heads; ++row) {
       worst = std::max(worst, relative_error(got.data() + row * c.dim, cpu.data() + row * c.dim, c.dim));
-      worst_lse = std::max(worst_lse, static_cast<double>(std::abs(got_lse[row] - cpu_lse[row])));
+      worst_lse = std::max(worst_lse, std::abs(got_lse[row] - cpu_lse[row]) / lse_tolerance(cpu_lse[row]));
     }
     // fp16 operands of the tensor cores (the rotated query, centroids, weights): ~5e-4 each.
     EXPECT_LT(worst, 4e-3) << c.policy << " dim " << c.dim;
-    EXPECT_LT(worst_lse, 4e-3) << c.policy << " dim " << c.dim;
-    std::printf("[ cuda     ] %s dim %zu q_heads %zu: output %.2e, lse %.2e from the CPU's\n", c.policy.c_str(), c.dim,
+    EXPECT_LT(worst_lse, 1.0) << c.policy << " dim " << c.dim;
+    std::printf("[ cuda     ] %s dim %zu q_heads %zu: output %.2e, lse %.2f of its tolerance from the CPU's\n", c.policy.c_str(), c.dim,
                 c.q_heads, worst, worst_lse);
   }
 }

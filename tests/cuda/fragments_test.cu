@@ -17,6 +17,7 @@
 #include "kvsketch/codebook.hpp"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/half.hpp"
+#include "host_planes.hpp"
 
 namespace kvsketch::cuda::detail {
 namespace {
@@ -265,10 +266,15 @@ struct CodecTile {
   PartView view;
   std::vector<float> rows;
   CodeBuffer codes;
-  std::vector<uint4> packed;  // 16-byte aligned, as the page pool's planes
-  std::vector<uint16_t> norms, gammas;
+  std::unique_ptr<HostPlanes> planes;
+  const std::vector<uint16_t>& norms;
+  const std::vector<uint16_t>& gammas;
 
-  CodecTile(const char* spec, int dim, uint64_t seed) : codec(make_codec(spec, dim, seed)), codes(codec->code_bytes()) {
+  CodecTile(const char* spec, int dim, uint64_t seed)
+      : codec(make_codec(spec, dim, seed)), codes(codec->code_bytes()), planes(prepare(dim, seed)),
+        norms(planes->norms), gammas(planes->gammas) {}
+
+  std::unique_ptr<HostPlanes> prepare(int dim, uint64_t seed) {
     std::mt19937_64 random(seed);
     std::normal_distribution<float> normal;
     rows.resize(kTile * dim);
@@ -280,24 +286,11 @@ struct CodecTile {
     view = part_view_on_host({codec.get()}, storage);
     codes = CodeBuffer(codec->code_bytes());
     codec->encode(rows.data(), kTile, codes);
-    packed.resize((kTile * view.packed_bytes + 15) / 16 + 1);
-    auto* plane = reinterpret_cast<uint8_t*>(packed.data());
-    norms.resize(kTile * view.part_count);
-    gammas.resize(kTile);
-    for (int t = 0; t < kTile; ++t) {
-      const uint8_t* row = codes.row(t);
-      size_t from = 0, to = 0;
-      for (int p = 0; p < view.part_count; ++p) {
-        const size_t bytes = view.part_count == 1 ? view.packed_bytes : view.parts[p].packed_bytes;
-        std::memcpy(plane + t * view.packed_bytes + to, row + from, bytes);
-        norms[t * view.part_count + p] = static_cast<uint16_t>(row[from + bytes] | row[from + bytes + 1] << 8);
-        from += bytes + 2;
-        to += bytes;
-      }
-      if (view.gammas()) gammas[t] = static_cast<uint16_t>(row[from] | row[from + 1] << 8);
-    }
+    auto result = std::make_unique<HostPlanes>(view, kTile);
+    for (int t = 0; t < kTile; ++t) result->store(codes.row(t), t);
+    return result;
   }
-  const uint8_t* plane() const { return reinterpret_cast<const uint8_t*>(packed.data()); }
+  const uint8_t* plane() const { return planes->indices(); }
 };
 
 // A real codec's keys scored by the kernel's steps run on the CPU (the query staged: gathered,

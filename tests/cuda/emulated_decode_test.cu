@@ -1,0 +1,132 @@
+// The decode kernels' own bodies run on the CPU (kernel_emulator.hpp) over a page store filled
+// from a PagedKVCache's codecs, against the cache's decode of the same tokens: the whole kernel
+// (staging, fragments, online softmax, the warps' merge, the split over blocks, the finish with
+// its exact sinks and window) checked without a GPU. The device runs the same code
+// (CudaDecode.EqualsTheCpuCacheOnTheSameCodes checks it there).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "host_planes.hpp"
+#include "kernel_emulator.hpp"
+#include "kvsketch/codec.hpp"
+#include "mirrored_cache.hpp"
+
+namespace kvsketch::cuda {
+namespace {
+
+double relative_error(const float* got, const float* expected, size_t n) {
+  double difference = 0.0, norm = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    difference += std::pow(static_cast<double>(got[i]) - expected[i], 2);
+    norm += std::pow(static_cast<double>(expected[i]), 2);
+  }
+  return std::sqrt(difference / std::max(norm, 1e-300));
+}
+
+// One role's codecs and their planes: every body token of every head encoded by its head's codec.
+struct RolePlanes {
+  detail::HostTables storage;
+  detail::PartView view;
+  std::unique_ptr<HostPlanes> planes;
+
+  RolePlanes(const MirroredCache& m, const DeviceMirror& mirror, bool keys) {
+    std::vector<const VectorCodec*> codecs;
+    for (size_t h = 0; h < m.kv_heads; ++h)
+      codecs.push_back(keys ? &m.cache.key_codec(0, h) : &m.cache.value_codec(0, h));
+    view = detail::part_view_on_host(codecs, storage);
+    planes = std::make_unique<HostPlanes>(view, mirror.pages * m.kv_heads * mirror.page_tokens);
+    // Encoded as encode_into_pages encodes on the device (the CPU codecs' bits: CudaEncodeRow).
+    const std::vector<float>& rows = keys ? mirror.body_keys : mirror.body_values;
+    std::vector<uint8_t> code(codecs.front()->code_bytes());
+    for (size_t i = 0; i < mirror.slots.size(); ++i)
+      for (size_t h = 0; h < m.kv_heads; ++h) {
+        EXPECT_EQ(encode_cpu_row(view, static_cast<int>(h), rows.data() + (i * m.kv_heads + h) * m.dim, code.data()),
+                  detail::kEncoded);
+        const size_t page = mirror.slots[i] / mirror.page_tokens, offset = mirror.slots[i] % mirror.page_tokens;
+        planes->store(code.data(), (page * m.kv_heads + h) * mirror.page_tokens + offset);
+      }
+  }
+};
+
+template <int D, int KB, int VB, bool SIGNS>
+void check_emulated(const DecodeCase& c, const std::vector<size_t>& lengths) {
+  const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, lengths, 11);
+  const DeviceMirror mirror(m, c.page);
+  const size_t batch = m.lengths.size();
+  const std::vector<float> queries = random_queries(batch * c.q_heads * c.dim, 5);
+  std::vector<float> cpu(queries.size()), cpu_lse(batch * c.q_heads);
+  AttentionOptions exact_float;
+  exact_float.arithmetic = Arithmetic::kFloat;
+  m.cache.decode(0, m.ids.data(), batch, queries.data(), c.q_heads, cpu.data(), cpu_lse.data(), exact_float);
+
+  const RolePlanes keys(m, mirror, true), values(m, mirror, false);
+  ASSERT_EQ(keys.view.layout(), KB) << c.policy;
+  ASSERT_EQ(values.view.layout(), VB) << c.policy;
+  detail::BodyView body;
+  detail::bind_keys(keys.view, body);
+  detail::bind_values(values.view, body);
+  body.key_indices = keys.planes->indices();
+  body.key_norms = keys.planes->norms.data();
+  body.key_gammas = keys.planes->gammas.data();
+  body.value_indices = values.planes->indices();
+  body.value_norms = values.planes->norms.data();
+  body.page_tokens = static_cast<int>(c.page);
+  detail::BatchView view;
+  view.batch = static_cast<int>(batch);
+  view.block_tables = mirror.tables.data();
+  view.max_pages = static_cast<int>(mirror.max_pages);
+  view.body_tokens = mirror.body.data();
+  view.max_body_tokens = static_cast<int>(mirror.max_body);
+  view.exact_keys = mirror.exact_keys.data();
+  view.exact_values = mirror.exact_values.data();
+  view.exact_tokens = mirror.exact.data();
+  view.exact_capacity = static_cast<int>(mirror.capacity);
+  detail::DecodeShape shape;
+  shape.dim = D;
+  shape.kv_heads = static_cast<int>(c.kv_heads);
+  shape.group = static_cast<int>(c.q_heads / c.kv_heads);
+  shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+
+  std::vector<float> got(queries.size()), got_lse(batch * c.q_heads);
+  emulator::decode<D, KB, VB, SIGNS>(shape, body, view, queries.data(), got.data(), got_lse.data());
+  double worst = 0.0, worst_lse = 0.0;
+  for (size_t row = 0; row < batch * c.q_heads; ++row) {
+    worst = std::max(worst, relative_error(got.data() + row * D, cpu.data() + row * D, D));
+    worst_lse = std::max(worst_lse, std::abs(got_lse[row] - cpu_lse[row]) / lse_tolerance(cpu_lse[row]));
+    if (getenv("DEBUG_ROWS")) std::printf("row %zu seq %zu: err %.3g lse %g vs %g\n", row, row / c.q_heads, relative_error(got.data() + row * D, cpu.data() + row * D, D), got_lse[row], cpu_lse[row]);
+  }
+  // fp16 operands of the tensor cores (the rotated query, centroids, weights): ~5e-4 each.
+  EXPECT_LT(worst, 4e-3) << c.policy << " dim " << D;
+  EXPECT_LT(worst_lse, 1.0) << c.policy << " dim " << D;
+  std::printf("[ emulated ] %s dim %d q_heads %zu: output %.2e, lse %.2f of its tolerance from the CPU's\n", c.policy.c_str(), D,
+              c.q_heads, worst, worst_lse);
+}
+
+// Lengths with no body, a body shorter than a tile, several tiles and pages, and (at 700) more
+// than one split unit.
+const std::vector<size_t> kLengths = {3, 37, 300, 700};
+
+TEST(CudaEmulatedDecode, TurboQuantEqualsTheCpuCache) {
+  check_emulated<128, 3, 3, false>({2, 128, 8, "tq_mse:b=3|sinks=4|window=32|block=16", 64}, kLengths);
+  check_emulated<64, 4, 2, false>({1, 64, 3, "tq_mse:b=4,rescale=1|tq_mse:b=2|sinks=0|window=16|block=16", 48},
+                                  kLengths);
+}
+
+TEST(CudaEmulatedDecode, ProdAndQjlKeysEqualTheCpuCache) {
+  check_emulated<128, 2, 3, true>({2, 128, 4, "tq_prod:b=3|tq_mse:b=3|sinks=4|window=32|block=16", 64}, kLengths);
+  check_emulated<128, 0, 4, true>({1, 128, 2, "qjl|tq_mse:b=4|sinks=4|window=16|block=16", 32}, kLengths);
+}
+
+TEST(CudaEmulatedDecode, ChannelSplitsEqualTheCpuCache) {
+  check_emulated<128, detail::kSplit25, detail::kSplit25, false>(
+      {2, 128, 4, "tq_mse:b=2.5|tq_mse:b=2.5|sinks=4|window=32|block=16", 64}, kLengths);
+  check_emulated<128, detail::kSplit35, detail::kSplit25, false>(
+      {1, 128, 16, "tq_mse:b=3.5,rescale=1|tq_mse:b=2.5|sinks=4|window=16|block=16", 128}, kLengths);
+}
+
+}  // namespace
+}  // namespace kvsketch::cuda

@@ -1,0 +1,53 @@
+// A page store's planes in host memory, filled from CPU rows as store_rows fills them on the
+// device: each part's packed indices one after the other, one fp16 norm per part, tq_prod's gammas
+// in their own plane. For running the kernels' functions on the CPU.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "cuda/encode_row.cuh"
+#include "cuda/kernels.hpp"
+
+namespace kvsketch::cuda {
+
+// Encodes one row of head `head` into a CPU row with the GPU's encode function run on the CPU, as
+// the encode kernel's rows mode writes it: each part's indices and norm in turn (tq_prod: its
+// signs after the indices, then the norm and gamma).
+inline int encode_cpu_row(const detail::PartView& view, int head, const float* in, uint8_t* row) {
+  static detail::EncodeScratch scratch;
+  size_t at = 0;
+  for (int p = 0; p < view.part_count; ++p) {
+    const size_t packed = view.part_count == 1 ? view.packed_bytes : view.parts[p].packed_bytes;
+    const int result = detail::encode_row(view, p, head, in, scratch, row + at, row + at + packed, row + at + packed + 2, 0);
+    if (result != detail::kEncoded) return result;
+    at += packed + 2;
+  }
+  return detail::kEncoded;
+}
+
+struct HostPlanes {
+  const detail::PartView* view = nullptr;
+  std::vector<uint4> packed;  // 16-byte aligned, as the page pool's planes
+  std::vector<uint16_t> norms, gammas;
+
+  HostPlanes(const detail::PartView& part, size_t slots)
+      : view(&part), packed((slots * part.packed_bytes + 15) / 16 + 1), norms(slots * part.part_count), gammas(slots) {}
+
+  // The CPU row `row` (as VectorCodec::encode writes it) at plane index `plane`.
+  void store(const uint8_t* row, size_t plane) {
+    auto* indices = reinterpret_cast<uint8_t*>(packed.data()) + plane * view->packed_bytes;
+    size_t from = 0, to = 0;
+    for (int p = 0; p < view->part_count; ++p) {
+      const size_t bytes = view->part_count == 1 ? view->packed_bytes : view->parts[p].packed_bytes;
+      std::memcpy(indices + to, row + from, bytes);
+      norms[plane * view->part_count + p] = static_cast<uint16_t>(row[from + bytes] | row[from + bytes + 1] << 8);
+      from += bytes + 2;
+      to += bytes;
+    }
+    if (view->gammas()) gammas[plane] = static_cast<uint16_t>(row[from] | row[from + 1] << 8);
+  }
+  const uint8_t* indices() const { return reinterpret_cast<const uint8_t*>(packed.data()); }
+};
+
+}  // namespace kvsketch::cuda
