@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "host_planes.hpp"
 #include "kernel_emulator.hpp"
 #include "kvsketch/codec.hpp"
+#include "kvsketch/half.hpp"
 #include "mirrored_cache.hpp"
 
 namespace kvsketch::cuda {
@@ -52,6 +54,26 @@ struct RolePlanes {
   }
 };
 
+// The fp16 body's planes: each body token's halves (the cache's fp16 rows).
+struct HalfPlanes {
+  std::vector<uint4> keys, values;  // 16-byte aligned
+
+  HalfPlanes(const MirroredCache& m, const DeviceMirror& mirror)
+      : keys(mirror.pages * m.kv_heads * mirror.page_tokens * m.dim * 2 / 16 + 1), values(keys.size()) {
+    auto* key_halves = reinterpret_cast<uint16_t*>(keys.data());
+    auto* value_halves = reinterpret_cast<uint16_t*>(values.data());
+    for (size_t i = 0; i < mirror.slots.size(); ++i)
+      for (size_t h = 0; h < m.kv_heads; ++h) {
+        const size_t page = mirror.slots[i] / mirror.page_tokens, offset = mirror.slots[i] % mirror.page_tokens;
+        const size_t plane = (page * m.kv_heads + h) * mirror.page_tokens + offset;
+        for (size_t j = 0; j < m.dim; ++j) {
+          key_halves[plane * m.dim + j] = float_to_half(mirror.body_keys[(i * m.kv_heads + h) * m.dim + j]);
+          value_halves[plane * m.dim + j] = float_to_half(mirror.body_values[(i * m.kv_heads + h) * m.dim + j]);
+        }
+      }
+  }
+};
+
 template <int D, int KB, int VB, bool SIGNS>
 void check_emulated(const DecodeCase& c, const std::vector<size_t>& lengths) {
   const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, lengths, 11);
@@ -63,17 +85,27 @@ void check_emulated(const DecodeCase& c, const std::vector<size_t>& lengths) {
   exact_float.arithmetic = Arithmetic::kFloat;
   m.cache.decode(0, m.ids.data(), batch, queries.data(), c.q_heads, cpu.data(), cpu_lse.data(), exact_float);
 
-  const RolePlanes keys(m, mirror, true), values(m, mirror, false);
-  ASSERT_EQ(keys.view.layout(), KB) << c.policy;
-  ASSERT_EQ(values.view.layout(), VB) << c.policy;
   detail::BodyView body;
-  detail::bind_keys(keys.view, body);
-  detail::bind_values(values.view, body);
-  body.key_indices = keys.planes->indices();
-  body.key_norms = keys.planes->norms.data();
-  body.key_gammas = keys.planes->gammas.data();
-  body.value_indices = values.planes->indices();
-  body.value_norms = values.planes->norms.data();
+  std::unique_ptr<RolePlanes> keys, values;
+  std::unique_ptr<HalfPlanes> halves;
+  if constexpr (KB == detail::kHalfBits) {  // decode_attention_fp16's body
+    halves = std::make_unique<HalfPlanes>(m, mirror);
+    body.key_bits = body.value_bits = detail::kHalfBits;
+    body.key_indices = reinterpret_cast<const uint8_t*>(halves->keys.data());
+    body.value_indices = reinterpret_cast<const uint8_t*>(halves->values.data());
+  } else {
+    keys = std::make_unique<RolePlanes>(m, mirror, true);
+    values = std::make_unique<RolePlanes>(m, mirror, false);
+    ASSERT_EQ(keys->view.layout(), KB) << c.policy;
+    ASSERT_EQ(values->view.layout(), VB) << c.policy;
+    detail::bind_keys(keys->view, body);
+    detail::bind_values(values->view, body);
+    body.key_indices = keys->planes->indices();
+    body.key_norms = keys->planes->norms.data();
+    body.key_gammas = keys->planes->gammas.data();
+    body.value_indices = values->planes->indices();
+    body.value_norms = values->planes->norms.data();
+  }
   body.page_tokens = static_cast<int>(c.page);
   detail::BatchView view;
   view.batch = static_cast<int>(batch);
@@ -114,6 +146,11 @@ TEST(CudaEmulatedDecode, TurboQuantEqualsTheCpuCache) {
   check_emulated<128, 3, 3, false>({2, 128, 8, "tq_mse:b=3|sinks=4|window=32|block=16", 64}, kLengths);
   check_emulated<64, 4, 2, false>({1, 64, 3, "tq_mse:b=4,rescale=1|tq_mse:b=2|sinks=0|window=16|block=16", 48},
                                   kLengths);
+}
+
+TEST(CudaEmulatedDecode, Fp16BodyEqualsTheCpuCache) {
+  check_emulated<128, detail::kHalfBits, detail::kHalfBits, false>(
+      {2, 128, 6, "fp16|sinks=4|window=32|block=16", 64}, kLengths);
 }
 
 TEST(CudaEmulatedDecode, ProdAndQjlKeysEqualTheCpuCache) {
