@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/encode_row.cuh"
+#include "cuda/encode_targets.cuh"
 #include "cuda/kernels.hpp"
 
 namespace kvsketch::cuda::detail {
@@ -12,28 +13,6 @@ constexpr int kEncodeWarps = 4;
 
 __device__ inline void report(unsigned long long* failure, size_t row, int reason) {
   atomicMin(failure, static_cast<unsigned long long>(row) * 4 + reason);
-}
-
-// Part p of row `row` of head `head`: where its indices, its norm and (tq_prod) its gamma go. A
-// CPU row holds each part's indices and norm in turn (tq_prod: indices, signs, norm, gamma); a
-// page store's index plane the parts' indices in turn, its norm plane their norms.
-__device__ inline void target_of(const EncodeTarget& target, const PartView& view, int p, int head, size_t row,
-                                 uint8_t** indices, uint8_t** norm, uint8_t** gamma) {
-  int packed_before = 0;
-  for (int q = 0; q < p; ++q) packed_before += view.parts[q].packed_bytes;
-  const int packed = view.part_count == 1 ? view.packed_bytes : view.parts[p].packed_bytes;
-  if (target.rows) {
-    *indices = target.rows + row * target.row_stride + packed_before + 2 * p;
-    *norm = *indices + packed;
-    *gamma = *norm + 2;
-    return;
-  }
-  const int64_t slot = target.slots[row];
-  const int64_t page = slot / target.page_tokens, token = slot % target.page_tokens;
-  const size_t plane = (static_cast<size_t>(page) * target.kv_heads + head) * target.page_tokens + token;
-  *indices = target.indices + plane * view.packed_bytes + packed_before;
-  *norm = reinterpret_cast<uint8_t*>(target.norms + plane * target.norms_per_token + p);
-  *gamma = target.gammas ? reinterpret_cast<uint8_t*>(target.gammas + plane) : nullptr;
 }
 
 __global__ void encode_kernel(PartView view, int first_head, const float* x, size_t row_stride, size_t head_stride,
@@ -59,7 +38,6 @@ __global__ void encode_kernel(PartView view, int first_head, const float* x, siz
   }
 }
 
-// One CPU row per block, its parts' indices and norms (and tq_prod's gamma) into the planes.
 __global__ void store_rows_kernel(PartView view, const uint8_t* rows, size_t row_bytes, int head, size_t n,
                                   EncodeTarget target, unsigned long long* failure) {
   const size_t row = blockIdx.x;
@@ -69,23 +47,7 @@ __global__ void store_rows_kernel(PartView view, const uint8_t* rows, size_t row
     if (threadIdx.x == 0) report(failure, row, kBadSlot);
     return;
   }
-  const int page_tokens = target.page_tokens;
-  const size_t plane = (static_cast<size_t>(slot / page_tokens) * target.kv_heads + head) * page_tokens +
-                       static_cast<size_t>(slot % page_tokens);
-  const uint8_t* source = rows + row * row_bytes;
-  int from = 0, to = 0;
-  for (int p = 0; p < view.part_count; ++p) {
-    const int packed = view.part_count == 1 ? view.packed_bytes : view.parts[p].packed_bytes;
-    for (int b = threadIdx.x; b < packed; b += blockDim.x)
-      target.indices[plane * view.packed_bytes + to + b] = source[from + b];
-    if (threadIdx.x == 0)
-      target.norms[plane * target.norms_per_token + p] =
-          static_cast<uint16_t>(source[from + packed] | source[from + packed + 1] << 8);
-    from += packed + 2;
-    to += packed;
-  }
-  if (threadIdx.x == 1 && target.gammas)
-    target.gammas[plane] = static_cast<uint16_t>(source[from] | source[from + 1] << 8);
+  store_row(view, rows + row * row_bytes, plane_of(target, head, slot), target, threadIdx.x, blockDim.x);
 }
 
 }  // namespace

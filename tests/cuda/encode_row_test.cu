@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/encode_row.cuh"
+#include "cuda/encode_targets.cuh"
 #include "kvsketch/codec.hpp"
 #include "kvsketch/error.hpp"
 #include "host_planes.hpp"
@@ -63,6 +64,57 @@ TEST(CudaEncodeRow, SplitsGatherTheirCalibratedChannels) {
   EXPECT_FALSE(std::is_sorted(sorted.begin(), sorted.end()));
   std::sort(sorted.begin(), sorted.end());
   for (size_t j = 0; j < sorted.size(); ++j) ASSERT_EQ(sorted[j], j);
+}
+
+// The planes encode_into_pages writes (each part through target_of) and those store_rows writes
+// from the CPU rows (store_row) are the planes the decode tests read (HostPlanes, filled as
+// decode_body reads them), byte for byte.
+TEST(CudaEncodeRow, PageTargetsAreThePlanesDecodeReads) {
+  const size_t dim = 128, n = 40, page_tokens = 16, kv_heads = 2, head = 1;
+  for (const char* spec : {"tq_mse:b=3", "tq_prod:b=3", "qjl", "tq_mse:b=2.5", "tq_mse:b=3.5,rescale=1"}) {
+    const auto codec = make_codec(spec, dim, 8);
+    const std::vector<float> rows = rows_of_every_kind(n, dim, 12);
+    codec->calibrate(rows.data(), n);
+    HostTables storage;
+    const PartView view = part_view_on_host({codec.get(), codec.get()}, storage);  // head 1: the same codec
+    CodeBuffer cpu_rows(codec->code_bytes());
+    codec->encode(rows.data(), n, cpu_rows);
+    const size_t slots = 4 * page_tokens * kv_heads;
+    std::vector<int64_t> slot_of(n);
+    for (size_t i = 0; i < n; ++i) slot_of[i] = static_cast<int64_t>((i * 7 + 3) % (4 * page_tokens));
+    HostPlanes expected(view, slots), encoded(view, slots), stored(view, slots);
+    const auto target_for = [&](HostPlanes& planes) {
+      EncodeTarget target;
+      target.slots = slot_of.data();
+      target.indices = reinterpret_cast<uint8_t*>(planes.packed.data());
+      target.norms = planes.norms.data();
+      target.gammas = view.gammas() ? planes.gammas.data() : nullptr;
+      target.norms_per_token = view.part_count;
+      target.page_tokens = page_tokens;
+      target.kv_heads = kv_heads;
+      target.total_slots = static_cast<int64_t>(4 * page_tokens);
+      return target;
+    };
+    const EncodeTarget encode_target = target_for(encoded), store_target = target_for(stored);
+    static EncodeScratch scratch;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t plane = plane_of(encode_target, head, slot_of[i]);
+      expected.store(cpu_rows.row(i), plane);
+      store_row(view, cpu_rows.row(i), plane, store_target, 0, 1);
+      for (int p = 0; p < view.part_count; ++p) {
+        uint8_t *indices, *norm, *gamma;
+        target_of(encode_target, view, p, head, i, &indices, &norm, &gamma);
+        ASSERT_EQ(encode_row(view, p, head, rows.data() + i * dim, scratch, indices, norm, gamma, 0), kEncoded);
+      }
+    }
+    for (const HostPlanes* planes : {&encoded, &stored}) {
+      const char* who = planes == &encoded ? "encode" : "store_rows";
+      EXPECT_EQ(std::memcmp(planes->packed.data(), expected.packed.data(), expected.packed.size() * 16), 0)
+          << spec << ": " << who << "'s index plane";
+      EXPECT_EQ(planes->norms, expected.norms) << spec << ": " << who << "'s norms";
+      EXPECT_EQ(planes->gammas, expected.gammas) << spec << ": " << who << "'s gammas";
+    }
+  }
 }
 
 TEST(CudaEncodeRow, RefusesWhatTheCpuRefuses) {
