@@ -68,7 +68,7 @@ TEST(CudaEncodeRow, SplitsGatherTheirCalibratedChannels) {
 
 // The planes encode_into_pages writes (each part through target_of) and those store_rows writes
 // from the CPU rows (store_row) are the planes the decode tests read (HostPlanes, filled as
-// decode_body reads them), byte for byte.
+// decode_body reads them), byte for byte; encode_rows' rows are the CPU codec's.
 TEST(CudaEncodeRow, PageTargetsAreThePlanesDecodeReads) {
   const size_t dim = 128, n = 40, page_tokens = 16, kv_heads = 2, head = 1;
   for (const char* spec : {"tq_mse:b=3", "tq_prod:b=3", "qjl", "tq_mse:b=2.5", "tq_mse:b=3.5,rescale=1"}) {
@@ -107,6 +107,20 @@ TEST(CudaEncodeRow, PageTargetsAreThePlanesDecodeReads) {
         ASSERT_EQ(encode_row(view, p, head, rows.data() + i * dim, scratch, indices, norm, gamma, 0), kEncoded);
       }
     }
+    // Rows mode (encode_rows): the CPU rows themselves.
+    std::vector<uint8_t> row_bytes(n * codec->code_bytes());
+    EncodeTarget rows_target;
+    rows_target.rows = row_bytes.data();
+    rows_target.row_stride = codec->code_bytes();
+    for (size_t i = 0; i < n; ++i)
+      for (int p = 0; p < view.part_count; ++p) {
+        uint8_t *indices, *norm, *gamma;
+        target_of(rows_target, view, p, head, i, &indices, &norm, &gamma);
+        ASSERT_EQ(encode_row(view, p, head, rows.data() + i * dim, scratch, indices, norm, gamma, 0), kEncoded);
+      }
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(std::memcmp(row_bytes.data() + i * codec->code_bytes(), cpu_rows.row(i), codec->code_bytes()), 0)
+          << spec << ": encode_rows' row " << i;
     for (const HostPlanes* planes : {&encoded, &stored}) {
       const char* who = planes == &encoded ? "encode" : "store_rows";
       EXPECT_EQ(std::memcmp(planes->packed.data(), expected.packed.data(), expected.packed.size() * 16), 0)
