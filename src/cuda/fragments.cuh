@@ -61,37 +61,47 @@ __host__ __device__ inline uint32_t half2_bits(float low, float high) {
   return bits;
 }
 
-// Loads BYTES bytes (a chunk at a multiple of BYTES from a 16-byte aligned base) into words,
-// with the widest access its alignment allows.
-template <int BYTES>
-__host__ __device__ inline void load_chunk(const uint8_t* source, uint32_t (&words)[(BYTES + 3) / 4]) {
-  if constexpr (BYTES % 16 == 0) {
+__host__ __device__ constexpr int gcd_of(int a, int b) { return b == 0 ? a : gcd_of(b, a % b); }
+
+// BYTES bytes from `source`, known to be a multiple of ALIGN bytes (16 at most), into N words with
+// the widest loads that alignment allows.
+template <int BYTES, int ALIGN, int N>
+__host__ __device__ inline void load_bytes(const uint8_t* source, uint32_t* words) {
+  if constexpr (ALIGN % 16 == 0) {
 #pragma unroll
     for (int i = 0; i < BYTES / 16; ++i) {
       const uint4 v = load_streaming(reinterpret_cast<const uint4*>(source) + i);
       words[4 * i] = v.x, words[4 * i + 1] = v.y, words[4 * i + 2] = v.z, words[4 * i + 3] = v.w;
     }
-  } else if constexpr (BYTES % 8 == 0) {
+  } else if constexpr (ALIGN % 8 == 0) {
 #pragma unroll
     for (int i = 0; i < BYTES / 8; ++i) {
       const uint2 v = load_streaming(reinterpret_cast<const uint2*>(source) + i);
       words[2 * i] = v.x, words[2 * i + 1] = v.y;
     }
-  } else if constexpr (BYTES % 4 == 0) {
+  } else if constexpr (ALIGN % 4 == 0) {
 #pragma unroll
     for (int i = 0; i < BYTES / 4; ++i) words[i] = load_streaming(reinterpret_cast<const unsigned int*>(source) + i);
-  } else if constexpr (BYTES % 2 == 0) {
+  } else if constexpr (ALIGN % 2 == 0) {
 #pragma unroll
-    for (int i = 0; i < (BYTES + 3) / 4; ++i) words[i] = 0;
+    for (int i = 0; i < N; ++i) words[i] = 0;
 #pragma unroll
     for (int i = 0; i < BYTES / 2; ++i)
-      words[i / 2] |= static_cast<uint32_t>(load_streaming(reinterpret_cast<const unsigned short*>(source) + i)) << (16 * (i % 2));
+      words[i / 2] |= static_cast<uint32_t>(load_streaming(reinterpret_cast<const unsigned short*>(source) + i))
+                      << (16 * (i % 2));
   } else {
 #pragma unroll
-    for (int i = 0; i < (BYTES + 3) / 4; ++i) words[i] = 0;
+    for (int i = 0; i < N; ++i) words[i] = 0;
 #pragma unroll
     for (int i = 0; i < BYTES; ++i) words[i / 4] |= static_cast<uint32_t>(load_streaming(source + i)) << (8 * (i % 4));
   }
+}
+
+// Loads BYTES bytes (a chunk at a multiple of BYTES from a 16-byte aligned base) into words,
+// with the widest access its alignment allows.
+template <int BYTES>
+__host__ __device__ inline void load_chunk(const uint8_t* source, uint32_t (&words)[(BYTES + 3) / 4]) {
+  load_bytes<BYTES, gcd_of(BYTES, 16), (BYTES + 3) / 4>(source, words);
 }
 
 // 32 bits of a packed stream of n words from bit `offset` (a compile-time constant after
@@ -162,8 +172,6 @@ struct Layout {
   __host__ __device__ static constexpr int part_of_tile(int j) { return 8 * j < kCount0 ? 0 : 1; }
 };
 
-__host__ __device__ constexpr int gcd_of(int a, int b) { return b == 0 ? a : gcd_of(b, a % b); }
-
 // BITS bits from bit `offset` of `source` into words (bit 0 at the offset), by bytes: for a
 // thread's values of a split part, which start at a nibble.
 template <int BITS, int N>
@@ -185,37 +193,8 @@ __host__ __device__ inline void load_bits(const uint8_t* source, int offset, uin
 template <int BITS, int ALIGN, int N>
 __host__ __device__ inline void load_part(const uint8_t* row, int offset, uint32_t* words) {
   if constexpr (BITS % 8 == 0) {
-    if (offset % 8 == 0) {
-      constexpr int kBytes = BITS / 8, kAlign = gcd_of(gcd_of(ALIGN, kBytes), 16);
-      const uint8_t* source = row + offset / 8;
-      if constexpr (kAlign % 16 == 0) {
-#pragma unroll
-        for (int i = 0; i < kBytes / 16; ++i) {
-          const uint4 v = load_streaming(reinterpret_cast<const uint4*>(source) + i);
-          words[4 * i] = v.x, words[4 * i + 1] = v.y, words[4 * i + 2] = v.z, words[4 * i + 3] = v.w;
-        }
-      } else if constexpr (kAlign % 8 == 0) {
-#pragma unroll
-        for (int i = 0; i < kBytes / 8; ++i) {
-          const uint2 v = load_streaming(reinterpret_cast<const uint2*>(source) + i);
-          words[2 * i] = v.x, words[2 * i + 1] = v.y;
-        }
-      } else if constexpr (kAlign % 4 == 0) {
-#pragma unroll
-        for (int i = 0; i < kBytes / 4; ++i) words[i] = load_streaming(reinterpret_cast<const unsigned int*>(source) + i);
-      } else if constexpr (kAlign % 2 == 0) {
-#pragma unroll
-        for (int i = 0; i < N; ++i) words[i] = 0;
-#pragma unroll
-        for (int i = 0; i < kBytes / 2; ++i)
-          words[i / 2] |= static_cast<uint32_t>(load_streaming(reinterpret_cast<const unsigned short*>(source) + i))
-                          << (16 * (i % 2));
-      } else {
-#pragma unroll
-        for (int i = 0; i < N; ++i) words[i] = 0;
-#pragma unroll
-        for (int i = 0; i < kBytes; ++i) words[i / 4] |= static_cast<uint32_t>(load_streaming(source + i)) << (8 * (i % 4));
-      }
+    if (offset % 8 == 0) {  // always, when BITS and the part's first bit are whole bytes
+      load_bytes<BITS / 8, gcd_of(gcd_of(ALIGN, BITS / 8), 16), N>(row + offset / 8, words);
       return;
     }
   }
