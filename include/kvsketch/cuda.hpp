@@ -15,7 +15,8 @@
 // Supported: tq_mse keys and values (b = 2, 3, 4; rotation=hadamard; norm fp16; rescale=0 or 1),
 // tq_prod keys (the same, with sketch=hadamard), QJL keys (m = head_dim, no outliers, norm fp16,
 // any sketch), the channel splits tq_mse:b=2.5 and 3.5 as keys and values (head_dim 128, 256),
-// head_dim 64, 128 or 256, up to 16 query heads per KV head. Anything else is refused with an
+// and center: of any of them (the mean taken off before encoding; scores gain <q, mean>, value
+// sums the mean times the weights), head_dim 64, 128 or 256, up to 16 query heads per KV head. Anything else is refused with an
 // Error naming it. Device pointers are the caller's; every call is ordered on `stream` (a
 // cudaStream_t; nullptr for the default stream).
 //

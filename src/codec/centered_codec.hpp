@@ -31,6 +31,7 @@ class CenteredCodec final : public CodecBase {
   std::vector<uint8_t> calibration() const override;
   void set_calibration(const std::vector<uint8_t>& state) override;
   const std::vector<float>& mean() const { return mean_; }
+  const VectorCodec& inner() const { return *inner_; }
 
  protected:
   void encode_rows(const float* x, size_t n, uint8_t* codes, size_t first_row) const override;

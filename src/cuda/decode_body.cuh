@@ -58,7 +58,7 @@ __host__ __device__ inline void for_warp(Context& ctx, int lane, Step&& step) {
 // [max: group][sum: group][accumulator: group x D].
 template <int D, bool SIGNS>
 __host__ __device__ constexpr int decode_body_shared_floats() {
-  constexpr int kStaged = kMaxGroupHeads * D * (SIGNS ? 2 : 1), kMerged = kMaxGroupHeads * (D + 2);
+  constexpr int kStaged = kMaxGroupHeads * (D * (SIGNS ? 2 : 1) + 1), kMerged = kMaxGroupHeads * (D + 2);
   return kStaged > kMerged ? kStaged : kMerged;
 }
 
@@ -70,6 +70,7 @@ __host__ __device__ inline void decode_body(Context& ctx, float* shared, const D
                                             int tokens_per_unit, int units) {
   float* rotated = shared;
   float* sketched = shared + kMaxGroupHeads * D;
+  float* shifts = shared + kMaxGroupHeads * D * (SIGNS ? 2 : 1);  // centred keys' <q, mean>
   float* merged = shared;
   using Keys = Layout<D, KB>;
   using Values = Layout<D, VB>;
@@ -83,7 +84,7 @@ __host__ __device__ inline void decode_body(Context& ctx, float* shared, const D
   for (int h = warp; h < group; h += kWarps) {
     const float* q = queries + ((static_cast<size_t>(sequence) * shape.kv_heads + head) * group + h) * D;
     for_warp(ctx, lane, [&](int l) {
-      stage_query<SIGNS>(body, head, D, shape.scale * kLog2e, q, rotated + h * D, sketched + h * D, l);
+      stage_query<SIGNS>(body, head, D, shape.scale * kLog2e, q, rotated + h * D, sketched + h * D, shifts + h, l);
     });
   }
   ctx.sync_block();
@@ -93,6 +94,7 @@ __host__ __device__ inline void decode_body(Context& ctx, float* shared, const D
   query_fragments<D, KB>(rotated, group, g, c, query);
   uint32_t sketch_query[SIGNS ? D / 16 : 1][4];
   if constexpr (SIGNS) query_fragments<D>(sketched, group, g, c, sketch_query);
+  const float upper_shift = g < group ? shifts[g] : 0.0f, lower_shift = g + 8 < group ? shifts[g + 8] : 0.0f;
   ctx.sync_block();  // the staging is read before it holds the merged states
 
   float output[D / 8][4];
@@ -156,10 +158,10 @@ __host__ __device__ inline void decode_body(Context& ctx, float* shared, const D
       const float upper_signs = sign_scores[i >> 1][i & 1], lower_signs = sign_scores[i >> 1][2 + (i & 1)];
       const float upper1 = scores1[i >> 1][i & 1], lower1 = scores1[i >> 1][2 + (i & 1)];
       upper = inside ? token_score<KB, SIGNS>(upper, upper1, upper_signs, tile.key_norms[i], tile.key_norms1[i],
-                                              tile.gammas[i])
+                                              tile.gammas[i]) + upper_shift
                      : -INFINITY;
       lower = inside ? token_score<KB, SIGNS>(lower, lower1, lower_signs, tile.key_norms[i], tile.key_norms1[i],
-                                              tile.gammas[i])
+                                              tile.gammas[i]) + lower_shift
                      : -INFINITY;
     }
     float scale_old[2];
@@ -339,6 +341,9 @@ __host__ __device__ inline void finish(Context& ctx, FinishShared<D>& shared, co
     for (int j = ctx.thread(); j < D; j += kThreads) accumulator[j] = scattered[j];
     ctx.sync_block();
   }
+
+  if (body.value_mean)  // centred values: the mean times the body's weights
+    for (int j = ctx.thread(); j < D; j += kThreads) accumulator[j] += sum * body.value_mean[static_cast<size_t>(head) * D + j];
 
   // The fp16 sinks and window, exactly, 32 tokens at a time.
   const int exact = batch.exact_tokens ? batch.exact_tokens[sequence] : 0;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "codec/centered_codec.hpp"
 #include "codec/channel_split.hpp"
 #include "codec/qjl.hpp"
 #include "codec/quad_rows_codec.hpp"
@@ -69,6 +70,7 @@ void bind_keys(const PartView& keys, BodyView& body) {
   body.key_codebook1 = keys.parts[1].codebook;
   body.key_rotation1 = keys.parts[1].rotation;
   body.key_channels = keys.channels;
+  body.key_mean = keys.mean;
   if (!keys.signs) return;
   body.sign_table = sign_table_view();
   body.key_sketch = keys.sketch;
@@ -85,6 +87,7 @@ void bind_values(const PartView& values, BodyView& body) {
   body.value_codebook1 = values.parts[1].codebook;
   body.value_rotation1 = values.parts[1].rotation;
   body.value_channels = values.channels;
+  body.value_mean = values.mean;
 }
 
 }  // namespace detail
@@ -122,13 +125,17 @@ void check_turboquant(const TurboQuant& tq, const VectorCodec& codec, const char
 const TurboQuant& supported_codec(const VectorCodec& codec, const char* role, size_t head, bool keys) {
   const auto* tq = dynamic_cast<const TurboQuant*>(&unwrapped(codec));
   require(tq != nullptr, "cuda: the {} codec of KV head {} is {}; the GPU kernels take {}", role, head, codec.spec(),
-          keys ? "tq_mse, tq_prod, qjl or tq_mse:b=2.5/3.5 keys" : "tq_mse or tq_mse:b=2.5/3.5 values (tq_prod and qjl are for keys)");
+          keys ? "tq_mse, tq_prod, qjl or tq_mse:b=2.5/3.5 keys, or center: of them"
+               : "tq_mse or tq_mse:b=2.5/3.5 values, or center: of them (tq_prod and qjl are for keys)");
   check_turboquant(*tq, codec, role, head, keys);
   check_head_dim(codec.dim());
   return *tq;
 }
 
 const Qjl* qjl_of(const VectorCodec& codec) { return dynamic_cast<const Qjl*>(&unwrapped(codec)); }
+const CenteredCodec* centered_of(const VectorCodec& codec) {
+  return dynamic_cast<const CenteredCodec*>(&unwrapped(codec));
+}
 const ChannelSplit* split_of(const VectorCodec& codec) { return dynamic_cast<const ChannelSplit*>(&unwrapped(codec)); }
 
 // The channel splits of the shorthand tq_mse:b=2.5 and 3.5: a quarter of the channels at b + 1/2
@@ -203,10 +210,11 @@ PendingRotation plan_rotation(const std::vector<RandomizedHadamard::Plan>& plans
 struct PendingPart {
   detail::PartView view;
   PendingRotation rotations[detail::kMaxParts], sketch;
-  bool dense_sketch = false;
-  size_t matrix_at = 0, channels_at = 0;
+  bool dense_sketch = false, centred = false;
+  size_t matrix_at = 0, channels_at = 0, mean_at = 0;
 
   void resolve(const float* device, const uint16_t* device_channels) {
+    if (centred) view.mean = device + mean_at;
     for (int p = 0; p < view.part_count; ++p) {
       rotations[p].resolve(device);
       view.parts[p].rotation = rotations[p].view;
@@ -295,7 +303,31 @@ PendingPart plan_qjl_part(const std::vector<const VectorCodec*>& codecs, std::ve
   return pending;
 }
 
+PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char* role, bool keys, detail::HostTables& host);
+
+// center: the inner codecs' part, and every head's mean after the tables.
+PendingPart plan_centred_part(const std::vector<const VectorCodec*>& codecs, const char* role, bool keys,
+                              detail::HostTables& host) {
+  std::vector<const VectorCodec*> inner;
+  for (size_t h = 0; h < codecs.size(); ++h) {
+    const CenteredCodec* centred = centered_of(*codecs[h]);
+    require(centred != nullptr, "cuda: the {} codecs differ between KV heads: head {} is {}", role, h, codecs[h]->spec());
+    require(!centered_of(centred->inner()), "cuda: the {} codec of KV head {} is {}; the GPU kernels centre once", role,
+            h, codecs[h]->spec());
+    inner.push_back(&centred->inner());
+  }
+  PendingPart pending = plan_part(inner, role, keys, host);
+  pending.centred = true;
+  pending.mean_at = host.floats.size();
+  for (const VectorCodec* codec : codecs) {
+    const std::vector<float>& mean = centered_of(*codec)->mean();
+    host.floats.insert(host.floats.end(), mean.begin(), mean.end());
+  }
+  return pending;
+}
+
 PendingPart plan_part(const std::vector<const VectorCodec*>& codecs, const char* role, bool keys, detail::HostTables& host) {
+  if (centered_of(*codecs.front())) return plan_centred_part(codecs, role, keys, host);
   if (keys && qjl_of(*codecs.front())) return plan_qjl_part(codecs, host.floats);
   if (split_of(*codecs.front())) return plan_split_part(codecs, role, host);
   PendingPart pending;

@@ -58,6 +58,12 @@ __host__ __device__ inline void store_half(float value, uint8_t* bytes) {
   bytes[1] = static_cast<uint8_t>(half >> 8);
 }
 
+// Channel c of a head's row as its codec encodes it: center: takes the mean off first (one
+// rounding, as CenteredCodec does).
+__host__ __device__ inline float centred_input(const PartView& view, int head, const float* in, int c) {
+  return view.mean ? sub_rn(in[c], view.mean[static_cast<size_t>(head) * view.dim + c]) : in[c];
+}
+
 // Sign bits of data[0, dim) (bit 1 where positive; zero counts as negative), LSB first, as
 // simd::sign_bits packs them.
 __host__ __device__ inline void pack_signs(const float* data, int dim, uint8_t* out, int lane) {
@@ -83,7 +89,7 @@ __host__ __device__ inline int encode_signs_row(const PartView& part, int head, 
   });
   for_lanes(lane, [&](int l) {
     for (int j = l; j < dim; j += kWarpSize) {
-      x[j] = in[j];
+      x[j] = centred_input(part, head, in, j);
       if (!isfinite(x[j])) scratch.flag = 1;
     }
   });
@@ -132,7 +138,7 @@ __host__ __device__ inline int encode_row(const PartView& view, int p, int head,
   });
   for_lanes(lane, [&](int l) {
     for (int j = l; j < dim; j += kWarpSize) {
-      u[j] = in[gather ? gather[j] : j];
+      u[j] = centred_input(view, head, in, gather ? gather[j] : j);
       if (!isfinite(u[j])) scratch.flag = 1;
     }
   });

@@ -69,6 +69,7 @@ struct PartView {
   RotationView sketch;   // the sketch's Hadamard block (steps 0 where it is dense)
   const float* sketch_matrix = nullptr;  // a dense sketch: [heads][dim columns][dim rows]
   float sign_scale = 0.0f;  // sqrt(pi/2) / (m * bias factor), the CPU codec's
+  const float* mean = nullptr;  // center: the mean each head's rows are encoded less ([heads][dim])
   // tq_prod: after the norm, the row holds the residual's norm gamma.
   bool gammas() const { return signs && parts[0].codebook.bits > 0; }
   int factors() const { return part_count + (gammas() ? 1 : 0); }  // fp16 norms of a CPU row
@@ -149,6 +150,9 @@ struct BodyView {
   RotationView key_rotation1, value_rotation1;
   const uint16_t* key_channels = nullptr;
   const uint16_t* value_channels = nullptr;
+  // center: the means ([heads][dim]): keys' scores gain <q, mean>, values' sums mean * the weights.
+  const float* key_mean = nullptr;
+  const float* value_mean = nullptr;
   // tq_prod keys: the signs' table, the sketch, and the sketched query's factor (sqrt(dim) of the
   // sketch's rows times the sign scale).
   CodebookView sign_table;

@@ -130,6 +130,8 @@ TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
       {2, 128, 8, "tq_mse:b=2.5|tq_mse:b=2.5|sinks=4|window=32|block=16", 64},
       {2, 128, 4, "tq_mse:b=3.5,rescale=1|tq_mse:b=2.5|sinks=4|window=32|block=16", 128},
       {1, 256, 6, "tq_mse:b=2.5|tq_mse:b=3.5|sinks=0|window=16|block=16", 64},
+      {2, 128, 8, "center:tq_mse:b=4,rescale=1|center:tq_mse:b=3,rescale=1|sinks=4|window=32|block=16", 64},
+      {1, 128, 4, "center:tq_mse:b=3.5,rescale=1|sinks=4|window=16|block=16", 128},
   };
   for (const DecodeCase& c : cases) {
     const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, {3, 37, 300, 1000, 2100, 4100}, 11);
@@ -262,6 +264,7 @@ TEST(CudaRefusals, CodecsTheKernelsDoNotTake) {
            {"split:tq_mse:b=3@64+tq_mse:b=2", 128, "splits of tq_mse:b=2.5 and b=3.5"},
            {"tq_prod:b=2.5", 128, "splits of tq_mse:b=2.5 and b=3.5"},
            {"tq_mse:b=1.5", 128, "splits of tq_mse:b=2.5 and b=3.5"},
+           {"center:q4_0", 128, "or center: of them"},
            {"qjl:m=256", 128, "m = head_dim"},
            {"qjl:outliers=8", 128, "without outliers"},
            {"tq_mse:b=3,rotation=haar", 128, "rotation=hadamard"},

@@ -158,6 +158,14 @@ TEST(CudaEmulatedDecode, ProdAndQjlKeysEqualTheCpuCache) {
   check_emulated<128, 0, 4, true>({1, 128, 2, "qjl|tq_mse:b=4|sinks=4|window=16|block=16", 32}, kLengths);
 }
 
+TEST(CudaEmulatedDecode, CentredCodecsEqualTheCpuCache) {
+  check_emulated<128, 4, 3, false>(
+      {2, 128, 8, "center:tq_mse:b=4,rescale=1|center:tq_mse:b=3,rescale=1|sinks=4|window=32|block=16", 64},
+      kLengths);
+  check_emulated<128, detail::kSplit35, detail::kSplit35, false>(
+      {1, 128, 4, "center:tq_mse:b=3.5,rescale=1|sinks=4|window=16|block=16", 64}, kLengths);
+}
+
 TEST(CudaEmulatedDecode, ChannelSplitsEqualTheCpuCache) {
   check_emulated<128, detail::kSplit25, detail::kSplit25, false>(
       {2, 128, 4, "tq_mse:b=2.5|tq_mse:b=2.5|sinks=4|window=32|block=16", 64}, kLengths);

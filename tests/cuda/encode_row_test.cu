@@ -29,7 +29,8 @@ TEST(CudaEncodeRow, GivesTheCpuCodecsBits) {
                              "tq_mse:b=2,rounds=3", "tq_mse:b=3,codebook=gaussian", "tq_prod:b=2", "tq_prod:b=3",
                              "tq_prod:b=4", "tq_prod:b=3,rounds=3", "tq_prod:b=3,codebook=gaussian", "qjl",
                              "qjl:sketch=gaussian", "qjl:sketch=hadamard", "qjl:sketch=hadamard,rounds=3",
-                             "tq_mse:b=2.5", "tq_mse:b=3.5", "tq_mse:b=2.5,rescale=1"})
+                             "tq_mse:b=2.5", "tq_mse:b=3.5", "tq_mse:b=2.5,rescale=1", "center:tq_mse:b=3,rescale=1",
+                             "center:tq_prod:b=3", "center:tq_mse:b=3.5,rescale=1"})
       for (uint64_t seed : {1u, 77u}) {
         const bool split = std::string(spec).find(".5") != std::string::npos;
         if (split && dim == 64) continue;  // refused: parts of 16 channels
@@ -71,7 +72,8 @@ TEST(CudaEncodeRow, SplitsGatherTheirCalibratedChannels) {
 // decode_body reads them), byte for byte; encode_rows' rows are the CPU codec's.
 TEST(CudaEncodeRow, PageTargetsAreThePlanesDecodeReads) {
   const size_t dim = 128, n = 40, page_tokens = 16, kv_heads = 2, head = 1;
-  for (const char* spec : {"tq_mse:b=3", "tq_prod:b=3", "qjl", "tq_mse:b=2.5", "tq_mse:b=3.5,rescale=1"}) {
+  for (const char* spec :
+       {"tq_mse:b=3", "tq_prod:b=3", "qjl", "tq_mse:b=2.5", "tq_mse:b=3.5,rescale=1", "center:tq_mse:b=2.5,rescale=1"}) {
     const auto codec = make_codec(spec, dim, 8);
     const std::vector<float> rows = rows_of_every_kind(n, dim, 12);
     codec->calibrate(rows.data(), n);

@@ -320,9 +320,10 @@ void check_codec_scores(const char* spec, uint64_t seed) {
   body.value_norms = value_norms.data();
   body.page_tokens = kTile;
 
-  std::vector<float> rotated(kMaxGroupHeads * D, 0.0f), sketched(kMaxGroupHeads * D, 0.0f);
+  std::vector<float> rotated(kMaxGroupHeads * D, 0.0f), sketched(kMaxGroupHeads * D, 0.0f), shifts(kMaxGroupHeads);
   for (int h = 0; h < group; ++h)
-    stage_query<SIGNS>(body, 0, D, 1.0f, queries.data() + h * D, rotated.data() + h * D, sketched.data() + h * D, 0);
+    stage_query<SIGNS>(body, 0, D, 1.0f, queries.data() + h * D, rotated.data() + h * D, sketched.data() + h * D,
+                       shifts.data() + h, 0);
   static Tile<D, KB, 2, SIGNS> tiles[32];
   static uint32_t query[32][D / 16][4], sketch_query[32][D / 16][4];
   for (int lane = 0; lane < 32; ++lane) {
@@ -366,7 +367,8 @@ void check_codec_scores(const char* spec, uint64_t seed) {
           q_norm += std::pow(queries[head * D + j], 2), k_norm += std::pow(keys.rows[token * D + j], 2);
         const Tile<D, KB, 2, SIGNS>& tile = tiles[lane];
         const float got = token_score<KB, SIGNS>(scores[lane][r], scores1[lane][r], sign_scores[lane][r],
-                                                 tile.key_norms[entry], tile.key_norms1[entry], tile.gammas[entry]);
+                                                 tile.key_norms[entry], tile.key_norms1[entry], tile.gammas[entry]) +
+                          shifts[head];
         ASSERT_NEAR(got, expected[token], 2e-3 * std::sqrt(q_norm * k_norm))
             << spec << " D " << D << " head " << head << " token " << token;
       }
@@ -454,6 +456,11 @@ void check_codec_values(const char* spec, uint64_t seed) {
     } else {
       output = accumulator;
     }
+    if (body.value_mean) {  // the finish's centring: the mean times the weights' sum
+      double total = 0.0;
+      for (int t = 0; t < kTile; ++t) total += w[head * kTile + t];
+      for (int j = 0; j < D; ++j) output[j] += static_cast<float>(total) * body.value_mean[j];
+    }
     double error = 0.0, norm = 0.0;
     for (int j = 0; j < D; ++j) {
       for (int t = 0; t < kTile; ++t) expected[j] += w[head * kTile + t] * decoded[t * D + j];
@@ -484,6 +491,12 @@ TEST(CudaFragments, SplitKeysScoreEachPartWithItsNorm) {
   check_codec_scores<256, kSplit35, false>("tq_mse:b=3.5", 54);
 }
 
+TEST(CudaFragments, CentredKeysAddTheQueryShift) {
+  check_codec_scores<128, 3, false>("center:tq_mse:b=3,rescale=1", 55);
+  check_codec_scores<128, kSplit35, false>("center:tq_mse:b=3.5,rescale=1", 56);
+  check_codec_scores<128, 2, true>("center:tq_prod:b=3", 57);
+}
+
 TEST(CudaFragments, ValueSumsUnrotatedGiveTheCodecsDecodedRows) {
   check_codec_values<128, 3>("tq_mse:b=3", 61);
   check_codec_values<64, 2>("tq_mse:b=2,rescale=1", 62);
@@ -492,6 +505,8 @@ TEST(CudaFragments, ValueSumsUnrotatedGiveTheCodecsDecodedRows) {
   check_codec_values<128, kSplit35>("tq_mse:b=3.5,rescale=1", 65);
   check_codec_values<256, kSplit25>("tq_mse:b=2.5,rescale=1", 66);
   check_codec_values<256, kSplit35>("tq_mse:b=3.5", 67);
+  check_codec_values<128, 3>("center:tq_mse:b=3,rescale=1", 68);
+  check_codec_values<128, kSplit25>("center:tq_mse:b=2.5,rescale=1", 69);
 }
 
 TEST(CudaFragments, Fp16BodyEqualsPlainArithmetic) {
