@@ -58,7 +58,7 @@ __host__ __device__ inline void for_warp(Context& ctx, int lane, Step&& step) {
 // [max: group][sum: group][accumulator: group x D].
 template <int D, bool SIGNS>
 __host__ __device__ constexpr int decode_body_shared_floats() {
-  constexpr int kStaged = kMaxGroupHeads * (D * (SIGNS ? 2 : 1) + 1), kMerged = kMaxGroupHeads * (D + 2);
+  constexpr int kStaged = kMaxGroupHeads * D * (SIGNS ? 2 : 1), kMerged = kMaxGroupHeads * (D + 2);
   return kStaged > kMerged ? kStaged : kMerged;
 }
 
@@ -70,7 +70,6 @@ __host__ __device__ inline void decode_body(Context& ctx, float* shared, const D
                                             int tokens_per_unit, int units) {
   float* rotated = shared;
   float* sketched = shared + kMaxGroupHeads * D;
-  float* shifts = shared + kMaxGroupHeads * D * (SIGNS ? 2 : 1);  // centred keys' <q, mean>
   float* merged = shared;
   using Keys = Layout<D, KB>;
   using Values = Layout<D, VB>;
@@ -84,7 +83,7 @@ __host__ __device__ inline void decode_body(Context& ctx, float* shared, const D
   for (int h = warp; h < group; h += kWarps) {
     const float* q = queries + ((static_cast<size_t>(sequence) * shape.kv_heads + head) * group + h) * D;
     for_warp(ctx, lane, [&](int l) {
-      stage_query<SIGNS>(body, head, D, shape.scale * kLog2e, q, rotated + h * D, sketched + h * D, shifts + h, l);
+      stage_query<SIGNS>(body, head, D, shape.scale * kLog2e, q, rotated + h * D, sketched + h * D, l);
     });
   }
   ctx.sync_block();
@@ -94,7 +93,6 @@ __host__ __device__ inline void decode_body(Context& ctx, float* shared, const D
   query_fragments<D, KB>(rotated, group, g, c, query);
   uint32_t sketch_query[SIGNS ? D / 16 : 1][4];
   if constexpr (SIGNS) query_fragments<D>(sketched, group, g, c, sketch_query);
-  const float upper_shift = g < group ? shifts[g] : 0.0f, lower_shift = g + 8 < group ? shifts[g + 8] : 0.0f;
   ctx.sync_block();  // the staging is read before it holds the merged states
 
   float output[D / 8][4];
@@ -158,10 +156,10 @@ __host__ __device__ inline void decode_body(Context& ctx, float* shared, const D
       const float upper_signs = sign_scores[i >> 1][i & 1], lower_signs = sign_scores[i >> 1][2 + (i & 1)];
       const float upper1 = scores1[i >> 1][i & 1], lower1 = scores1[i >> 1][2 + (i & 1)];
       upper = inside ? token_score<KB, SIGNS>(upper, upper1, upper_signs, tile.key_norms[i], tile.key_norms1[i],
-                                              tile.gammas[i]) + upper_shift
+                                              tile.gammas[i])
                      : -INFINITY;
       lower = inside ? token_score<KB, SIGNS>(lower, lower1, lower_signs, tile.key_norms[i], tile.key_norms1[i],
-                                              tile.gammas[i]) + lower_shift
+                                              tile.gammas[i])
                      : -INFINITY;
     }
     float scale_old[2];
@@ -325,7 +323,11 @@ __host__ __device__ inline void finish(Context& ctx, FinishShared<D>& shared, co
     accumulator[j] = total;
     query[j] = queries[row * D + j] * shape.scale * kLog2e;
   }
-  if (ctx.thread() == 0) state[0] = best, state[1] = sum;
+  // Centred keys: every body score gains the same shift, so only the body's maximum moves.
+  if (ctx.thread() == 0) {
+    state[0] = best + query_shift(body, head, D, shape.scale * kLog2e, queries + row * D);
+    state[1] = sum;
+  }
   ctx.sync_block();
   if (body.value_rotation.steps > 0 && warp == 0)
     for_warp(ctx, lane, [&](int l) {

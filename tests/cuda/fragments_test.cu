@@ -322,8 +322,8 @@ void check_codec_scores(const char* spec, uint64_t seed) {
 
   std::vector<float> rotated(kMaxGroupHeads * D, 0.0f), sketched(kMaxGroupHeads * D, 0.0f), shifts(kMaxGroupHeads);
   for (int h = 0; h < group; ++h)
-    stage_query<SIGNS>(body, 0, D, 1.0f, queries.data() + h * D, rotated.data() + h * D, sketched.data() + h * D,
-                       shifts.data() + h, 0);
+    stage_query<SIGNS>(body, 0, D, 1.0f, queries.data() + h * D, rotated.data() + h * D, sketched.data() + h * D, 0),
+        shifts[h] = query_shift(body, 0, D, 1.0f, queries.data() + h * D);
   static Tile<D, KB, 2, SIGNS> tiles[32];
   static uint32_t query[32][D / 16][4], sketch_query[32][D / 16][4];
   for (int lane = 0; lane < 32; ++lane) {
