@@ -32,18 +32,20 @@ struct DeviceContext {
 };
 
 template <int D, int KB, int VB, bool SIGNS>
-__global__ void __launch_bounds__(kThreads) decode_body_kernel(DecodeShape shape, BodyView body, BatchView batch,
-                                                               const float* queries, float* partials,
-                                                               int tokens_per_unit, int units) {
+__global__ void __launch_bounds__(kThreads)
+    decode_body_kernel(const __grid_constant__ DecodeShape shape, const __grid_constant__ BodyView body,
+                       const __grid_constant__ BatchView batch, const float* queries, float* partials,
+                       int tokens_per_unit, int units) {
   __shared__ float shared[decode_body_shared_floats<D, SIGNS>()];
   DeviceContext ctx;
   decode_body<D, KB, VB, SIGNS>(ctx, shared, shape, body, batch, queries, partials, tokens_per_unit, units);
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) finish_kernel(DecodeShape shape, BodyView body, BatchView batch,
-                                                          const float* queries, const float* partials, int units,
-                                                          float* output, float* lse) {
+__global__ void __launch_bounds__(kThreads)
+    finish_kernel(const __grid_constant__ DecodeShape shape, const __grid_constant__ BodyView body,
+                  const __grid_constant__ BatchView batch, const float* queries, const float* partials, int units,
+                  float* output, float* lse) {
   __shared__ FinishShared<D> shared;
   DeviceContext ctx;
   finish<D>(ctx, shared, shape, body, batch, queries, partials, units, output, lse);
