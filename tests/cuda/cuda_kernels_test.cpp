@@ -102,15 +102,6 @@ TEST(CudaEncode, NamesTheRowItCannotEncode) {
   EXPECT_THROW(device.encode_rows(Part::kKeys, 0, y.get(), 40, codes.get()), Error);
 }
 
-// Relative L2 distance of two vectors.
-double relative_error(const float* got, const float* expected, size_t n) {
-  double difference = 0.0, norm = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    difference += std::pow(static_cast<double>(got[i]) - expected[i], 2);
-    norm += std::pow(static_cast<double>(expected[i]), 2);
-  }
-  return std::sqrt(difference / std::max(norm, 1e-300));
-}
 
 
 
@@ -137,11 +128,7 @@ TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
     const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, {3, 37, 300, 1000, 2100, 4100}, 11);
     const DeviceMirror mirror(m, c.page);
     const size_t batch = m.lengths.size();
-    const std::vector<float> queries = random_queries(batch * c.q_heads * c.dim, 5);
-    std::vector<float> cpu(queries.size()), cpu_lse(batch * c.q_heads);
-    AttentionOptions exact_float;
-    exact_float.arithmetic = Arithmetic::kFloat;
-    m.cache.decode(0, m.ids.data(), batch, queries.data(), c.q_heads, cpu.data(), cpu_lse.data(), exact_float);
+    const CpuDecode cpu(m);
 
     const DeviceLayerCodecs codecs(m.cache, 0);
     const DevicePagePool pool(codecs, mirror.pages, c.page);
@@ -162,21 +149,11 @@ TEST(CudaDecode, EqualsTheCpuCacheOnTheSameCodes) {
     view.exact_capacity = mirror.capacity;
     view.host_body_tokens = mirror.body.data();
     view.host_exact_tokens = mirror.exact.data();
-    const DeviceArray<float> q(queries), output(queries.size()), lse(batch * c.q_heads);
+    const DeviceArray<float> q(cpu.queries), output(cpu.queries.size()), lse(batch * c.q_heads);
     DecodeWorkspace workspace;
     decode_attention(codecs, pool.view(), view, q.get(), c.q_heads, output.get(), lse.get(), workspace);
     check(cudaDeviceSynchronize(), "decode");
-    const std::vector<float> got = output.host(), got_lse = lse.host();
-    double worst = 0.0, worst_lse = 0.0;
-    for (size_t row = 0; row < batch * c.q_heads; ++row) {
-      worst = std::max(worst, relative_error(got.data() + row * c.dim, cpu.data() + row * c.dim, c.dim));
-      worst_lse = std::max(worst_lse, std::abs(got_lse[row] - cpu_lse[row]) / lse_tolerance(cpu_lse[row]));
-    }
-    // fp16 operands of the tensor cores (the rotated query, centroids, weights): ~5e-4 each.
-    EXPECT_LT(worst, 4e-3) << c.policy << " dim " << c.dim;
-    EXPECT_LT(worst_lse, 1.0) << c.policy << " dim " << c.dim;
-    std::printf("[ cuda     ] %s dim %zu q_heads %zu: output %.2e, lse %.2f of its tolerance from the CPU's\n", c.policy.c_str(), c.dim,
-                c.q_heads, worst, worst_lse);
+    cpu.expect_close("cuda", c.policy, m, output.host(), lse.host());
   }
 }
 

@@ -20,15 +20,6 @@
 namespace kvsketch::cuda {
 namespace {
 
-double relative_error(const float* got, const float* expected, size_t n) {
-  double difference = 0.0, norm = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    difference += std::pow(static_cast<double>(got[i]) - expected[i], 2);
-    norm += std::pow(static_cast<double>(expected[i]), 2);
-  }
-  return std::sqrt(difference / std::max(norm, 1e-300));
-}
-
 // One role's codecs and their planes: every body token of every head encoded by its head's codec.
 struct RolePlanes {
   detail::HostTables storage;
@@ -79,11 +70,7 @@ void check_emulated(const DecodeCase& c, const std::vector<size_t>& lengths) {
   const MirroredCache m(c.kv_heads, c.dim, c.q_heads, c.policy, lengths, 11);
   const DeviceMirror mirror(m, c.page);
   const size_t batch = m.lengths.size();
-  const std::vector<float> queries = random_queries(batch * c.q_heads * c.dim, 5);
-  std::vector<float> cpu(queries.size()), cpu_lse(batch * c.q_heads);
-  AttentionOptions exact_float;
-  exact_float.arithmetic = Arithmetic::kFloat;
-  m.cache.decode(0, m.ids.data(), batch, queries.data(), c.q_heads, cpu.data(), cpu_lse.data(), exact_float);
+  const CpuDecode cpu(m);
 
   detail::BodyView body;
   std::unique_ptr<RolePlanes> keys, values;
@@ -123,19 +110,9 @@ void check_emulated(const DecodeCase& c, const std::vector<size_t>& lengths) {
   shape.group = static_cast<int>(c.q_heads / c.kv_heads);
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
 
-  std::vector<float> got(queries.size()), got_lse(batch * c.q_heads);
-  emulator::decode<D, KB, VB, SIGNS>(shape, body, view, queries.data(), got.data(), got_lse.data());
-  double worst = 0.0, worst_lse = 0.0;
-  for (size_t row = 0; row < batch * c.q_heads; ++row) {
-    worst = std::max(worst, relative_error(got.data() + row * D, cpu.data() + row * D, D));
-    worst_lse = std::max(worst_lse, std::abs(got_lse[row] - cpu_lse[row]) / lse_tolerance(cpu_lse[row]));
-    if (getenv("DEBUG_ROWS")) std::printf("row %zu seq %zu: err %.3g lse %g vs %g\n", row, row / c.q_heads, relative_error(got.data() + row * D, cpu.data() + row * D, D), got_lse[row], cpu_lse[row]);
-  }
-  // fp16 operands of the tensor cores (the rotated query, centroids, weights): ~5e-4 each.
-  EXPECT_LT(worst, 4e-3) << c.policy << " dim " << D;
-  EXPECT_LT(worst_lse, 1.0) << c.policy << " dim " << D;
-  std::printf("[ emulated ] %s dim %d q_heads %zu: output %.2e, lse %.2f of its tolerance from the CPU's\n", c.policy.c_str(), D,
-              c.q_heads, worst, worst_lse);
+  std::vector<float> got(cpu.queries.size()), got_lse(batch * c.q_heads);
+  emulator::decode<D, KB, VB, SIGNS>(shape, body, view, cpu.queries.data(), got.data(), got_lse.data());
+  cpu.expect_close("emulated", c.policy, m, got, got_lse);
 }
 
 // Lengths with no body, a body shorter than a tile, several tiles and pages, and (at 700) more

@@ -1,9 +1,12 @@
 // A PagedKVCache and its body laid out as a page store: what the GPU tests (on the device) and
 // the decode emulation (on the CPU) run the kernels on, to compare with the cache's own decode.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -139,6 +142,46 @@ inline std::vector<float> random_queries(size_t count, uint64_t seed) {
 // How far the kernels' lse may lie from the CPU's: the rotated query is an fp16 operand (2^-11
 // relative per element), so a score's error grows with the score.
 inline double lse_tolerance(double lse) { return 4e-3 + 1e-3 * std::abs(lse); }
+
+// Relative L2 distance of two vectors.
+inline double relative_error(const float* got, const float* expected, size_t n) {
+  double difference = 0.0, norm = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    difference += std::pow(static_cast<double>(got[i]) - expected[i], 2);
+    norm += std::pow(static_cast<double>(expected[i]), 2);
+  }
+  return std::sqrt(difference / std::max(norm, 1e-300));
+}
+
+// Random queries for every sequence and query head of a mirrored cache, and the cache's own decode
+// of them (float arithmetic): what the kernels are compared with.
+struct CpuDecode {
+  std::vector<float> queries, output, lse;
+
+  CpuDecode(const MirroredCache& m) : queries(random_queries(m.lengths.size() * m.q_heads * m.dim, 5)) {
+    output.resize(queries.size());
+    lse.resize(m.lengths.size() * m.q_heads);
+    AttentionOptions exact_float;
+    exact_float.arithmetic = Arithmetic::kFloat;
+    m.cache.decode(0, m.ids.data(), m.lengths.size(), queries.data(), m.q_heads, output.data(), lse.data(),
+                   exact_float);
+  }
+
+  // Expects a kernel's output and lse (`who` ran it) within fp16 operand rounding of the CPU's.
+  void expect_close(const char* who, const std::string& policy, const MirroredCache& m, const std::vector<float>& got,
+                    const std::vector<float>& got_lse) const {
+    double worst = 0.0, worst_lse = 0.0;
+    for (size_t row = 0; row < lse.size(); ++row) {
+      worst = std::max(worst, relative_error(got.data() + row * m.dim, output.data() + row * m.dim, m.dim));
+      worst_lse = std::max(worst_lse, std::abs(got_lse[row] - lse[row]) / lse_tolerance(lse[row]));
+    }
+    // fp16 operands of the tensor cores (the rotated query, centroids, weights): ~5e-4 each.
+    EXPECT_LT(worst, 4e-3) << policy << " dim " << m.dim;
+    EXPECT_LT(worst_lse, 1.0) << policy << " dim " << m.dim;
+    std::printf("[ %-8s ] %s dim %zu q_heads %zu: output %.2e, lse %.2f of its tolerance from the CPU's\n", who,
+                policy.c_str(), m.dim, m.q_heads, worst, worst_lse);
+  }
+};
 
 struct DecodeCase {
   size_t kv_heads, dim, q_heads;
