@@ -140,11 +140,6 @@ __host__ __device__ inline uint2 centroid_pairs(uint32_t selector, const Codeboo
   }
 }
 
-// The layout code of a body's keys or values (the kernels' template arguments): b (one part of
-// b-bit indices over the whole head; 16 the fp16 body; tq_prod's scalar part b - 1; QJL 0), or a
-// channel split of the shorthand tq_mse:b=2.5 (kSplit25: a quarter of the channels at 3 bits, the
-// rest at 2) or b=3.5 (kSplit35: 4 and 3), each part with its own rotation and norm.
-constexpr int kSplit25 = 25, kSplit35 = 35;
 
 template <int D, int CODE>
 struct Layout {

@@ -12,6 +12,13 @@ inline constexpr int kMaxRotationSteps = 32;
 inline constexpr int kMaxGroupHeads = 16;  // query heads per KV head: one mma tile of rows
 inline constexpr int kMaxParts = 2;        // a channel split's parts
 
+// The layout code of a body's keys or values (the kernels' template arguments): b (one part of
+// b-bit indices over the whole head; 16 the fp16 body; tq_prod's scalar part b - 1; QJL 0), or a
+// channel split of the shorthand tq_mse:b=2.5 (kSplit25: a quarter of the channels at 3 bits, the
+// rest at 2) or b=3.5 (kSplit35: 4 and 3), each part with its own rotation and norm.
+inline constexpr int kSplit25 = 25, kSplit35 = 35;
+
+
 // A RandomizedHadamard::Plan per head on the device: factors [heads][steps][window], flips
 // [heads][dim] (null where every flip is +1).
 struct RotationView {
@@ -73,10 +80,10 @@ struct PartView {
   // tq_prod: after the norm, the row holds the residual's norm gamma.
   bool gammas() const { return signs && parts[0].codebook.bits > 0; }
   int factors() const { return part_count + (gammas() ? 1 : 0); }  // fp16 norms of a CPU row
-  // The kernels' layout code (fragments.cuh): b, or 25 / 35 for the splits.
+  // The kernels' layout code: b, or kSplit25 / kSplit35.
   int layout() const {
     if (part_count == 1) return parts[0].codebook.bits;
-    return parts[1].codebook.bits == 2 ? 25 : 35;
+    return parts[1].codebook.bits == 2 ? kSplit25 : kSplit35;
   }
 };
 
@@ -131,7 +138,7 @@ struct BatchView {
   int exact_capacity = 0;
 };
 
-// The body: codes (key_bits/value_bits: layout codes 2..4, or 25 / 35 for the splits; tq_prod
+// The body: codes (key_bits/value_bits: layout codes 2..4, or kSplit25 / kSplit35; tq_prod
 // keys: key_bits 1..3 of the scalar part and key_signs; QJL keys: key_bits 0 and key_signs) or fp16
 // (bits 16; indices pointers hold the halves). Norm planes hold one norm per part and token.
 struct BodyView {
