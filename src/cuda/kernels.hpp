@@ -18,7 +18,6 @@ inline constexpr int kMaxParts = 2;        // a channel split's parts
 // rest at 2) or b=3.5 (kSplit35: 4 and 3), each part with its own rotation and norm.
 inline constexpr int kSplit25 = 25, kSplit35 = 35;
 
-
 // A RandomizedHadamard::Plan per head on the device: factors [heads][steps][window], flips
 // [heads][dim] (null where every flip is +1).
 struct RotationView {

@@ -1,12 +1,12 @@
-// A page store's planes in host memory, filled from CPU rows as store_rows fills them on the
-// device: each part's packed indices one after the other, one fp16 norm per part, tq_prod's gammas
-// in their own plane. For running the kernels' functions on the CPU.
+// A page store's planes in host memory, filled from CPU rows by store_rows' own copy (store_row):
+// each part's packed indices one after the other, one fp16 norm per part, tq_prod's gammas in
+// their own plane. For running the kernels' functions on the CPU.
 #pragma once
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "cuda/encode_row.cuh"
+#include "cuda/encode_targets.cuh"
 #include "cuda/kernels.hpp"
 
 namespace kvsketch::cuda {
@@ -34,19 +34,22 @@ struct HostPlanes {
   HostPlanes(const detail::PartView& part, size_t slots)
       : view(&part), packed((slots * part.packed_bytes + 15) / 16 + 1), norms(slots * part.part_count), gammas(slots) {}
 
-  // The CPU row `row` (as VectorCodec::encode writes it) at plane index `plane`.
-  void store(const uint8_t* row, size_t plane) {
-    auto* indices = reinterpret_cast<uint8_t*>(packed.data()) + plane * view->packed_bytes;
-    size_t from = 0, to = 0;
-    for (int p = 0; p < view->part_count; ++p) {
-      const size_t bytes = view->part_count == 1 ? view->packed_bytes : view->parts[p].packed_bytes;
-      std::memcpy(indices + to, row + from, bytes);
-      norms[plane * view->part_count + p] = static_cast<uint16_t>(row[from + bytes] | row[from + bytes + 1] << 8);
-      from += bytes + 2;
-      to += bytes;
-    }
-    if (view->gammas()) gammas[plane] = static_cast<uint16_t>(row[from] | row[from + 1] << 8);
+  // Where encode and store_rows write into these planes (slots of pages of page_tokens tokens).
+  detail::EncodeTarget target(const int64_t* slots, int page_tokens, int kv_heads, int64_t total_slots) {
+    detail::EncodeTarget target;
+    target.slots = slots;
+    target.indices = reinterpret_cast<uint8_t*>(packed.data());
+    target.norms = norms.data();
+    target.gammas = view->gammas() ? gammas.data() : nullptr;
+    target.norms_per_token = view->part_count;
+    target.page_tokens = page_tokens;
+    target.kv_heads = kv_heads;
+    target.total_slots = total_slots;
+    return target;
   }
+
+  // The CPU row `row` (as VectorCodec::encode writes it) at plane index `plane`.
+  void store(const uint8_t* row, size_t plane) { detail::store_row(*view, row, plane, target(nullptr, 0, 0, 0), 0, 1); }
   const uint8_t* indices() const { return reinterpret_cast<const uint8_t*>(packed.data()); }
 };
 
