@@ -12,16 +12,17 @@
 namespace kvsketch::cuda {
 
 // Encodes one row of head `head` into a CPU row with the GPU's encode function run on the CPU, as
-// the encode kernel's rows mode writes it: each part's indices and norm in turn (tq_prod: its
-// signs after the indices, then the norm and gamma).
+// the encode kernel's rows mode writes it (target_of): each part's indices and norm in turn
+// (tq_prod: its signs after the indices, then the norm and gamma).
 inline int encode_cpu_row(const detail::PartView& view, int head, const float* in, uint8_t* row) {
   static detail::EncodeScratch scratch;
-  size_t at = 0;
+  detail::EncodeTarget target;
+  target.rows = row;
   for (int p = 0; p < view.part_count; ++p) {
-    const size_t packed = view.part_count == 1 ? view.packed_bytes : view.parts[p].packed_bytes;
-    const int result = detail::encode_row(view, p, head, in, scratch, row + at, row + at + packed, row + at + packed + 2, 0);
+    uint8_t *indices, *norm, *gamma;
+    detail::target_of(target, view, p, head, 0, &indices, &norm, &gamma);
+    const int result = detail::encode_row(view, p, head, in, scratch, indices, norm, gamma, 0);
     if (result != detail::kEncoded) return result;
-    at += packed + 2;
   }
   return detail::kEncoded;
 }
